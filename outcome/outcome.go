@@ -1,0 +1,124 @@
+// Package outcome decides what state a run is in from its record and facts
+// probed from the live system. It is a pure function, standard library only,
+// no I/O: every row of the matrix is pinned by a table test and documented in
+// docs/architecture/outcome.md.
+package outcome
+
+// State is what agent-box tells the agent about a run.
+type State string
+
+const (
+	Running State = "running"
+	Exited  State = "exited"
+	Unknown State = "unknown"
+)
+
+// Liveness is what a probe of a recorded (pid, start time) found.
+type Liveness int
+
+const (
+	Gone   Liveness = iota // no such pid, or a zombie
+	Same                   // alive, and /proc/PID/stat field 22 matches the record
+	Reused                 // alive, but a different process (start time differs)
+)
+
+// Reason says why a State was chosen; callers branch on it.
+type Reason string
+
+const (
+	ReasonExited           Reason = "exited"            // exit recorded
+	ReasonExitedSurvivors  Reason = "exited_survivors"  // exit recorded, group members still alive
+	ReasonRebooted         Reason = "rebooted"          // recorded on another boot: never trust its pids
+	ReasonRunning          Reason = "running"           // child and supervisor alive and same
+	ReasonUnsupervised     Reason = "unsupervised"      // child alive, supervisor gone: exit will not be recorded
+	ReasonExiting          Reason = "exiting"           // child gone, supervisor alive: about to record the exit
+	ReasonSupervisorLost   Reason = "supervisor_lost"   // child and supervisor gone, no exit recorded
+	ReasonStarting         Reason = "starting"          // no child pid yet, supervisor alive
+	ReasonStartInterrupted Reason = "start_interrupted" // no child pid, supervisor gone
+	ReasonStartFailed      Reason = "start_failed"      // the supervisor recorded that the child could not start
+	ReasonCorrupt          Reason = "corrupt_record"    // the record could not be read (set by callers, not Decide)
+)
+
+// Run is the part of a run record the decision needs.
+type Run struct {
+	BootID        string // boot the run was started on
+	HasChild      bool   // a child pid was recorded
+	HasSupervisor bool   // a supervisor pid was recorded
+	ExitRecorded  bool
+	StartFailed   bool
+}
+
+// Facts are probed from the live system just before deciding.
+type Facts struct {
+	BootID     string
+	Child      Liveness // meaningless unless Run.HasChild
+	Supervisor Liveness // meaningless unless Run.HasSupervisor
+	Survivors  int      // live members of the child's process group besides the leader
+}
+
+// Verdict is the decision.
+type Verdict struct {
+	State  State
+	Reason Reason
+	// MayBeAlive is true when some process of the run may still be alive, so
+	// its name is in use: false only when its processes are provably gone.
+	MayBeAlive bool
+	// Signalable is true when the run's process group may be signalled: the
+	// leader (or, after its exit, its group) is provably the recorded one.
+	Signalable bool
+}
+
+// Decide returns the verdict for run given facts.
+//
+// The order of the checks is the precedence of the matrix: a recorded exit
+// is a fact that no later probe can undo; then the boot, because a pid from
+// another boot names an unrelated process (runc's refreshState refuses the
+// same way); then start failure; then the liveness of child and supervisor.
+func Decide(run Run, facts Facts) Verdict {
+	sameBoot := run.BootID != "" && run.BootID == facts.BootID
+
+	if run.ExitRecorded {
+		// Survivors are counted in the group whose id is the leader's pid.
+		// While any member lives the kernel keeps that pid allocated, so a
+		// Gone leader with live members means the members are still ours;
+		// a Reused leader means the number was handed out again and the
+		// count is about someone else. Another boot makes the count
+		// meaningless altogether.
+		if sameBoot && run.HasChild && facts.Child != Reused && facts.Survivors > 0 {
+			return Verdict{State: Exited, Reason: ReasonExitedSurvivors, MayBeAlive: true, Signalable: true}
+		}
+		return Verdict{State: Exited, Reason: ReasonExited}
+	}
+
+	if !sameBoot {
+		return Verdict{State: Unknown, Reason: ReasonRebooted}
+	}
+
+	supervised := run.HasSupervisor && facts.Supervisor == Same
+
+	if !run.HasChild {
+		// A recorded child pid beats StartFailed (a contradictory record),
+		// handled below: declaring a live child dead is the worse mistake.
+		if run.StartFailed {
+			return Verdict{State: Unknown, Reason: ReasonStartFailed}
+		}
+		if supervised {
+			return Verdict{State: Running, Reason: ReasonStarting, MayBeAlive: true}
+		}
+		return Verdict{State: Unknown, Reason: ReasonStartInterrupted}
+	}
+
+	childAlive := facts.Child == Same
+	switch {
+	case childAlive && supervised:
+		return Verdict{State: Running, Reason: ReasonRunning, MayBeAlive: true, Signalable: true}
+	case childAlive:
+		return Verdict{State: Running, Reason: ReasonUnsupervised, MayBeAlive: true, Signalable: true}
+	case supervised:
+		// The leader is gone (or its pid reused) but the supervisor has not
+		// written the exit yet: it is between wait(2) and the record write.
+		return Verdict{State: Running, Reason: ReasonExiting, MayBeAlive: true}
+	default:
+		return Verdict{State: Unknown, Reason: ReasonSupervisorLost}
+	}
+}

@@ -1,0 +1,252 @@
+package outcome
+
+import (
+	"fmt"
+	"testing"
+)
+
+const (
+	bootA = "5b2a5a4e-9a3c-4e0c-9e55-0d6d2f1c3a11"
+	bootB = "0d1f2e3c-1111-4222-8333-944455556666"
+)
+
+// TestDecide pins every row of the matrix in docs/architecture/outcome.md.
+// Change the two together.
+func TestDecide(t *testing.T) {
+	child := Run{BootID: bootA, HasChild: true, HasSupervisor: true}
+	noChild := Run{BootID: bootA, HasSupervisor: true}
+	withExit := func(r Run) Run { r.ExitRecorded = true; return r }
+	failed := func(r Run) Run { r.StartFailed = true; return r }
+	unsupervisedRun := func(r Run) Run { r.HasSupervisor = false; return r }
+	boot := func(r Run, id string) Run { r.BootID = id; return r }
+
+	tests := []struct {
+		name  string
+		run   Run
+		facts Facts
+		want  Verdict
+	}{
+		// Exit recorded: the record is the fact, probes cannot undo it.
+		{"exit recorded", withExit(child), Facts{BootID: bootA, Child: Gone, Supervisor: Gone},
+			Verdict{Exited, ReasonExited, false, false}},
+		{"exit recorded, supervisor still alive", withExit(child), Facts{BootID: bootA, Child: Gone, Supervisor: Same},
+			Verdict{Exited, ReasonExited, false, false}},
+		{"exit recorded, survivors", withExit(child), Facts{BootID: bootA, Child: Gone, Survivors: 2},
+			Verdict{Exited, ReasonExitedSurvivors, true, true}},
+		{"exit recorded, survivors, leader pid same", withExit(child), Facts{BootID: bootA, Child: Same, Survivors: 1},
+			Verdict{Exited, ReasonExitedSurvivors, true, true}},
+		{"exit recorded, survivors, leader pid reused", withExit(child), Facts{BootID: bootA, Child: Reused, Survivors: 1},
+			Verdict{Exited, ReasonExited, false, false}},
+		{"exit recorded on another boot, survivors ignored", withExit(child), Facts{BootID: bootB, Child: Gone, Survivors: 3},
+			Verdict{Exited, ReasonExited, false, false}},
+		{"exit recorded, empty boot id, survivors ignored", withExit(boot(child, "")), Facts{BootID: bootA, Child: Gone, Survivors: 3},
+			Verdict{Exited, ReasonExited, false, false}},
+		{"exit recorded, no child pid, survivors ignored", withExit(noChild), Facts{BootID: bootA, Survivors: 3},
+			Verdict{Exited, ReasonExited, false, false}},
+
+		// Another boot: no pid from the record means anything now.
+		{"rebooted, child pid looks same", child, Facts{BootID: bootB, Child: Same, Supervisor: Same},
+			Verdict{Unknown, ReasonRebooted, false, false}},
+		{"rebooted, all gone", child, Facts{BootID: bootB},
+			Verdict{Unknown, ReasonRebooted, false, false}},
+		{"recorded boot id empty", boot(child, ""), Facts{BootID: bootA, Child: Same, Supervisor: Same},
+			Verdict{Unknown, ReasonRebooted, false, false}},
+		{"both boot ids empty", boot(child, ""), Facts{BootID: "", Child: Same, Supervisor: Same},
+			Verdict{Unknown, ReasonRebooted, false, false}},
+		{"rebooted beats start failed", failed(noChild), Facts{BootID: bootB},
+			Verdict{Unknown, ReasonRebooted, false, false}},
+		{"rebooted beats starting", noChild, Facts{BootID: bootB, Supervisor: Same},
+			Verdict{Unknown, ReasonRebooted, false, false}},
+
+		// Child recorded, same boot.
+		{"running", child, Facts{BootID: bootA, Child: Same, Supervisor: Same},
+			Verdict{Running, ReasonRunning, true, true}},
+		{"unsupervised, supervisor gone", child, Facts{BootID: bootA, Child: Same, Supervisor: Gone},
+			Verdict{Running, ReasonUnsupervised, true, true}},
+		{"unsupervised, supervisor pid reused", child, Facts{BootID: bootA, Child: Same, Supervisor: Reused},
+			Verdict{Running, ReasonUnsupervised, true, true}},
+		{"unsupervised, no supervisor recorded", unsupervisedRun(child), Facts{BootID: bootA, Child: Same, Supervisor: Same},
+			Verdict{Running, ReasonUnsupervised, true, true}},
+		{"exiting, child gone", child, Facts{BootID: bootA, Child: Gone, Supervisor: Same},
+			Verdict{Running, ReasonExiting, true, false}},
+		{"exiting, child pid reused", child, Facts{BootID: bootA, Child: Reused, Supervisor: Same},
+			Verdict{Running, ReasonExiting, true, false}},
+		{"supervisor lost", child, Facts{BootID: bootA, Child: Gone, Supervisor: Gone},
+			Verdict{Unknown, ReasonSupervisorLost, false, false}},
+		{"supervisor lost, both pids reused", child, Facts{BootID: bootA, Child: Reused, Supervisor: Reused},
+			Verdict{Unknown, ReasonSupervisorLost, false, false}},
+		{"supervisor lost, none recorded", unsupervisedRun(child), Facts{BootID: bootA, Child: Gone},
+			Verdict{Unknown, ReasonSupervisorLost, false, false}},
+
+		// No child pid recorded, same boot.
+		{"start failed", failed(noChild), Facts{BootID: bootA, Supervisor: Gone},
+			Verdict{Unknown, ReasonStartFailed, false, false}},
+		{"start failed, supervisor still alive", failed(noChild), Facts{BootID: bootA, Supervisor: Same},
+			Verdict{Unknown, ReasonStartFailed, false, false}},
+		{"child pid beats contradictory start failure", failed(child), Facts{BootID: bootA, Child: Same, Supervisor: Same},
+			Verdict{Running, ReasonRunning, true, true}},
+		{"starting", noChild, Facts{BootID: bootA, Supervisor: Same},
+			Verdict{Running, ReasonStarting, true, false}},
+		{"start interrupted, supervisor gone", noChild, Facts{BootID: bootA, Supervisor: Gone},
+			Verdict{Unknown, ReasonStartInterrupted, false, false}},
+		{"start interrupted, supervisor pid reused", noChild, Facts{BootID: bootA, Supervisor: Reused},
+			Verdict{Unknown, ReasonStartInterrupted, false, false}},
+		{"start interrupted, no supervisor recorded", unsupervisedRun(noChild), Facts{BootID: bootA, Supervisor: Same},
+			Verdict{Unknown, ReasonStartInterrupted, false, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Decide(tt.run, tt.facts); got != tt.want {
+				t.Errorf("Decide(%+v, %+v)\n got %+v\nwant %+v", tt.run, tt.facts, got, tt.want)
+			}
+		})
+	}
+}
+
+// stateOf is the only state each reason may come with.
+var stateOf = map[Reason]State{
+	ReasonExited:           Exited,
+	ReasonExitedSurvivors:  Exited,
+	ReasonRebooted:         Unknown,
+	ReasonRunning:          Running,
+	ReasonUnsupervised:     Running,
+	ReasonExiting:          Running,
+	ReasonSupervisorLost:   Unknown,
+	ReasonStarting:         Running,
+	ReasonStartInterrupted: Unknown,
+	ReasonStartFailed:      Unknown,
+}
+
+// mayBeAliveOf is the MayBeAlive column of the matrix, per reason.
+var mayBeAliveOf = map[Reason]bool{
+	ReasonExited:           false,
+	ReasonExitedSurvivors:  true,
+	ReasonRebooted:         false,
+	ReasonRunning:          true,
+	ReasonUnsupervised:     true,
+	ReasonExiting:          true,
+	ReasonSupervisorLost:   false,
+	ReasonStarting:         true,
+	ReasonStartInterrupted: false,
+	ReasonStartFailed:      false,
+}
+
+// TestDecideInvariants enumerates every combination of inputs (with
+// representative boot ids and survivor counts) and checks the properties
+// that must hold whatever the row.
+func TestDecideInvariants(t *testing.T) {
+	bools := []bool{false, true}
+	lives := []Liveness{Gone, Same, Reused}
+	seen := map[Reason]bool{}
+	n := 0
+	for _, recBoot := range []string{"", bootA, bootB} {
+		for _, liveBoot := range []string{"", bootA} {
+			for _, hasChild := range bools {
+				for _, hasSup := range bools {
+					for _, exit := range bools {
+						for _, failed := range bools {
+							for _, c := range lives {
+								for _, s := range lives {
+									for _, surv := range []int{0, 1, 5} {
+										run := Run{BootID: recBoot, HasChild: hasChild, HasSupervisor: hasSup, ExitRecorded: exit, StartFailed: failed}
+										facts := Facts{BootID: liveBoot, Child: c, Supervisor: s, Survivors: surv}
+										checkInvariants(t, run, facts)
+										seen[Decide(run, facts).Reason] = true
+										n++
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	for r := range stateOf {
+		if !seen[r] {
+			t.Errorf("reason %q is never reached", r)
+		}
+	}
+	if seen[ReasonCorrupt] {
+		t.Errorf("Decide returned %q, which only callers set", ReasonCorrupt)
+	}
+	t.Logf("checked %d combinations", n)
+}
+
+func checkInvariants(t *testing.T, run Run, facts Facts) {
+	t.Helper()
+	v := Decide(run, facts)
+	where := fmt.Sprintf("Decide(%+v, %+v) = %+v", run, facts, v)
+	sameBoot := run.BootID != "" && run.BootID == facts.BootID
+	childSame := run.HasChild && facts.Child == Same
+	supSame := run.HasSupervisor && facts.Supervisor == Same
+
+	if want, ok := stateOf[v.Reason]; !ok || want != v.State {
+		t.Errorf("%s: reason %q does not go with state %q", where, v.Reason, v.State)
+	}
+	if want := mayBeAliveOf[v.Reason]; v.MayBeAlive != want {
+		t.Errorf("%s: MayBeAlive = %v for reason %q, want %v", where, v.MayBeAlive, v.Reason, want)
+	}
+	if (v.State == Exited) != run.ExitRecorded {
+		t.Errorf("%s: Exited if and only if an exit is recorded", where)
+	}
+	if v.State == Running && !childSame && !supSame {
+		t.Errorf("%s: Running with neither child nor supervisor provably alive", where)
+	}
+	if v.State == Running && !childSame && v.Reason != ReasonExiting && v.Reason != ReasonStarting {
+		t.Errorf("%s: Running without a live child must be exiting or starting", where)
+	}
+	if v.State == Running && !sameBoot {
+		t.Errorf("%s: Running across a boot", where)
+	}
+	if !run.ExitRecorded && !sameBoot && v.Reason != ReasonRebooted {
+		t.Errorf("%s: another boot without an exit must be %q", where, ReasonRebooted)
+	}
+	if v.Signalable {
+		if !sameBoot {
+			t.Errorf("%s: Signalable across a boot", where)
+		}
+		if !run.HasChild {
+			t.Errorf("%s: Signalable with no child pid to signal", where)
+		}
+		if facts.Child == Reused {
+			t.Errorf("%s: Signalable with a reused child pid", where)
+		}
+		if v.State == Unknown {
+			t.Errorf("%s: Signalable when the state is unknown", where)
+		}
+		if !childSame && v.Reason != ReasonExitedSurvivors {
+			t.Errorf("%s: Signalable without the leader being provably ours", where)
+		}
+	}
+	if v.Reason == ReasonExitedSurvivors && facts.Survivors == 0 {
+		t.Errorf("%s: survivors reported with none counted", where)
+	}
+
+	// Facts that the record says are meaningless must not change anything.
+	if !run.HasChild {
+		for _, c := range []Liveness{Gone, Same, Reused} {
+			f := facts
+			f.Child = c
+			if got := Decide(run, f); got != v {
+				t.Errorf("%s: changed to %+v with Child=%v although no child pid is recorded", where, got, c)
+			}
+		}
+	}
+	if !run.HasSupervisor {
+		for _, s := range []Liveness{Gone, Same, Reused} {
+			f := facts
+			f.Supervisor = s
+			if got := Decide(run, f); got != v {
+				t.Errorf("%s: changed to %+v with Supervisor=%v although no supervisor pid is recorded", where, got, s)
+			}
+		}
+	}
+	if !run.ExitRecorded {
+		f := facts
+		f.Survivors = 0
+		if got := Decide(run, f); got != v {
+			t.Errorf("%s: survivors changed the verdict of a run with no exit recorded", where)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+// Package proc reads the Linux facts the outcome matrix needs: the boot id,
+// a process's start time (field 22 of /proc/PID/stat) and the members of a
+// process group. Linux only, by design: agent-box runs on Linux boxes.
+//
+// Caveats: a /proc mounted with hidepid hides other users' processes, which
+// then read as gone; agent-box only probes its own user's processes. Pids are
+// read in the pid namespace of the /proc mount, which must be the one the
+// runs were started in.
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"syscall"
+
+	"github.com/agent-box/agent-box/outcome"
+)
+
+// ErrNoProcess is returned when the pid does not exist or is a zombie.
+var ErrNoProcess = errors.New("no such process")
+
+// ErrMalformedStat is returned by ParseStat for contents that are not a
+// /proc/PID/stat line.
+var ErrMalformedStat = errors.New("malformed /proc/PID/stat")
+
+// procRoot is where /proc is mounted; a var so tests can point it at a
+// fixture tree.
+var procRoot = "/proc"
+
+// Stat is the part of /proc/PID/stat agent-box uses.
+type Stat struct {
+	PID       int
+	State     byte   // field 3: R, S, D, Z, T, ...
+	PPID      int    // field 4
+	PGID      int    // field 5
+	SID       int    // field 6
+	StartTime uint64 // field 22, clock ticks since boot
+}
+
+// Dead reports whether the state is one in which the process has exited:
+// a zombie (Z) still holds its pid until reaped but runs nothing, and X is
+// the instant of being reaped (proc(5)).
+func (s Stat) Dead() bool { return s.State == 'Z' || s.State == 'X' }
+
+// BootID returns /proc/sys/kernel/random/boot_id, trimmed.
+func BootID() (string, error) {
+	data, err := os.ReadFile(procRoot + "/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("read boot id: %w", err)
+	}
+	id := string(bytes.TrimSpace(data))
+	if id == "" {
+		return "", errors.New("read boot id: empty")
+	}
+	return id, nil
+}
+
+// ReadStat parses /proc/PID/stat. The comm field may hold spaces and
+// parentheses: parse from the last ')'. A missing pid is ErrNoProcess.
+func ReadStat(pid int) (Stat, error) {
+	if pid <= 0 {
+		return Stat{}, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+	}
+	data, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		// ESRCH: the process exited between open and read.
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			return Stat{}, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+		}
+		return Stat{}, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	st, err := ParseStat(data)
+	if err != nil {
+		return Stat{}, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if st.PID != pid {
+		return Stat{}, fmt.Errorf("pid %d: stat names pid %d: %w", pid, st.PID, ErrMalformedStat)
+	}
+	return st, nil
+}
+
+// ParseStat parses the contents of a /proc/PID/stat file (fuzzed).
+//
+// The line is "pid (comm) state ppid pgrp session ... starttime ...". comm
+// is whatever the process set with prctl(PR_SET_NAME) or its executable's
+// name: it may contain spaces, parentheses and newlines, so it is bounded by
+// the first '(' and the last ')', and only the fields after the last ')'
+// are split.
+func ParseStat(data []byte) (Stat, error) {
+	sp := bytes.IndexByte(data, ' ')
+	if sp <= 0 || sp+1 >= len(data) || data[sp+1] != '(' {
+		return Stat{}, fmt.Errorf("%w: no \"pid (\" prefix", ErrMalformedStat)
+	}
+	pid, err := parseNonNegative(data[:sp])
+	if err != nil || pid == 0 {
+		return Stat{}, fmt.Errorf("%w: field 1 (pid) %q", ErrMalformedStat, data[:sp])
+	}
+	end := bytes.LastIndexByte(data, ')')
+	if end < sp+1 {
+		return Stat{}, fmt.Errorf("%w: no ')' closing comm", ErrMalformedStat)
+	}
+	rest := data[end+1:]
+	if len(rest) == 0 || rest[0] != ' ' {
+		return Stat{}, fmt.Errorf("%w: no space after comm", ErrMalformedStat)
+	}
+	// Field n (1-based, as in proc(5)) is fields[n-3].
+	fields := bytes.Fields(rest)
+	if len(fields) < 22-2 {
+		return Stat{}, fmt.Errorf("%w: %d fields after comm, want at least %d", ErrMalformedStat, len(fields), 22-2)
+	}
+	st := Stat{PID: pid}
+	state := fields[0]
+	if len(state) != 1 || !isLetter(state[0]) {
+		return Stat{}, fmt.Errorf("%w: field 3 (state) %q", ErrMalformedStat, state)
+	}
+	st.State = state[0]
+	for _, f := range []struct {
+		n   int
+		dst *int
+	}{{4, &st.PPID}, {5, &st.PGID}, {6, &st.SID}} {
+		v, err := parseNonNegative(fields[f.n-3])
+		if err != nil {
+			return Stat{}, fmt.Errorf("%w: field %d %q", ErrMalformedStat, f.n, fields[f.n-3])
+		}
+		*f.dst = v
+	}
+	st.StartTime, err = strconv.ParseUint(string(fields[22-3]), 10, 64)
+	if err != nil {
+		return Stat{}, fmt.Errorf("%w: field 22 (starttime) %q", ErrMalformedStat, fields[22-3])
+	}
+	return st, nil
+}
+
+// parseNonNegative accepts only what the kernel prints for a pid_t that
+// names a process: decimal digits, no sign.
+func parseNonNegative(b []byte) (int, error) {
+	if len(b) == 0 || len(b) > 10 {
+		return 0, strconv.ErrSyntax
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, strconv.ErrSyntax
+		}
+	}
+	v, err := strconv.ParseInt(string(b), 10, 32)
+	return int(v), err
+}
+
+func isLetter(c byte) bool { return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' }
+
+// StartTime returns field 22 of /proc/PID/stat; ErrNoProcess for a missing
+// pid or a zombie.
+func StartTime(pid int) (uint64, error) {
+	st, err := ReadStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	if st.Dead() {
+		return 0, fmt.Errorf("pid %d is a zombie (state %c): %w", pid, st.State, ErrNoProcess)
+	}
+	return st.StartTime, nil
+}
+
+// Probe tells whether pid is alive and is the process that started at
+// start: Same, Reused (alive, different start time) or Gone (missing or
+// zombie).
+//
+// An error other than ErrNoProcess (say, a /proc entry that cannot be read)
+// means something holds the pid but it cannot be shown to be ours, which is
+// Reused: never Same, so nothing signals it, and never Gone, so nothing
+// declares a possibly live run dead.
+func Probe(pid int, start uint64) outcome.Liveness {
+	got, err := StartTime(pid)
+	switch {
+	case errors.Is(err, ErrNoProcess):
+		return outcome.Gone
+	case err != nil || got != start:
+		return outcome.Reused
+	default:
+		return outcome.Same
+	}
+}
+
+// GroupMembers returns the pids of live (non-zombie) processes whose
+// process group is pgid, sorted ascending.
+//
+// It scans every /proc/PID, so it is a snapshot: processes that exit during
+// the scan are skipped, and one forked during the scan may be missed
+// (callers that kill a group loop until it is empty).
+func GroupMembers(pgid int) ([]int, error) {
+	if pgid <= 0 {
+		return nil, fmt.Errorf("process group %d: %w", pgid, ErrNoProcess)
+	}
+	dir, err := os.Open(procRoot)
+	if err != nil {
+		return nil, fmt.Errorf("scan process group %d: %w", pgid, err)
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("scan process group %d: %w", pgid, err)
+	}
+	var members []int
+	for _, name := range names {
+		pid, err := parseNonNegative([]byte(name))
+		if err != nil || pid == 0 {
+			continue // "self", "sys", "meminfo", ...
+		}
+		st, err := ReadStat(pid)
+		if errors.Is(err, ErrNoProcess) {
+			continue // exited since the directory was read
+		}
+		if err != nil {
+			return nil, fmt.Errorf("scan process group %d: %w", pgid, err)
+		}
+		if st.PGID == pgid && !st.Dead() {
+			members = append(members, pid)
+		}
+	}
+	slices.Sort(members)
+	return members, nil
+}

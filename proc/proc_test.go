@@ -1,0 +1,473 @@
+package proc_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/proc"
+)
+
+const helperEnv = "PROC_TEST_HELPER"
+
+// TestMain turns the test binary into a helper process when helperEnv is
+// set, so the tests need no shell scripts or external binaries.
+//
+//	block: wait for EOF on stdin, then exit 0
+//	group: start a "block" child in the same process group, print
+//	       "<own pid> <child pid>", then wait for EOF on stdin and the child
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "block":
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	case "group":
+		kid := helper("block")
+		kid.Stdin = os.Stdin
+		if err := kid.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Printf("%d %d\n", os.Getpid(), kid.Process.Pid)
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		_ = kid.Wait()
+		os.Exit(0)
+	default:
+		fmt.Fprintln(os.Stderr, "unknown helper", os.Getenv(helperEnv))
+		os.Exit(2)
+	}
+}
+
+func helper(mode string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// startBlocker starts a "block" helper as the leader of a new process group.
+// Closing the returned writer makes it exit.
+func startBlocker(t *testing.T) (*exec.Cmd, io.WriteCloser) {
+	t.Helper()
+	cmd := helper("block")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd, stdin
+}
+
+// waitExitedNotReaped blocks until pid has exited but leaves it a zombie
+// (waitid(2) with WNOWAIT), so a test can look at the zombie.
+func waitExitedNotReaped(t *testing.T, pid int) {
+	t.Helper()
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("waitid(%d): %v", pid, err)
+		}
+		return
+	}
+}
+
+func TestBootID(t *testing.T) {
+	id, err := proc.BootID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`).MatchString(id) {
+		t.Errorf("BootID() = %q, want a trimmed UUID", id)
+	}
+}
+
+func TestBootIDFake(t *testing.T) {
+	root := t.TempDir()
+	proc.SetProcRoot(t, root)
+	if _, err := proc.BootID(); err == nil {
+		t.Error("BootID() with no boot_id file: no error")
+	}
+	dir := filepath.Join(root, "sys/kernel/random")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ content, want string }{
+		{"abc\n", "abc"},
+		{"  abc  \n\n", "abc"},
+		{"\n", ""},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "boot_id"), []byte(tt.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := proc.BootID()
+		if tt.want == "" {
+			if err == nil {
+				t.Errorf("BootID() of %q = %q, want an error", tt.content, got)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("BootID() of %q = %q, %v; want %q", tt.content, got, err, tt.want)
+		}
+	}
+}
+
+func TestReadStatSelf(t *testing.T) {
+	st, err := proc.ReadStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := proc.Stat{PID: os.Getpid(), PPID: os.Getppid(), PGID: unix.Getpgrp(), StartTime: st.StartTime, State: st.State}
+	if sid, err := unix.Getsid(0); err == nil {
+		want.SID = sid
+	}
+	if st != want {
+		t.Errorf("ReadStat(self) = %+v, want %+v", st, want)
+	}
+	if st.StartTime == 0 {
+		t.Error("start time 0")
+	}
+	if st.Dead() {
+		t.Errorf("the test process is dead? state %c", st.State)
+	}
+}
+
+func TestMissingPid(t *testing.T) {
+	data, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	max, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{-1, 0, max + 1} {
+		if _, err := proc.ReadStat(pid); !errors.Is(err, proc.ErrNoProcess) {
+			t.Errorf("ReadStat(%d) error = %v, want ErrNoProcess", pid, err)
+		}
+		if _, err := proc.StartTime(pid); !errors.Is(err, proc.ErrNoProcess) {
+			t.Errorf("StartTime(%d) error = %v, want ErrNoProcess", pid, err)
+		}
+		if got := proc.Probe(pid, 1); got != outcome.Gone {
+			t.Errorf("Probe(%d) = %v, want Gone", pid, got)
+		}
+	}
+}
+
+// TestLifecycle follows one child through alive, reused-looking, zombie and
+// reaped, checking every probe at each stage.
+func TestLifecycle(t *testing.T) {
+	cmd, stdin := startBlocker(t)
+	pid := cmd.Process.Pid
+
+	st, err := proc.ReadStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PGID != pid {
+		t.Errorf("PGID = %d, want %d (own group)", st.PGID, pid)
+	}
+	if st.PPID != os.Getpid() {
+		t.Errorf("PPID = %d, want %d", st.PPID, os.Getpid())
+	}
+	start, err := proc.StartTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start != st.StartTime {
+		t.Errorf("StartTime = %d, ReadStat says %d", start, st.StartTime)
+	}
+	if got := proc.Probe(pid, start); got != outcome.Same {
+		t.Errorf("alive: Probe = %v, want Same", got)
+	}
+	// A different recorded start time is what a reused pid looks like.
+	for _, other := range []uint64{start + 1, start - 1, 0} {
+		if got := proc.Probe(pid, other); got != outcome.Reused {
+			t.Errorf("alive, start %d recorded, %d live: Probe = %v, want Reused", other, start, got)
+		}
+	}
+	if got, err := proc.GroupMembers(pid); err != nil || !slices.Equal(got, []int{pid}) {
+		t.Errorf("alive: GroupMembers = %v, %v; want [%d]", got, err, pid)
+	}
+
+	// Exited, not yet waited for: a zombie is dead.
+	_ = stdin.Close()
+	waitExitedNotReaped(t, pid)
+	st, err = proc.ReadStat(pid)
+	if err != nil {
+		t.Fatalf("zombie: ReadStat: %v", err)
+	}
+	if st.State != 'Z' || !st.Dead() {
+		t.Errorf("zombie: state %c, Dead %v", st.State, st.Dead())
+	}
+	if _, err := proc.StartTime(pid); !errors.Is(err, proc.ErrNoProcess) {
+		t.Errorf("zombie: StartTime error = %v, want ErrNoProcess", err)
+	}
+	if got := proc.Probe(pid, start); got != outcome.Gone {
+		t.Errorf("zombie: Probe = %v, want Gone", got)
+	}
+	if got, err := proc.GroupMembers(pid); err != nil || len(got) != 0 {
+		t.Errorf("zombie: GroupMembers = %v, %v; want none", got, err)
+	}
+
+	// Reaped.
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proc.ReadStat(pid); !errors.Is(err, proc.ErrNoProcess) {
+		t.Errorf("reaped: ReadStat error = %v, want ErrNoProcess", err)
+	}
+	if got := proc.Probe(pid, start); got != outcome.Gone {
+		t.Errorf("reaped: Probe = %v, want Gone", got)
+	}
+}
+
+func TestGroupMembers(t *testing.T) {
+	cmd := helper("group")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leader, kid int
+	if _, err := fmt.Sscanf(line, "%d %d", &leader, &kid); err != nil {
+		t.Fatalf("helper said %q: %v", line, err)
+	}
+	if leader != cmd.Process.Pid {
+		t.Fatalf("leader %d, started %d", leader, cmd.Process.Pid)
+	}
+	want := []int{leader, kid}
+	slices.Sort(want)
+	got, err := proc.GroupMembers(leader)
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("GroupMembers(%d) = %v, %v; want %v", leader, got, err, want)
+	}
+	// The test's own group must not leak in, nor the group into ours.
+	if own, err := proc.GroupMembers(unix.Getpgrp()); err != nil || slices.Contains(own, kid) || !slices.Contains(own, os.Getpid()) {
+		t.Errorf("GroupMembers(own group) = %v, %v", own, err)
+	}
+
+	// The helper waits for its child before exiting, so once it is reaped
+	// the whole group is gone.
+	_ = stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := proc.GroupMembers(leader); err != nil || len(got) != 0 {
+		t.Errorf("after exit: GroupMembers = %v, %v; want none", got, err)
+	}
+}
+
+func TestGroupMembersInvalid(t *testing.T) {
+	for _, pgid := range []int{0, -1} {
+		if _, err := proc.GroupMembers(pgid); err == nil {
+			t.Errorf("GroupMembers(%d): no error", pgid)
+		}
+	}
+}
+
+// TestGroupMembersFakeProc checks the scan against a fake /proc holding the
+// awkward cases: non-numeric entries, a zombie member, a process that
+// vanished between readdir and reading its stat, and nasty comm values.
+func TestGroupMembersFakeProc(t *testing.T) {
+	root := t.TempDir()
+	proc.SetProcRoot(t, root)
+	stat := func(pid, pgid int, state, comm string) {
+		dir := filepath.Join(root, strconv.Itoa(pid))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("%d (%s) %s 1 %d %d 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", pid, comm, state, pgid, pgid, 100+pid)
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stat(40, 40, "S", "leader")
+	stat(41, 40, "R", ") 99 99 (")
+	stat(42, 40, "Z", "zombie member")
+	stat(43, 7, "S", "other group")
+	stat(400, 40, "D", "x\ny")
+	// A process that exited after readdir: its directory is empty.
+	if err := os.MkdirAll(filepath.Join(root, "44"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"self", "sys", "0", "-5", "meminfo"} {
+		if err := os.MkdirAll(filepath.Join(root, name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := proc.GroupMembers(40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{40, 41, 400}; !slices.Equal(got, want) {
+		t.Errorf("GroupMembers(40) = %v, want %v", got, want)
+	}
+	if got := proc.Probe(41, 141); got != outcome.Same {
+		t.Errorf("Probe(41) = %v, want Same", got)
+	}
+	if got := proc.Probe(42, 142); got != outcome.Gone {
+		t.Errorf("Probe(zombie) = %v, want Gone", got)
+	}
+	if got := proc.Probe(44, 144); got != outcome.Gone {
+		t.Errorf("Probe(vanished) = %v, want Gone", got)
+	}
+
+	// A stat that names another pid is not trusted.
+	stat(45, 45, "S", "x")
+	if err := os.Rename(filepath.Join(root, "45", "stat"), filepath.Join(root, "40", "stat")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proc.ReadStat(40); !errors.Is(err, proc.ErrMalformedStat) {
+		t.Errorf("ReadStat with a mismatched pid: error = %v, want ErrMalformedStat", err)
+	}
+	if got := proc.Probe(40, 145); got != outcome.Reused {
+		t.Errorf("Probe of an unparseable stat = %v, want Reused (alive, not provably ours)", got)
+	}
+}
+
+const fixtures = "../testdata/fixtures/proc"
+
+func TestParseStatFixtures(t *testing.T) {
+	tests := []struct {
+		file string
+		want proc.Stat // zero: an error is expected
+	}{
+		{"plain.stat", proc.Stat{PID: 5712, State: 'R', PPID: 5710, PGID: 5710, SID: 1990, StartTime: 48125}},
+		{"spaces.stat", proc.Stat{PID: 101, State: 'S', PPID: 1, PGID: 101, SID: 101, StartTime: 1000}},
+		{"paren-inside.stat", proc.Stat{PID: 102, State: 'S', PPID: 1, PGID: 102, SID: 90, StartTime: 2000}},
+		{"fake-fields.stat", proc.Stat{PID: 103, State: 'S', PPID: 55, PGID: 103, SID: 55, StartTime: 3000}},
+		{"newline.stat", proc.Stat{PID: 104, State: 'D', PPID: 2, PGID: 0, SID: 0, StartTime: 4000}},
+		{"empty-comm.stat", proc.Stat{PID: 105, State: 'I', PPID: 2, StartTime: 5}},
+		{"only-parens.stat", proc.Stat{PID: 106, State: 'T', PPID: 1, PGID: 106, SID: 106, StartTime: 6000}},
+		{"zombie.stat", proc.Stat{PID: 107, State: 'Z', PPID: 1, PGID: 107, SID: 1, StartTime: 7000}},
+		{"short-tail.stat", proc.Stat{PID: 108, State: 'S', PPID: 1, PGID: 108, SID: 108, StartTime: 18446744073709551615}},
+		{"bad-truncated.stat", proc.Stat{}},
+		{"bad-no-paren.stat", proc.Stat{}},
+		{"bad-starttime.stat", proc.Stat{}},
+		{"bad-state.stat", proc.Stat{}},
+		{"bad-empty.stat", proc.Stat{}},
+		{"bad-no-space-after-comm.stat", proc.Stat{}},
+		{"bad-pid.stat", proc.Stat{}},
+	}
+	files, err := filepath.Glob(filepath.Join(fixtures, "*.stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(tests) {
+		t.Errorf("%d fixtures on disk, %d in the table: keep them in step", len(files), len(tests))
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(fixtures, tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := proc.ParseStat(data)
+			if tt.want == (proc.Stat{}) {
+				if !errors.Is(err, proc.ErrMalformedStat) {
+					t.Errorf("ParseStat = %+v, %v; want ErrMalformedStat", got, err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("ParseStat = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// render writes st back as a stat line with the given comm, as the kernel
+// would (proc(5), fs/proc/array.c do_task_stat).
+func render(st proc.Stat, comm []byte) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%d (%s) %c %d %d %d 0 -1", st.PID, comm, st.State, st.PPID, st.PGID, st.SID)
+	for n := 9; n < 22; n++ {
+		b.WriteString(" 0")
+	}
+	fmt.Fprintf(&b, " %d 0 0\n", st.StartTime)
+	return b.Bytes()
+}
+
+func FuzzParseStat(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join(fixtures, "*.stat"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	if data, err := os.ReadFile("/proc/self/stat"); err == nil {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st, err := proc.ParseStat(data)
+		if err != nil {
+			if !errors.Is(err, proc.ErrMalformedStat) {
+				t.Fatalf("error %v does not wrap ErrMalformedStat", err)
+			}
+			return
+		}
+		if st.PID <= 0 || st.PPID < 0 || st.PGID < 0 || st.SID < 0 {
+			t.Fatalf("parsed impossible ids: %+v", st)
+		}
+		// The comm the parser skipped must survive a re-render: the fields
+		// are found again wherever comm's parentheses are.
+		comm := data[bytes.IndexByte(data, '(')+1 : bytes.LastIndexByte(data, ')')]
+		again, err := proc.ParseStat(render(st, comm))
+		if err != nil {
+			t.Fatalf("re-rendered %+v does not parse: %v", st, err)
+		}
+		if again != st {
+			t.Fatalf("re-rendered %+v parses as %+v", st, again)
+		}
+	})
+}
