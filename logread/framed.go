@@ -1,0 +1,252 @@
+package logread
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"unsafe"
+
+	"github.com/agent-box/agent-box/logframe"
+)
+
+// hold says at which frame boundaries a decoded window may end.
+type hold int
+
+const (
+	holdNone  hold = iota
+	holdRunes      // where both streams end with a whole UTF-8 sequence
+	holdLines      // where both streams end with a newline (or are empty)
+)
+
+// chunkRef is a run of adjacent frames of one stream: bytes [start, end) of
+// that stream's decoded buffer.
+type chunkRef struct {
+	stream     logframe.Stream
+	start, end int
+}
+
+// frameRef is one decoded frame, kept only for grep, which maps lines back
+// to the frames holding them.
+type frameRef struct {
+	off        int64
+	len        int
+	stream     logframe.Stream
+	start, end int // payload range in the stream's buffer
+}
+
+type decoded struct {
+	out, errb []byte // stdout and stderr payloads, in log order
+	chunks    []chunkRef
+	frames    []frameRef
+	end       int64 // log offset just past the last frame kept
+	badTail   int   // bytes of an undecodable last line without newline, left out
+}
+
+func (d *decoded) buf(s logframe.Stream) *[]byte {
+	if s == logframe.Stderr {
+		return &d.errb
+	}
+	return &d.out
+}
+
+type decodeOpts struct {
+	base   int64 // log offset of buf[0], a frame boundary
+	skip   int   // payload bytes of the first frame to drop (tail_lines)
+	hold   hold
+	frames bool
+}
+
+// decodeFrames decodes the frame lines of buf. Every line but the last ends
+// with a newline; a last line without one is the log's incomplete last line,
+// passed only for a Final log: decoded if it parses (a crash can cut a line
+// at a base64 quantum), otherwise left out and counted in badTail, since a
+// cut line is damage the reader must report, not a reason to fail.
+//
+// With a hold mode, the frames after the last boundary that satisfies it
+// are dropped again, unless that would leave no frame.
+func decodeFrames(buf []byte, o decodeOpts) (*decoded, error) {
+	// Size the stream buffers from the line lengths, so that decoding never
+	// reallocates: a frame line of n bytes carries at most (n-3)/4*3 bytes.
+	var nOut, nErr int
+	for p := buf; len(p) > 0; {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			i = len(p) - 1
+		}
+		if p[0] == '2' {
+			nErr += (i + 1) / 4 * 3
+		} else {
+			nOut += (i + 1) / 4 * 3
+		}
+		p = p[i+1:]
+	}
+	d := &decoded{out: make([]byte, 0, nOut), errb: make([]byte, 0, nErr), end: o.base}
+
+	type snapshot struct {
+		end                          int64
+		nOut, nErr, nChunks, lastEnd int
+		nFrames                      int
+	}
+	var snap snapshot // the empty window: never restored
+	complete := [3]bool{true, true, true}
+	restore := false
+
+	off := o.base
+	for pos := 0; pos < len(buf); {
+		n := bytes.IndexByte(buf[pos:], '\n') + 1
+		if n == 0 {
+			n = len(buf) - pos
+		}
+		line := buf[pos : pos+n]
+		dst := d.buf(logframe.Stdout)
+		if line[0] == '2' {
+			dst = d.buf(logframe.Stderr)
+		}
+		p0 := len(*dst)
+		s, b, err := logframe.ParseLine(*dst, line)
+		if err != nil {
+			if line[n-1] != '\n' {
+				d.badTail = n
+				break
+			}
+			return nil, fmt.Errorf("logread: frame at offset %d: %w", off, err)
+		}
+		*dst = b
+		if off == o.base && o.skip > 0 {
+			*dst = b[o.skip:] // first frame: p0 == 0
+		}
+		if k := len(d.chunks) - 1; k >= 0 && d.chunks[k].stream == s {
+			d.chunks[k].end = len(*dst)
+		} else {
+			d.chunks = append(d.chunks, chunkRef{stream: s, start: p0, end: len(*dst)})
+		}
+		if o.frames {
+			d.frames = append(d.frames, frameRef{off: off, len: n, stream: s, start: p0, end: len(*dst)})
+		}
+		off += int64(n)
+		pos += n
+
+		switch o.hold {
+		case holdNone:
+			continue
+		case holdRunes:
+			complete[s] = incompleteTail(*dst) == len(*dst)
+		case holdLines:
+			complete[s] = len(*dst) == 0 || (*dst)[len(*dst)-1] == '\n'
+		}
+		if complete[logframe.Stdout] && complete[logframe.Stderr] {
+			snap = snapshot{off, len(d.out), len(d.errb), len(d.chunks), d.chunks[len(d.chunks)-1].end, len(d.frames)}
+			restore = false
+		} else {
+			restore = true
+		}
+	}
+	d.end = off
+	if restore && snap.end > o.base {
+		d.end = snap.end
+		d.out, d.errb = d.out[:snap.nOut], d.errb[:snap.nErr]
+		d.chunks = d.chunks[:snap.nChunks]
+		d.chunks[len(d.chunks)-1].end = snap.lastEnd
+		d.frames = d.frames[:snap.nFrames]
+	}
+	return d, nil
+}
+
+// fill sets the decoded fields of w from d.
+//
+// Stdout and Stderr are each stream's bytes decoded as one text, so a
+// character split across frames of one stream decodes whole. Chunks follow
+// the log's interleaving, which can split a character of one stream around
+// frames of the other; such a character is moved whole into the chunk that
+// holds its last byte, so Content (the chunks' texts concatenated) is as
+// lossless as Stdout and Stderr. A character cut by the window's start or
+// end is not moved: it is replaced, and Lossy is set.
+func (d *decoded) fill(w *Window, exact bool) {
+	if exact {
+		if len(d.out) > 0 {
+			w.StdoutBytes = d.out
+		}
+		if len(d.errb) > 0 {
+			w.StderrBytes = d.errb
+		}
+		return
+	}
+	var lossyOut, lossyErr, lossyChunks bool
+	w.Stdout, lossyOut = toText(d.out)
+	w.Stderr, lossyErr = toText(d.errb)
+
+	prev := [3]int{-1, -1, -1}
+	for j := range d.chunks {
+		s := d.chunks[j].stream
+		if i := prev[s]; i >= 0 {
+			c := &d.chunks[i]
+			b := *d.buf(s)
+			moved := c.end - (c.start + incompleteTail(b[c.start:c.end]))
+			c.end -= moved
+			d.chunks[j].start -= moved
+		}
+		prev[s] = j
+	}
+	content := make([]byte, 0, len(d.out)+len(d.errb))
+	type span struct {
+		stream     logframe.Stream
+		start, end int
+	}
+	spans := make([]span, 0, len(d.chunks))
+	for _, c := range d.chunks {
+		if c.start == c.end {
+			continue
+		}
+		a := len(content)
+		var lossy bool
+		content, lossy = appendValid(content, (*d.buf(c.stream))[c.start:c.end])
+		lossyChunks = lossyChunks || lossy
+		if k := len(spans) - 1; k >= 0 && spans[k].stream == c.stream {
+			spans[k].end = len(content) // an emptied chunk of the other stream was between
+		} else {
+			spans = append(spans, span{c.stream, a, len(content)})
+		}
+	}
+	if len(content) > 0 {
+		// content is not written again: Content and every Chunk share it.
+		w.Content = unsafe.String(unsafe.SliceData(content), len(content))
+		w.Chunks = make([]Chunk, len(spans))
+		for i, s := range spans {
+			w.Chunks[i] = Chunk{Stream: s.stream.Name(), Text: w.Content[s.start:s.end]}
+		}
+	}
+	w.Lossy = lossyOut || lossyErr || lossyChunks
+}
+
+// windowFramed fills w with the decoded window of a framed log.
+//
+// In text mode the window ends at the last frame boundary where neither
+// stream is inside a UTF-8 sequence, so that a character split across
+// frames is not split across windows; if there is no such boundary after the
+// window's start, the window keeps all its frames and the split character is
+// replaced (Lossy).
+func windowFramed(r io.ReaderAt, size int64, req Request, w *Window) error {
+	buf, partial, err := frameWindow(r, w.Offset, size, req.MaxBytes)
+	if err != nil {
+		return err
+	}
+	atEnd := req.Final && w.Offset+int64(len(buf)) == size
+	if !req.Final {
+		buf = buf[:len(buf)-partial]
+	}
+	o := decodeOpts{base: w.Offset}
+	if !req.Exact && !atEnd {
+		o.hold = holdRunes
+	}
+	d, err := decodeFrames(buf, o)
+	if err != nil {
+		return err
+	}
+	w.EndOffset = d.end
+	if d.badTail > 0 {
+		w.Skipped = addGap(w.Skipped, d.end, int64(d.badTail))
+		w.EndOffset = d.end + int64(d.badTail)
+	}
+	d.fill(w, req.Exact)
+	return nil
+}

@@ -1,0 +1,243 @@
+package logread_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/agent-box/agent-box/logframe"
+	"github.com/agent-box/agent-box/logread"
+)
+
+// checkWindow fails t unless w, the answer to req on log, keeps the
+// promises every window makes. It returns a description of the first broken
+// one, or "", so that property tests and fuzz targets share it.
+func checkWindow(log []byte, req logread.Request, w logread.Window) string {
+	size := int64(len(log))
+	switch {
+	case w.Size != size:
+		return fmt.Sprintf("Size %d, want %d", w.Size, size)
+	case w.Offset < 0 || w.Offset > w.EndOffset || w.EndOffset > size:
+		return fmt.Sprintf("offsets out of order: %d <= %d <= %d", w.Offset, w.EndOffset, size)
+	case w.Truncated != (w.EndOffset < size):
+		return fmt.Sprintf("Truncated %v with EndOffset %d of %d", w.Truncated, w.EndOffset, size)
+	}
+	if req.Offset >= 0 && req.TailLines == 0 && w.Offset != req.Offset {
+		return fmt.Sprintf("Offset %d, asked for %d", w.Offset, req.Offset)
+	}
+	texts := []string{w.Content, w.Stdout, w.Stderr}
+	for _, c := range w.Chunks {
+		texts = append(texts, c.Text)
+	}
+	for _, m := range w.Matches {
+		texts = append(texts, m.Line)
+	}
+	for _, s := range texts {
+		if !utf8.ValidString(s) {
+			return fmt.Sprintf("invalid UTF-8 text %q", s)
+		}
+	}
+	var last int64 = -1
+	for _, g := range w.Skipped {
+		if g.Bytes <= 0 || g.From <= last || g.From+g.Bytes > w.EndOffset {
+			return fmt.Sprintf("bad gaps %v for window [%d, %d)", w.Skipped, w.Offset, w.EndOffset)
+		}
+		last = g.From + g.Bytes // touching gaps must have been merged: From > last
+	}
+	framed := req.Framed
+	decoded := framed && !req.Raw
+	if framed {
+		for _, off := range append([]int64{w.Offset}, gapStarts(w.Skipped)...) {
+			if off > 0 && off < size && log[off-1] != '\n' {
+				return fmt.Sprintf("offset %d is not a frame boundary", off)
+			}
+		}
+		if e := w.EndOffset; e > 0 && e < size && log[e-1] != '\n' {
+			return fmt.Sprintf("EndOffset %d is not a frame boundary", e)
+		}
+	}
+	// Progress: a window that starts before the end returns something,
+	// except when all that is left of a growing framed log is its incomplete
+	// last line.
+	if req.TailLines == 0 && w.Offset < size && w.EndOffset == w.Offset {
+		if !framed || req.Final || bytes.IndexByte(log[w.Offset:], '\n') >= 0 {
+			return fmt.Sprintf("no progress at %d", w.Offset)
+		}
+	}
+	if req.Grep != nil {
+		if w.Content != "" || w.Bytes != nil {
+			return "grep returned content"
+		}
+		if !decoded {
+			return checkTiling(log, req, w)
+		}
+		return ""
+	}
+	if !decoded {
+		got := []byte(w.Content)
+		if req.Exact {
+			got = w.Bytes
+		} else if w.Lossy {
+			return ""
+		}
+		if !bytes.Equal(got, log[w.Offset:w.EndOffset]) {
+			return fmt.Sprintf("window [%d, %d) holds %q, log has %q", w.Offset, w.EndOffset, got, log[w.Offset:w.EndOffset])
+		}
+		return ""
+	}
+	var joined strings.Builder
+	for i, c := range w.Chunks {
+		if i > 0 && w.Chunks[i-1].Stream == c.Stream {
+			return "adjacent chunks of one stream"
+		}
+		if c.Text == "" {
+			return "empty chunk"
+		}
+		joined.WriteString(c.Text)
+	}
+	if joined.String() != w.Content {
+		return fmt.Sprintf("chunks %q do not make Content %q", joined.String(), w.Content)
+	}
+	return ""
+}
+
+func gapStarts(gs []logread.Gap) []int64 {
+	var s []int64
+	for _, g := range gs {
+		s = append(s, g.From)
+	}
+	return s
+}
+
+// checkTiling checks that a combined (or raw) grep answer accounts for every
+// byte of its window: matching lines and gaps tile it exactly.
+func checkTiling(log []byte, req logread.Request, w logread.Window) string {
+	type span struct{ from, to int64 }
+	var spans []span
+	for _, g := range w.Skipped {
+		spans = append(spans, span{g.From, g.From + g.Bytes})
+	}
+	for _, m := range w.Matches {
+		end := w.EndOffset
+		if i := bytes.IndexByte(log[m.Offset:w.EndOffset], '\n'); i >= 0 {
+			end = m.Offset + int64(i) + 1
+		}
+		line := log[m.Offset:end]
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		if !req.Grep.Match(line) {
+			return fmt.Sprintf("match %+v does not match %q", m, line)
+		}
+		spans = append(spans, span{m.Offset, end})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return int(a.from - b.from) })
+	pos := int64(0)
+	if req.Offset >= 0 {
+		pos = w.Offset
+	}
+	for _, s := range spans {
+		if s.from != pos {
+			return fmt.Sprintf("window [%d, %d): bytes at %d unaccounted for (matches %v, gaps %v)", w.Offset, w.EndOffset, pos, w.Matches, w.Skipped)
+		}
+		pos = s.to
+	}
+	if pos != w.EndOffset {
+		return fmt.Sprintf("window [%d, %d): accounted up to %d only", w.Offset, w.EndOffset, pos)
+	}
+	return ""
+}
+
+// drained is what a client reassembles by resuming at EndOffset.
+type drained struct {
+	bytes, stdout, stderr []byte // Exact: Bytes, or StdoutBytes/StderrBytes
+	text, outText, errText []byte // text: Content, or Stdout/Stderr
+	lossy                  bool
+	matches                []logread.Match
+	windows                int
+	first                  logread.Window
+	last                   logread.Window
+}
+
+// drain reads log from req.Offset to its end, window after window, taking
+// each window's max_bytes from next. It stops early only where a window may
+// legitimately make no progress.
+func drain(log []byte, req logread.Request, next func() int) (drained, error) {
+	var d drained
+	for {
+		req.MaxBytes = next()
+		w, err := logread.Read(bytes.NewReader(log), int64(len(log)), req)
+		if err != nil {
+			return d, fmt.Errorf("window %d at %d: %w", d.windows, req.Offset, err)
+		}
+		if msg := checkWindow(log, req, w); msg != "" {
+			return d, fmt.Errorf("window %d, request %+v: %s", d.windows, req, msg)
+		}
+		if d.windows == 0 {
+			d.first = w
+		}
+		d.last = w
+		d.windows++
+		d.bytes = append(d.bytes, w.Bytes...)
+		d.stdout = append(d.stdout, w.StdoutBytes...)
+		d.stderr = append(d.stderr, w.StderrBytes...)
+		d.text = append(d.text, w.Content...)
+		d.outText = append(d.outText, w.Stdout...)
+		d.errText = append(d.errText, w.Stderr...)
+		d.lossy = d.lossy || w.Lossy
+		d.matches = append(d.matches, w.Matches...)
+		if !w.Truncated || w.EndOffset == w.Offset {
+			return d, nil
+		}
+		req.Offset = w.EndOffset
+	}
+}
+
+// demuxAll is the reference decoder: the streams of a framed log's complete
+// frames, plus its incomplete last line when final and decodable.
+func demuxAll(tb testing.TB, log []byte, final bool) (stdout, stderr []byte) {
+	tb.Helper()
+	d := logframe.NewDemuxer(0)
+	err := d.Feed(log, func(f logframe.Frame) error {
+		if f.Stream == logframe.Stderr {
+			stderr = append(stderr, f.Payload...)
+		} else {
+			stdout = append(stdout, f.Payload...)
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatalf("reference demux: %v", err)
+	}
+	if final && d.Pending() > 0 {
+		s, p, err := logframe.ParseLine(nil, log[len(log)-d.Pending():])
+		if err == nil && s == logframe.Stderr {
+			stderr = append(stderr, p...)
+		} else if err == nil {
+			stdout = append(stdout, p...)
+		}
+	}
+	return stdout, stderr
+}
+
+const fixtureDir = "../testdata/fixtures/logread"
+
+func fixtures(tb testing.TB) map[string][]byte {
+	tb.Helper()
+	ents, err := os.ReadDir(fixtureDir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := map[string][]byte{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(fixtureDir, e.Name()))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		m[e.Name()] = b
+	}
+	return m
+}

@@ -1,0 +1,219 @@
+// Package logread cuts windows out of a run log for tail_log: byte-exact
+// resumable windows over combined logs, frame-aligned decoding of framed
+// logs, last-N-lines and grep, always saying which bytes were left out.
+//
+// It reads through io.ReaderAt and a size, so it never loads a whole log
+// and can be tested and fuzzed on in-memory logs. A window reads at most
+// MaxBytes of log plus a few bytes around it; the exceptions are named below
+// and are bounded by logframe.MaxLine.
+//
+// # Resuming
+//
+// A client that calls again with Offset = EndOffset and concatenates the
+// answers gets the log back byte for byte: Bytes in Exact mode; Content for
+// a combined log that is valid UTF-8; StdoutBytes and StderrBytes for a
+// framed log. Truncated is EndOffset < Size. Leaving out bytes is always
+// said: Skipped lists every range before or inside the window that the
+// answer does not return (a negative offset's prefix, grep's non-matching
+// lines, an undecodable cut last frame), while bytes after EndOffset are
+// signalled by Truncated alone. The prefix [0, Offset) is a gap when Read
+// chose the start (a negative offset, tail_lines), not when the caller gave
+// a positive offset.
+//
+// Every window that starts before the end of the log makes progress,
+// except one: a framed log whose only bytes past Offset are an incomplete
+// last frame line, which a writer is still writing, gives an empty window
+// with Truncated set until the line is complete or the caller says Final.
+//
+// # Text and characters
+//
+// Text (Content, Stdout, Stderr, Chunks, Match.Line) is valid UTF-8: each
+// byte that does not start a valid sequence becomes U+FFFD and sets Lossy.
+// A combined text window does not end inside a character that more bytes
+// could complete; it ends before it, and the character starts the next
+// window. Two exceptions keep every window non-empty: when MaxBytes is
+// smaller than the character at the window's start, the window grows by up
+// to 3 bytes to hold it whole; when that character is also the end of a
+// growing log, it is returned as U+FFFD. A negative offset in text mode moves
+// forward past at most 3 continuation bytes to a character boundary. Exact
+// windows are cut exactly at MaxBytes, so a text and an Exact request at the
+// same offset may end at different offsets; both resume exactly.
+//
+// # Framed logs
+//
+// Windows start and end at frame boundaries. A positive Offset must be one
+// (0, the size, or just after a newline), or ErrBadRequest; a negative
+// Offset moves forward to the next boundary, or, when only an incomplete
+// last line lies ahead, back to that line's start. A window holds the
+// complete frame lines that end within MaxBytes; if the first line alone is
+// longer, it holds that line (at most logframe.MaxLine bytes). An
+// incomplete last line is left for a later call unless Final; with Final it
+// is decoded if it parses, and otherwise reported as a Gap. A malformed
+// complete line is an error wrapping logframe.ErrMalformed with its offset.
+// Raw returns the lines as stored (Raw is ignored for combined logs).
+//
+// Stdout and Stderr decode each stream's bytes as one text, so a character
+// split across two frames of a stream decodes whole when both are in the
+// window. In text mode a window ends at the last frame boundary where
+// neither stream is inside a character, so that splits across frames do not
+// become splits across windows; if no such boundary follows the window's
+// start, the split character is replaced (Lossy). Chunks merge adjacent
+// frames of one stream; a character split around frames of the other
+// stream is moved whole into the chunk holding its last byte. Exact fills
+// only StdoutBytes and StderrBytes, not the text fields or Chunks.
+//
+// # tail_lines
+//
+// TailLines returns the last N lines, reading backwards from the end in
+// growing blocks and never more than MaxBytes of log: lines are
+// '\n'-separated (a last line without newline counts), in a framed log of
+// the interleaved decoded output. If N lines do not fit, the complete lines
+// that fit are returned; fewer than N lines with Offset > 0 says so. If not
+// even the last line fits, the answer is its last MaxBytes bytes (from a
+// character boundary), a framed log's last frame whole. Offset is the first
+// returned line's start (framed: the frame holding it; the payload before the
+// line in that frame ends an earlier line and is not returned). EndOffset is
+// the size, or the last frame boundary; a combined text answer of a growing
+// log ends before an incomplete last character. Offset must be 0, and
+// TailLines cannot be combined with Grep.
+//
+// # grep
+//
+// Grep scans the window cut as above and returns its matching lines, with
+// Content empty. A combined window ends after its last complete line, so a
+// line cut by the window's end is matched whole by the next window; a line
+// longer than MaxBytes, or the unterminated last line of a growing log when
+// it is the whole window, is matched in parts. Skipped lists each maximal run
+// of non-matching lines. In a framed log lines are lines of each stream, a
+// match's Offset is the frame where its line starts, the window ends where
+// both streams end with a newline (else lines are matched in parts, as
+// above), and gaps are whole frames: a frame holding part of a matching line
+// counts as returned. Matches hold at most MaxBytes of text; only U+FFFD
+// replacements can exceed that, and then the window ends before the first
+// match that does not fit.
+package logread
+
+import (
+	"errors"
+	"io"
+	"regexp"
+)
+
+// MaxWindow is the largest max_bytes a caller may ask for.
+const MaxWindow = 1 << 20
+
+// MaxTailLines bounds Request.TailLines.
+const MaxTailLines = 10000
+
+var (
+	ErrBadOffset   = errors.New("offset is past the end of the log")
+	ErrBadMaxBytes = errors.New("max_bytes must be between 1 and 1048576")
+	ErrBadRequest  = errors.New("invalid log request")
+)
+
+// Request describes one window.
+type Request struct {
+	// Offset is a byte offset into the log file; negative counts from the
+	// end (-N = the last N bytes). An offset past the end is ErrBadOffset.
+	Offset   int64
+	MaxBytes int // log bytes to cover at most, 1..MaxWindow
+
+	Framed bool // the log holds logframe frames
+	Raw    bool // framed only: return the frames as stored, not decoded
+	Exact  bool // fill Window.Bytes / StdoutBytes / StderrBytes with exact bytes instead of text
+
+	// TailLines > 0 returns the last N lines before the end of the log
+	// (Offset must then be 0 and is ignored); at most MaxTailLines.
+	TailLines int
+	// Grep, when set, returns only the lines of the window that match.
+	Grep *regexp.Regexp
+
+	// Final says the log can no longer grow: a partial UTF-8 sequence (or a
+	// partial frame line) at its very end is returned rather than held back.
+	Final bool
+}
+
+// Chunk is a run of decoded framed output from one stream.
+type Chunk struct {
+	Stream string `json:"stream"` // "stdout" or "stderr"
+	Text   string `json:"text"`
+}
+
+// Match is one grep hit.
+type Match struct {
+	Offset int64  `json:"offset"`           // log offset of the line's first byte (framed: of the frame holding it)
+	Stream string `json:"stream,omitempty"` // framed logs only
+	Line   string `json:"line"`             // without its newline
+}
+
+// Gap is a range of log bytes the answer left out, and where to fetch it.
+type Gap struct {
+	From  int64 `json:"from"`  // first byte left out; fetch with offset=From
+	Bytes int64 `json:"bytes"` // how many
+}
+
+// Window is the answer. Invariant: a client that calls again with
+// Offset = EndOffset and concatenates the exact bytes of every window gets
+// the log byte for byte (framed: the decoded streams byte for byte).
+type Window struct {
+	Offset    int64 // where the window starts (after negative-offset alignment)
+	EndOffset int64 // resume here; a frame boundary in framed logs
+	Size      int64 // log size the window was cut from
+	Truncated bool  // more bytes exist past EndOffset now
+
+	Content string // valid UTF-8 text: combined bytes, raw frames, or the interleaved decoded streams
+	Lossy   bool   // invalid UTF-8 was replaced with U+FFFD in Content/Stdout/Stderr/Chunks
+
+	Bytes       []byte // Exact: the window's bytes (combined, or raw frames)
+	StdoutBytes []byte // Exact & framed decoded
+	StderrBytes []byte
+
+	Stdout string  // framed decoded: stdout text of the window
+	Stderr string  // framed decoded: stderr text
+	Chunks []Chunk // framed decoded: both, interleaved in log order
+
+	Matches []Match // Grep
+	Skipped []Gap   // ranges before or inside [Offset, EndOffset) not returned
+}
+
+// Read cuts one window out of the log r of the given size.
+func Read(r io.ReaderAt, size int64, req Request) (Window, error) {
+	if err := validate(size, req); err != nil {
+		return Window{}, err
+	}
+	if req.TailLines > 0 {
+		if req.Framed && !req.Raw {
+			return tailFramed(r, size, req)
+		}
+		return tailText(r, size, req)
+	}
+	start, err := resolveStart(r, size, req)
+	if err != nil {
+		return Window{}, err
+	}
+	w := Window{Offset: start, EndOffset: start, Size: size}
+	// A positive offset is where the caller asked to start, usually a
+	// resume: the bytes before it were not asked for, so they are no gap.
+	if req.Offset < 0 && start > 0 {
+		w.Skipped = []Gap{{From: 0, Bytes: start}}
+	}
+	if start < size {
+		switch {
+		case req.Grep != nil && req.Framed && !req.Raw:
+			err = grepFramed(r, size, req, &w)
+		case req.Grep != nil:
+			err = grepText(r, size, req, &w)
+		case req.Framed && !req.Raw:
+			err = windowFramed(r, size, req, &w)
+		case req.Framed:
+			err = windowRaw(r, size, req, &w)
+		default:
+			err = windowCombined(r, size, req, &w)
+		}
+		if err != nil {
+			return Window{}, err
+		}
+	}
+	w.Truncated = w.EndOffset < size
+	return w, nil
+}

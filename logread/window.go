@@ -1,0 +1,247 @@
+package logread
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/agent-box/agent-box/logframe"
+)
+
+func validate(size int64, req Request) error {
+	if size < 0 {
+		return fmt.Errorf("%w: negative log size %d", ErrBadRequest, size)
+	}
+	if req.MaxBytes < 1 || req.MaxBytes > MaxWindow {
+		return fmt.Errorf("%w, got %d", ErrBadMaxBytes, req.MaxBytes)
+	}
+	if req.TailLines < 0 || req.TailLines > MaxTailLines {
+		return fmt.Errorf("%w: tail_lines must be between 1 and %d, got %d", ErrBadRequest, MaxTailLines, req.TailLines)
+	}
+	if req.TailLines > 0 && req.Offset != 0 {
+		return fmt.Errorf("%w: tail_lines counts back from the end of the log; leave offset at 0 (got %d)", ErrBadRequest, req.Offset)
+	}
+	if req.TailLines > 0 && req.Grep != nil {
+		return fmt.Errorf("%w: tail_lines and grep cannot be combined; grep a window at a negative offset instead", ErrBadRequest)
+	}
+	if req.Offset > size {
+		return fmt.Errorf("%w: offset %d, log size is %d", ErrBadOffset, req.Offset, size)
+	}
+	return nil
+}
+
+// text reports whether the answer is text (so cuts respect UTF-8) rather
+// than exact bytes. Grep answers are always text.
+func (req Request) text() bool { return !req.Exact || req.Grep != nil }
+
+// resolveStart turns req.Offset into the window's first byte.
+func resolveStart(r io.ReaderAt, size int64, req Request) (int64, error) {
+	off := req.Offset
+	if off >= 0 {
+		if req.Framed && off > 0 && off < size {
+			var b [1]byte
+			if err := readAt(r, b[:], off-1); err != nil {
+				return 0, err
+			}
+			if b[0] != '\n' {
+				return 0, fmt.Errorf("%w: offset %d is not a frame boundary (the byte before it is not a newline); "+
+					"resume from a returned end offset, or use a negative offset to count from the end", ErrBadRequest, off)
+			}
+		}
+		return off, nil
+	}
+	start := max(0, size+off)
+	if start == 0 {
+		return 0, nil
+	}
+	if req.Framed {
+		return alignFrame(r, start, size)
+	}
+	if req.text() {
+		var b [utf8.UTFMax - 1]byte
+		p := b[:min(int64(len(b)), size-start)]
+		if err := readAt(r, p, start); err != nil {
+			return 0, err
+		}
+		start += int64(leadingConts(p))
+	}
+	return start, nil
+}
+
+// alignFrame moves start (0 < start < size) forward to the next frame
+// boundary. Every frame line ends within MaxLine bytes of its start, so the
+// boundary is at most MaxLine bytes away. If the only line ahead is an
+// incomplete last line, the boundary is the start of that line, behind
+// start: the log's size is not a boundary there, and a window that ended at
+// it could not be resumed once the line is completed.
+func alignFrame(r io.ReaderAt, start, size int64) (int64, error) {
+	var b [1]byte
+	if err := readAt(r, b[:], start-1); err != nil {
+		return 0, err
+	}
+	if b[0] == '\n' {
+		return start, nil
+	}
+	limit := min(size, start-1+logframe.MaxLine)
+	nl, err := nextNL(r, start, limit)
+	if err != nil {
+		return 0, err
+	}
+	if nl >= 0 {
+		return nl + 1, nil
+	}
+	if limit == size {
+		return lastBoundary(r, start, size)
+	}
+	return 0, fmt.Errorf("logread: no frame boundary within %d bytes after offset %d: %w", logframe.MaxLine, start, logframe.ErrMalformed)
+}
+
+// lastBoundary returns the start of the line holding byte before-1, which is
+// the incomplete last line of the log (no newline in [before, size)).
+func lastBoundary(r io.ReaderAt, before, size int64) (int64, error) {
+	limit := max(0, size-logframe.MaxLine)
+	nl, err := prevNL(r, before, limit)
+	if err != nil {
+		return 0, err
+	}
+	if nl >= 0 {
+		return nl + 1, nil
+	}
+	if limit == 0 {
+		return 0, nil
+	}
+	return 0, fmt.Errorf("logread: last line, before offset %d, is longer than %d bytes: %w", before, logframe.MaxLine, logframe.ErrMalformed)
+}
+
+// windowCombined fills w with the window of a combined log at w.Offset.
+func windowCombined(r io.ReaderAt, size int64, req Request, w *Window) error {
+	start := w.Offset
+	end := min(size, start+int64(req.MaxBytes))
+	// Room for fitRunes to complete a character without reallocating.
+	buf := make([]byte, end-start, end-start+utf8.UTFMax)
+	if err := readAt(r, buf, start); err != nil {
+		return err
+	}
+	if req.Exact {
+		w.Bytes = buf
+		w.EndOffset = end
+		return nil
+	}
+	buf, err := fitRunes(r, buf, start, size, req.Final)
+	if err != nil {
+		return err
+	}
+	w.EndOffset = start + int64(len(buf))
+	w.Content, w.Lossy = toText(buf)
+	return nil
+}
+
+// fitRunes cuts a text window buf = log[start:start+len(buf)] so that it
+// does not end inside a UTF-8 sequence that more bytes could complete:
+//
+//   - the window ends before such a sequence, which then starts the next
+//     window, unless the log is Final and the sequence is its last bytes;
+//   - if the sequence is the whole window (MaxBytes smaller than it), the
+//     window grows by up to UTFMax-1 bytes to hold the whole character,
+//     so that every window makes progress and text still reassembles;
+//   - if it is the whole window and also the end of a growing log, it is
+//     returned as U+FFFD rather than as an empty window that would make a
+//     client loop until the writer finishes the character.
+//
+// buf must have capacity for UTFMax-1 more bytes.
+func fitRunes(r io.ReaderAt, buf []byte, start, size int64, final bool) ([]byte, error) {
+	i := incompleteTail(buf)
+	if i == len(buf) {
+		return buf, nil
+	}
+	end := start + int64(len(buf))
+	switch {
+	case end == size && final:
+		return buf, nil
+	case i > 0:
+		return buf[:i], nil
+	case end == size:
+		return buf, nil
+	}
+	n := min(size-end, int64(utf8.UTFMax-len(buf)))
+	more := buf[len(buf) : len(buf)+int(n)]
+	if err := readAt(r, more, end); err != nil {
+		return nil, err
+	}
+	buf = buf[:len(buf)+int(n)]
+	if !utf8.FullRune(buf) {
+		return buf, nil // the log ends inside the character
+	}
+	_, k := utf8.DecodeRune(buf)
+	return buf[:k], nil
+}
+
+// frameWindow reads the frame lines of a window that starts at the frame
+// boundary start: every line that ends within max bytes, or, when the first
+// line is longer than max, that line alone (frames are at most MaxLine
+// bytes, so the window stays bounded and is never empty while complete
+// frames remain). partial counts the bytes at the end of buf that are an
+// incomplete last line of the log; it is non-zero only when the window
+// reaches size.
+func frameWindow(r io.ReaderAt, start, size int64, max int) (buf []byte, partial int, err error) {
+	end := min(size, start+int64(max))
+	buf = make([]byte, end-start)
+	if err := readAt(r, buf, start); err != nil {
+		return nil, 0, err
+	}
+	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+		if end == size {
+			return buf, len(buf) - (i + 1), nil
+		}
+		return buf[:i+1], 0, nil
+	}
+	if end == size {
+		return buf, len(buf), nil
+	}
+	limit := min(size, start+logframe.MaxLine)
+	n := len(buf)
+	buf = slices.Grow(buf, int(limit-end))[:limit-start]
+	if err := readAt(r, buf[n:], end); err != nil {
+		return nil, 0, err
+	}
+	if i := bytes.IndexByte(buf[n:], '\n'); i >= 0 {
+		return buf[:n+i+1], 0, nil
+	}
+	if limit == size {
+		return buf, len(buf), nil
+	}
+	return nil, 0, fmt.Errorf("logread: line at offset %d is longer than %d bytes: %w", start, logframe.MaxLine, logframe.ErrMalformed)
+}
+
+// windowRaw fills w with the frame lines as stored.
+func windowRaw(r io.ReaderAt, size int64, req Request, w *Window) error {
+	buf, partial, err := frameWindow(r, w.Offset, size, req.MaxBytes)
+	if err != nil {
+		return err
+	}
+	if !req.Final {
+		buf = buf[:len(buf)-partial]
+	}
+	w.EndOffset = w.Offset + int64(len(buf))
+	if req.Exact {
+		w.Bytes = buf
+	} else {
+		w.Content, w.Lossy = toText(buf)
+	}
+	return nil
+}
+
+// addGap appends the gap [from, from+n) to gs, merging it with the last gap
+// when they touch, so that a run of left-out lines is one gap.
+func addGap(gs []Gap, from, n int64) []Gap {
+	if n <= 0 {
+		return gs
+	}
+	if k := len(gs) - 1; k >= 0 && gs[k].From+gs[k].Bytes == from {
+		gs[k].Bytes += n
+		return gs
+	}
+	return append(gs, Gap{From: from, Bytes: n})
+}

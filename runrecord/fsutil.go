@@ -1,0 +1,226 @@
+package runrecord
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/google/renameio/v2"
+	"golang.org/x/sys/unix"
+)
+
+// commit is the rename step of an atomic write; tests replace it to fail
+// between the write and the rename.
+var commit = (*renameio.PendingFile).CloseAtomicallyReplace
+
+// writeAtomic replaces dir/file with data. renameio writes a uniquely named
+// temp file in dir (".record.json" plus random digits: never a valid run id
+// or record name, so a crash's leftover is not mistaken for a record),
+// fsyncs and renames it; the fsync of dir then makes the rename itself
+// durable, which renameio leaves to the caller.
+func writeAtomic(dir, file string, data []byte) error {
+	pf, err := renameio.NewPendingFile(filepath.Join(dir, file), renameio.WithPermissions(0o600), renameio.WithTempDir(dir))
+	if err != nil {
+		return err
+	}
+	defer pf.Cleanup() // a no-op once committed
+	if _, err := pf.Write(data); err != nil {
+		return err
+	}
+	if err := commit(pf); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	fd, err := openNoFollow(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Fsync(fd); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+func openNoFollow(dirfd int, path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, path, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// noFollowError names the errno O_NOFOLLOW gives for a symlink.
+func noFollowError(err error) error {
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("%w: %w", ErrSymlink, err)
+	}
+	return err
+}
+
+// openDirNoFollow opens a directory that must not be a symlink.
+func openDirNoFollow(path string) (*os.File, error) {
+	fd, err := openNoFollow(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY)
+	switch {
+	case err == nil:
+		return os.NewFile(uintptr(fd), path), nil
+	case err == unix.ENOENT:
+		return nil, fmt.Errorf("%s: %w", path, ErrNotFound)
+	case err == unix.ELOOP || err == unix.ENOTDIR:
+		return nil, notDirAt(path, err)
+	default:
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+}
+
+// notDirAt explains why path could not be opened as a directory with
+// O_NOFOLLOW|O_DIRECTORY: Linux says ENOTDIR for a symlink too, so look.
+func notDirAt(path string, err error) error {
+	if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 || err == unix.ELOOP {
+		return fmt.Errorf("%s is a symlink: %w", path, ErrSymlink)
+	}
+	return fmt.Errorf("%s is not a directory", path)
+}
+
+// checkDir checks that path is a directory and not a symlink, for the
+// directories the store descends through by path.
+func checkDir(path, what string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s %s: %w", what, path, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return notDirError(path, what, fi.Mode().Type())
+	}
+	return nil
+}
+
+func notDirError(path, what string, typ fs.FileMode) error {
+	if typ&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%s %s is a symlink: %w", what, path, ErrSymlink)
+	}
+	return fmt.Errorf("%s %s is not a directory (type %v)", what, path, typ)
+}
+
+// checkPrivateDir checks a directory of the store's own: a real directory,
+// owned by this user, private. It works on an O_NOFOLLOW descriptor so the
+// checks and the chmod apply to the same inode.
+func checkPrivateDir(path string) (warning string, err error) {
+	fd, err := openNoFollow(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err == unix.ELOOP || err == unix.ENOTDIR {
+		return "", notDirAt(path, err)
+	}
+	if err != nil {
+		return "", &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return "", &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if uid := os.Geteuid(); int(st.Uid) != uid {
+		return "", fmt.Errorf("%s is owned by uid %d, not by this user (uid %d)", path, st.Uid, uid)
+	}
+	perm := st.Mode & 0o777
+	if perm&0o077 == 0 {
+		return "", nil
+	}
+	if err := unix.Fchmod(fd, 0o700); err != nil {
+		return "", &fs.PathError{Op: "chmod", Path: path, Err: err}
+	}
+	return fmt.Sprintf("%s had mode %04o, open to group or others; tightened to 0700", path, perm), nil
+}
+
+// readRecordAt reads and decodes the record at path (relative to dirfd),
+// never following a symlink in its last component and never reading more
+// than MaxRecordBytes. buf, when not nil, is reused across calls.
+func readRecordAt(dirfd int, path string, buf *[]byte) (*Record, error) {
+	// O_NONBLOCK: a FIFO planted as record.json must not hang the reader.
+	fd, err := openNoFollow(dirfd, path, unix.O_RDONLY|unix.O_NONBLOCK)
+	switch {
+	case err == unix.ENOENT:
+		return nil, fmt.Errorf("no %s: %w", recordFile, ErrNotFound)
+	case err == unix.ELOOP:
+		return nil, fmt.Errorf("%s is a symlink: %w", recordFile, ErrSymlink)
+	case err != nil:
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+
+	var local []byte
+	if buf == nil {
+		buf = &local
+	}
+	b := (*buf)[:0]
+	if cap(b) == 0 {
+		b = make([]byte, 0, 4096)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			return nil, fmt.Errorf("%w: %s is not a regular file", ErrCorrupt, recordFile)
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		b = b[:len(b)+n]
+		if len(b) > MaxRecordBytes {
+			return nil, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, MaxRecordBytes)
+		}
+	}
+	*buf = b
+	return Decode(b)
+}
+
+// parallel calls fn(i) for i in [0, n), spread over the CPUs when n is
+// large enough for that to pay: decoding JSON dominates a listing.
+func parallel(n int, fn func(i int, buf *[]byte)) {
+	workers := min(runtime.GOMAXPROCS(0), n/parallelMin)
+	if workers <= 1 {
+		var buf []byte
+		for i := range n {
+			fn(i, &buf)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			var buf []byte
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				fn(i, &buf)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+const parallelMin = 64

@@ -1,0 +1,778 @@
+// Package runrecord holds the run record, its atomic on-disk store and a
+// defensive reader.
+//
+// Layout under the state directory (dirs 0700, files 0600):
+//
+//	runs/<name>/.lock              flock(2) held while a run of <name> starts
+//	runs/<name>/<run_id>/record.json
+//	runs/<name>/<run_id>/log       combined bytes or logframe frames
+//
+// A record is only replaced atomically (temp file in the same dir, fsync,
+// rename, fsync of the dir), so a reader sees the old or the new record,
+// never a torn one. Paths are built only from validated names and run ids,
+// and files are opened with O_NOFOLLOW so a planted symlink is refused.
+package runrecord
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Version is the record format this build writes and reads.
+const Version = 1
+
+var (
+	ErrNotFound           = errors.New("run record not found")
+	ErrCorrupt            = errors.New("run record is corrupt")
+	ErrUnsupportedVersion = errors.New("run record has an unsupported version")
+	ErrInvalidName        = errors.New("invalid run name")
+	ErrInvalidRunID       = errors.New("invalid run id")
+	ErrLocked             = errors.New("name is locked by another start")
+
+	// ErrSymlink is returned when a path component under the state
+	// directory is a symlink: agent-box never creates one, so one that is
+	// there was planted, and following it could read or write anywhere.
+	ErrSymlink = errors.New("refusing a symlink in the state directory")
+)
+
+// VersionError is a record whose version this build does not read: 0 for a
+// record without one, higher than Version for one written by a newer build.
+// It wraps ErrUnsupportedVersion.
+type VersionError struct {
+	Found int
+}
+
+func (e *VersionError) Error() string {
+	if e.Found == 0 {
+		return fmt.Sprintf("%v: no version field (this build reads version %d)", ErrUnsupportedVersion, Version)
+	}
+	return fmt.Sprintf("%v: version %d (this build reads version %d)", ErrUnsupportedVersion, e.Found, Version)
+}
+
+func (e *VersionError) Unwrap() error { return ErrUnsupportedVersion }
+
+const (
+	recordFile = "record.json"
+	logFile    = "log"
+	lockFile   = ".lock"
+
+	// MaxRecordBytes bounds what Read will load: a record is a few hundred
+	// bytes, so anything near this is not one, and reading it whole would
+	// let a stray file exhaust memory.
+	MaxRecordBytes = 1 << 20
+
+	maxNameLen = 64
+)
+
+// Exit is what the supervisor recorded when the child (the group leader)
+// exited. Code and Signal are raw facts, never folded into 128+N.
+type Exit struct {
+	Code     *int      `json:"code,omitempty"`   // exit status when the child exited normally
+	Signal   string    `json:"signal,omitempty"` // e.g. "SIGKILL" when it was killed by a signal
+	At       time.Time `json:"at"`
+	TimedOut bool      `json:"timed_out,omitempty"` // the supervisor killed it at timeout_s
+}
+
+// Record is one run. Fields written at start by agent-box: everything up to
+// LogPath. The supervisor then adds its own pid, the child's pid, and later
+// Exit and the log status. Secrets never appear in a record in clear.
+type Record struct {
+	Version     int               `json:"version"`
+	Name        string            `json:"name"`
+	RunID       string            `json:"run_id"`
+	Command     string            `json:"command,omitempty"` // shell string, run with /bin/sh -c
+	Argv        []string          `json:"argv,omitempty"`    // exec'd directly when Command is empty
+	Cwd         string            `json:"cwd"`
+	Env         map[string]string `json:"env,omitempty"`        // overrides given at start, redacted
+	SecretEnv   []string          `json:"secret_env,omitempty"` // names only
+	CaptureMode string            `json:"capture_mode"`         // "combined" or "framed"
+	LogFormat   string            `json:"log_format"`           // "raw" or logframe.FormatName
+	Stdin       string            `json:"stdin"`                // "null" or "pipe"
+	TimeoutS    int               `json:"timeout_s,omitempty"`
+	MaxLogBytes int64             `json:"max_log_bytes,omitempty"`
+	BootID      string            `json:"boot_id"`
+	StartedAt   time.Time         `json:"started_at"`
+	LogPath     string            `json:"log_path"`
+
+	SupervisorPID       int    `json:"supervisor_pid,omitempty"`
+	SupervisorStartTime uint64 `json:"supervisor_start_time,omitempty"`
+	PID                 int    `json:"pid,omitempty"`
+	PIDStartTime        uint64 `json:"pid_start_time,omitempty"`
+	StartError          string `json:"start_error,omitempty"` // the child could not be started
+
+	Exit       *Exit      `json:"exit,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"` // = Exit.At, kept flat for readers
+
+	// Log status, final once OutputClosed is true.
+	OutputClosed bool   `json:"output_closed,omitempty"` // every writer of the child's pipes has closed them
+	LogBytes     int64  `json:"log_bytes,omitempty"`     // bytes written to the log by the supervisor
+	LogDropped   int64  `json:"log_dropped,omitempty"`   // bytes drained but not written (error or cap)
+	LogCapped    bool   `json:"log_capped,omitempty"`    // stopped writing at MaxLogBytes
+	LogError     string `json:"log_error,omitempty"`     // first write error; the log is incomplete
+}
+
+// ValidName checks a run name against ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$.
+// Errors wrap ErrInvalidName and say what is wrong (empty, too long, which
+// character at which position). Names are never rewritten.
+func ValidName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %s: %s", ErrInvalidName, quoteShort(name), fmt.Sprintf(format, args...))
+	}
+	if len(name) > maxNameLen {
+		return bad("%d bytes, at most %d", len(name), maxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !isNameByte(c) {
+			return bad("byte 0x%02x at position %d is not allowed (allowed: A-Z a-z 0-9 . _ -)", c, i)
+		}
+		// ".", "..", ".lock" and "-x" (an option to whatever is handed
+		// the name) all start with punctuation.
+		if i == 0 && !isAlnum(c) {
+			return bad("must start with a letter or digit")
+		}
+	}
+	return nil
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+func isNameByte(c byte) bool { return nameBytes[c] }
+
+var nameBytes = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = isAlnum(byte(c)) || c == '.' || c == '_' || c == '-'
+	}
+	return t
+}()
+
+// quoteShort quotes s for an error message, cut so that a hostile
+// megabyte-long argument does not become a megabyte-long error.
+func quoteShort(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q...", s[:max])
+}
+
+// NewRunID returns a run id that sorts by start time and is unique even for
+// runs started in the same nanosecond by different processes, e.g.
+// "20261202T141701.123456789Z-3f9a1c".
+//
+// The time is printed in UTC with a fixed width, so byte order is time
+// order; the 24 random bits separate runs of the same nanosecond, and Create
+// refuses an existing run dir, so a collision fails instead of merging two
+// runs. t must lie in the years 0000-9999.
+func NewRunID(t time.Time) string {
+	var b [runIDRandBytes]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead (Go 1.24)
+	return t.UTC().Format(runIDTimeLayout) + "-" + hex.EncodeToString(b[:])
+}
+
+const (
+	runIDTimeLayout = "20060102T150405.000000000Z"
+	runIDRandBytes  = 3
+	runIDLen        = len(runIDTimeLayout) + 1 + 2*runIDRandBytes
+)
+
+// runIDShape is the run id byte by byte: d a digit, x a lowercase hex digit,
+// anything else itself.
+const runIDShape = "ddddddddTdddddd.dddddddddZ-xxxxxx"
+
+// RunIDTime returns the start time a run id encodes.
+func RunIDTime(id string) (time.Time, error) {
+	if err := ValidRunID(id); err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(runIDTimeLayout, id[:len(runIDTimeLayout)])
+}
+
+// ValidRunID checks the shape NewRunID produces; errors wrap ErrInvalidRunID.
+func ValidRunID(id string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %s: %s (want the shape of %s)", ErrInvalidRunID, quoteShort(id), fmt.Sprintf(format, args...), "20261202T141701.123456789Z-3f9a1c")
+	}
+	if len(id) != runIDLen {
+		return bad("%d bytes, want %d", len(id), runIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c, want := id[i], runIDShape[i]
+		switch want {
+		case 'd':
+			if c < '0' || c > '9' {
+				return bad("byte %q at position %d, want a digit", c, i)
+			}
+		case 'x':
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return bad("byte %q at position %d, want a lowercase hex digit", c, i)
+			}
+		default:
+			if c != want {
+				return bad("byte %q at position %d, want %q", c, i, want)
+			}
+		}
+	}
+	// The digits must also be a real time (no month 13): NewRunID never
+	// writes one, so such a name was not made by agent-box. Checked by
+	// hand: time.Parse costs a microsecond, and List checks every entry.
+	num := func(i, j int) int {
+		n := 0
+		for _, c := range []byte(id[i:j]) {
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	year, month, day := num(0, 4), num(4, 6), num(6, 8)
+	switch {
+	case month < 1 || month > 12:
+		return bad("not a valid time: month %02d", month)
+	case day < 1 || day > daysIn(year, time.Month(month)):
+		return bad("not a valid time: day %02d of %04d-%02d", day, year, month)
+	case num(9, 11) > 23 || num(11, 13) > 59 || num(13, 15) > 59:
+		return bad("not a valid time: %s:%s:%s", id[9:11], id[11:13], id[13:15])
+	}
+	return nil
+}
+
+func daysIn(year int, m time.Month) int {
+	return time.Date(year, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
+}
+
+// Decode parses a record, checking its version and required fields. Errors
+// wrap ErrCorrupt or ErrUnsupportedVersion. Unknown fields are ignored, for
+// forward compatibility within a version.
+func Decode(data []byte) (*Record, error) {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		if len(t) == 0 {
+			return nil, fmt.Errorf("%w: empty", ErrCorrupt)
+		}
+		return nil, fmt.Errorf("%w: not a JSON object", ErrCorrupt)
+	}
+	var r Record
+	if !fastDecode(data, &r) {
+		r = Record{}
+		if err := json.Unmarshal(data, &r); err != nil {
+			if !json.Valid(data) {
+				return nil, fmt.Errorf("%w: not JSON or truncated: %v", ErrCorrupt, err)
+			}
+			// Well-formed JSON that does not fit Record: a newer version may
+			// have changed a field's type, and then the version is the news.
+			var v struct {
+				Version int `json:"version"`
+			}
+			if json.Unmarshal(data, &v) == nil && v.Version != Version {
+				return nil, &VersionError{Found: v.Version}
+			}
+			return nil, fmt.Errorf("%w: %s%v", ErrCorrupt, badField(data), err)
+		}
+	}
+	if r.Version != Version {
+		return nil, &VersionError{Found: r.Version}
+	}
+	if err := checkRequired(&r); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return &r, nil
+}
+
+// badField names the first top-level field that does not decode into a
+// Record on its own, as "field x: ", for errors (time.Time's parse errors do
+// not say which field). Only used on the error path.
+func badField(data []byte) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) != nil {
+		return ""
+	}
+	keys := slices.Sorted(maps.Keys(fields))
+	for _, k := range keys {
+		one, err := json.Marshal(map[string]json.RawMessage{k: fields[k]})
+		if err != nil {
+			continue
+		}
+		var r Record
+		if json.Unmarshal(one, &r) != nil {
+			return fmt.Sprintf("field %s: ", quoteShort(k))
+		}
+	}
+	return ""
+}
+
+// checkRequired checks the fields without which a record cannot be shown
+// or acted on. Paths are built from Name and RunID, so those are validated
+// in full, not just present.
+func checkRequired(r *Record) error {
+	if err := ValidName(r.Name); err != nil {
+		return fmt.Errorf("field name: %w", err)
+	}
+	if err := ValidRunID(r.RunID); err != nil {
+		return fmt.Errorf("field run_id: %w", err)
+	}
+	switch {
+	case r.BootID == "":
+		return errors.New("field boot_id missing or empty")
+	case r.StartedAt.IsZero():
+		return errors.New("field started_at missing or zero")
+	case r.CaptureMode == "":
+		return errors.New("field capture_mode missing or empty")
+	}
+	return nil
+}
+
+// Encode returns the JSON form Decode reads.
+//
+// A zero Version is written as Version (r is not changed). Encode refuses
+// what Decode would refuse, so a record that was written can be read back.
+func Encode(r *Record) ([]byte, error) {
+	if r == nil {
+		return nil, errors.New("encode run record: nil record")
+	}
+	c := *r
+	if c.Version == 0 {
+		c.Version = Version
+	}
+	if c.Version != Version {
+		return nil, fmt.Errorf("encode run record: %w", &VersionError{Found: c.Version})
+	}
+	if err := checkRequired(&c); err != nil {
+		return nil, fmt.Errorf("encode run record: %w", err)
+	}
+	// Indented: people read these files when something went wrong.
+	data, err := json.MarshalIndent(&c, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode run record %s/%s: %w", c.Name, c.RunID, err)
+	}
+	return append(data, '\n'), nil
+}
+
+// Store is the state directory.
+type Store struct {
+	Root string
+}
+
+// Open returns the store at root, creating root and root/runs with mode
+// 0700. A root that is a symlink, not a directory, or not owned by this user
+// is refused; a root with group/other permission bits is tightened to 0700
+// (and Open says so through the returned warning).
+func Open(root string) (s *Store, warning string, err error) {
+	if root == "" {
+		return nil, "", errors.New("open state directory: empty path")
+	}
+	root = filepath.Clean(root)
+	if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(root, 0o700); err != nil {
+			return nil, "", fmt.Errorf("create state directory: %w", err)
+		}
+	}
+	var warnings []string
+	check := func(dir string) error {
+		w, err := checkPrivateDir(dir)
+		if err != nil {
+			return fmt.Errorf("open state directory: %w", err)
+		}
+		if w != "" {
+			warnings = append(warnings, w)
+		}
+		return nil
+	}
+	if err := check(root); err != nil {
+		return nil, "", err
+	}
+	runs := filepath.Join(root, runsDir)
+	if err := os.Mkdir(runs, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, "", fmt.Errorf("create state directory: %w", err)
+	}
+	if err := check(runs); err != nil {
+		return nil, "", err
+	}
+	return &Store{Root: root}, strings.Join(warnings, "; "), nil
+}
+
+const runsDir = "runs"
+
+func (s *Store) runsPath() string { return filepath.Join(s.Root, runsDir) }
+
+func (s *Store) nameDir(name string) string { return filepath.Join(s.Root, runsDir, name) }
+
+// RunDir returns root/runs/<name>/<runID>.
+// Only meaningful for a valid name and run id; the methods that open paths
+// check both first.
+func (s *Store) RunDir(name, runID string) string {
+	return filepath.Join(s.Root, runsDir, name, runID)
+}
+
+// LogPath returns root/runs/<name>/<runID>/log.
+func (s *Store) LogPath(name, runID string) string {
+	return filepath.Join(s.RunDir(name, runID), logFile)
+}
+
+func (s *Store) recordPath(name, runID string) string {
+	return filepath.Join(s.RunDir(name, runID), recordFile)
+}
+
+func validate(name, runID string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	return ValidRunID(runID)
+}
+
+// Create makes the run's directory (0700) and writes its first record; it
+// fails if the run dir exists already.
+func (s *Store) Create(r *Record) error {
+	data, err := Encode(r) // validates name and run id before any path is built
+	if err != nil {
+		return err
+	}
+	where := fmt.Sprintf("create run %s/%s", r.Name, r.RunID)
+	if err := s.makeNameDir(r.Name); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	dir := s.RunDir(r.Name, r.RunID)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s: run directory exists already: %w", where, err)
+		}
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	// The new run dir's entry must be on disk before a record in it can be.
+	err = syncDir(s.nameDir(r.Name))
+	if err == nil {
+		err = writeAtomic(dir, recordFile, data)
+	}
+	if err != nil {
+		// A run dir without a record would be listed as unreadable forever.
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	return nil
+}
+
+// makeNameDir creates runs/<name> if missing and checks it is a real
+// directory.
+func (s *Store) makeNameDir(name string) error {
+	dir := s.nameDir(name)
+	err := os.Mkdir(dir, 0o700)
+	if err == nil {
+		return syncDir(s.runsPath())
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return checkDir(dir, "run name directory")
+}
+
+// checkRunDirs checks that runs/<name> and its run dir are directories,
+// not symlinks.
+func (s *Store) checkRunDirs(name, runID string) error {
+	if err := checkDir(s.nameDir(name), "run name directory"); err != nil {
+		return err
+	}
+	return checkDir(s.RunDir(name, runID), "run directory")
+}
+
+// Write atomically replaces the record of r.Name/r.RunID.
+func (s *Store) Write(r *Record) error {
+	data, err := Encode(r)
+	if err != nil {
+		return err
+	}
+	where := fmt.Sprintf("write run %s/%s", r.Name, r.RunID)
+	if err := s.checkRunDirs(r.Name, r.RunID); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if err := writeAtomic(s.RunDir(r.Name, r.RunID), recordFile, data); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	return nil
+}
+
+// Read returns the record; ErrNotFound when there is none.
+func (s *Store) Read(name, runID string) (*Record, error) {
+	if err := validate(name, runID); err != nil {
+		return nil, err
+	}
+	where := fmt.Sprintf("read run %s/%s", name, runID)
+	if err := s.checkRunDirs(name, runID); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	r, err := readRecordAt(unix.AT_FDCWD, s.recordPath(name, runID), nil)
+	if err == nil {
+		err = checkPlace(r, name, runID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return r, nil
+}
+
+// checkPlace refuses a record found in another run's directory (copied or
+// moved by hand): its pids belong to the run it names, and acting on them
+// under this run's name would signal the wrong processes.
+func checkPlace(r *Record, name, runID string) error {
+	if r.Name != name || r.RunID != runID {
+		return fmt.Errorf("%w: the record is of run %s/%s", ErrCorrupt, r.Name, r.RunID)
+	}
+	return nil
+}
+
+// Entry is a listed run: its record, or why it could not be read.
+type Entry struct {
+	Name   string
+	RunID  string
+	Record *Record // nil when Err != nil
+	Err    error   // wraps ErrCorrupt / ErrUnsupportedVersion / an I/O error
+}
+
+// Names returns every run name with a directory, sorted.
+func (s *Store) Names() ([]string, error) {
+	ents, err := os.ReadDir(s.runsPath())
+	if err != nil {
+		return nil, fmt.Errorf("list run names: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		// e.IsDir is false for a symlink to a directory: never followed.
+		if e.IsDir() && ValidName(e.Name()) == nil {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil // os.ReadDir sorts
+}
+
+// RunIDs returns the run ids of name, oldest first; ErrNotFound if the name
+// has no runs.
+func (s *Store) RunIDs(name string) ([]string, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	dir, err := openDirNoFollow(s.nameDir(name))
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s: %w", name, err)
+	}
+	defer dir.Close()
+	ents, err := runEntries(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s: %w", name, err)
+	}
+	if len(ents) == 0 {
+		return nil, fmt.Errorf("list runs of %s: no runs: %w", name, ErrNotFound)
+	}
+	ids := make([]string, len(ents))
+	for i, e := range ents {
+		ids[i] = e.Name()
+	}
+	return ids, nil
+}
+
+// runEntries returns the entries of a name dir that are named like run
+// ids, sorted; the lock, temp files and anything else are skipped.
+func runEntries(dir *os.File) ([]fs.DirEntry, error) {
+	all, err := dir.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	ents := all[:0]
+	for _, e := range all {
+		if ValidRunID(e.Name()) == nil {
+			ents = append(ents, e)
+		}
+	}
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return ents, nil
+}
+
+// List reads every run of name (all names when name is ""), sorted by name
+// then run id. Entries that cannot be read are returned with Err set, never
+// dropped and never a panic.
+//
+// List of a name with no runs is ErrNotFound, as for RunIDs; List("") of an
+// empty store is no entries and no error. A symlink where a name dir should
+// be is listed as one Entry with an empty RunID and Err wrapping ErrSymlink.
+func (s *Store) List(name string) ([]Entry, error) {
+	if name != "" {
+		if err := ValidName(name); err != nil {
+			return nil, err
+		}
+		return s.listName(name)
+	}
+	ents, err := os.ReadDir(s.runsPath())
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	var out []Entry
+	for _, e := range ents {
+		n := e.Name()
+		if ValidName(n) != nil {
+			continue
+		}
+		if e.Type()&fs.ModeSymlink != 0 {
+			out = append(out, Entry{Name: n, Err: notDirError(s.nameDir(n), "run name directory", e.Type())})
+			continue
+		}
+		if !e.IsDir() {
+			continue // a stray file, not a run name
+		}
+		got, err := s.listName(n)
+		if errors.Is(err, ErrNotFound) {
+			continue // a name dir holding only its lock
+		}
+		if err != nil {
+			out = append(out, Entry{Name: n, Err: err})
+			continue
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+// listName reads every run of one name. The run dirs' types come from the
+// directory entries (no stat per run), and each record is opened relative
+// to the name dir with O_NOFOLLOW, so a listing costs one open and one read
+// per run.
+func (s *Store) listName(name string) ([]Entry, error) {
+	dir, err := openDirNoFollow(s.nameDir(name))
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s: %w", name, err)
+	}
+	defer dir.Close()
+	ents, err := runEntries(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s: %w", name, err)
+	}
+	if len(ents) == 0 {
+		return nil, fmt.Errorf("list runs of %s: no runs: %w", name, ErrNotFound)
+	}
+	out := make([]Entry, len(ents))
+	fd := int(dir.Fd())
+	parallel(len(ents), func(i int, buf *[]byte) {
+		e := ents[i]
+		out[i] = Entry{Name: name, RunID: e.Name()}
+		if !e.IsDir() {
+			out[i].Err = notDirError(s.RunDir(name, e.Name()), "run directory", e.Type())
+			return
+		}
+		r, err := readRecordAt(fd, e.Name()+"/"+recordFile, buf)
+		if err == nil {
+			err = checkPlace(r, name, e.Name())
+		}
+		if err != nil {
+			out[i].Err = fmt.Errorf("read run %s/%s: %w", name, e.Name(), err)
+			return
+		}
+		out[i].Record = r
+	})
+	return out, nil
+}
+
+// Latest returns the newest run of name; ErrNotFound if it has none.
+//
+// When the newest record cannot be read, the Entry (with Err set) is
+// returned together with that error: the run exists, and a caller that only
+// checks err never sees a nil Record.
+func (s *Store) Latest(name string) (Entry, error) {
+	ids, err := s.RunIDs(name)
+	if err != nil {
+		return Entry{}, err
+	}
+	e := Entry{Name: name, RunID: ids[len(ids)-1]}
+	e.Record, e.Err = s.Read(name, e.RunID)
+	return e, e.Err
+}
+
+// LockName takes an exclusive flock on runs/<name>/.lock, creating the
+// name's directory. It blocks until the lock is free or ctx-like timeout
+// elapses (then ErrLocked). The lock is released by unlock, or by the
+// kernel when the process dies.
+func (s *Store) LockName(name string, timeout time.Duration) (unlock func(), err error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	where := "lock name " + name
+	if err := s.makeNameDir(name); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	path := filepath.Join(s.nameDir(name), lockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, noFollowError(err))
+	}
+	fd := int(f.Fd())
+	deadline := time.Now().Add(timeout)
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != unix.EWOULDBLOCK {
+			f.Close()
+			return nil, fmt.Errorf("%s: flock %s: %w", where, path, err)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			f.Close()
+			return nil, fmt.Errorf("%s: held by another process for %v: %w", where, timeout, ErrLocked)
+		}
+		// flock(2) has no timeout and a blocking flock cannot be
+		// interrupted from Go, so poll; starts are rare and short.
+		time.Sleep(min(lockPoll, left))
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			// LOCK_UN first: closing releases the lock only when no other
+			// descriptor shares the open file description.
+			_ = unix.Flock(fd, unix.LOCK_UN)
+			f.Close()
+		})
+	}, nil
+}
+
+const lockPoll = 5 * time.Millisecond
+
+// Remove deletes a run's directory (record and log).
+func (s *Store) Remove(name, runID string) error {
+	if err := validate(name, runID); err != nil {
+		return err
+	}
+	where := fmt.Sprintf("remove run %s/%s", name, runID)
+	if err := checkDir(s.nameDir(name), "run name directory"); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	dir := s.RunDir(name, runID)
+	if _, err := os.Lstat(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s: %w", where, ErrNotFound)
+		}
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	// RemoveAll unlinks symlinks rather than following them, so even a
+	// planted one cannot make this delete outside the run dir.
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	return nil
+}
