@@ -1,0 +1,125 @@
+package runs
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-box/agent-box/outcome"
+)
+
+// Signals process_kill accepts, by the names agents use.
+var Signals = map[string]unix.Signal{
+	"TERM": unix.SIGTERM, "INT": unix.SIGINT, "HUP": unix.SIGHUP, "QUIT": unix.SIGQUIT,
+	"KILL": unix.SIGKILL, "USR1": unix.SIGUSR1, "USR2": unix.SIGUSR2,
+	"STOP": unix.SIGSTOP, "CONT": unix.SIGCONT,
+}
+
+// SignalNames lists Signals' keys in a stable order, for schemas and errors.
+var SignalNames = []string{"TERM", "INT", "HUP", "QUIT", "KILL", "USR1", "USR2", "STOP", "CONT"}
+
+// ParseSignal accepts "TERM", "SIGTERM" or "sigterm"; "" is TERM.
+func ParseSignal(s string) (unix.Signal, error) {
+	if s == "" {
+		return unix.SIGTERM, nil
+	}
+	up := strings.TrimPrefix(strings.ToUpper(s), "SIG")
+	if sig, ok := Signals[up]; ok {
+		return sig, nil
+	}
+	return 0, invalid("signal %q is not one of %s", s, strings.Join(SignalNames, " "))
+}
+
+// MaxGrace bounds grace_ms.
+const MaxGrace = 10 * time.Minute
+
+// KillResult says what process_kill did.
+type KillResult struct {
+	Run        Run    `json:"run"`
+	Signal     string `json:"signal,omitempty"`
+	Signalled  []int  `json:"signalled_groups,omitempty"` // process group ids signalled
+	Escalated  bool   `json:"escalated,omitempty"`        // SIGKILL followed after grace
+	AlreadyEnd bool   `json:"already_exited,omitempty"`
+	Message    string `json:"message"`
+}
+
+// Kill signals the run's whole process group. It refuses, signalling
+// nothing, unless the outcome matrix says the group is provably the run's.
+func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration) (KillResult, error) {
+	if grace < 0 || grace > MaxGrace {
+		return KillResult{}, invalid("grace_ms must be between 0 and %d", MaxGrace.Milliseconds())
+	}
+	run, err := m.Get(name, runID)
+	if err != nil {
+		return KillResult{}, err
+	}
+	res := KillResult{Run: run, Signal: unix.SignalName(sig)}
+	v := run.Verdict
+	if run.State == outcome.Exited && len(run.Survivors) == 0 {
+		res.AlreadyEnd = true
+		res.Message = fmt.Sprintf("run %s already exited (%s); nothing signalled", run.RunID, run.Reason)
+		return res, nil
+	}
+	if !v.Signalable {
+		return KillResult{}, fmt.Errorf("%w: run %q (run id %s) is %s: %s; its pid %d is not provably the run's process, so nothing was signalled",
+			ErrNotSignalable, name, run.RunID, run.State, run.Reason, run.PID)
+	}
+	pgid := run.PID
+	if err := unix.Kill(-pgid, sig); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			res.Run, _ = m.Get(name, run.RunID)
+			res.Message = fmt.Sprintf("process group %d was already gone; nothing signalled", pgid)
+			return res, nil
+		}
+		return KillResult{}, fmt.Errorf("signalling process group %d: %w", pgid, err)
+	}
+	res.Signalled = []int{pgid}
+	res.Message = fmt.Sprintf("sent %s to process group %d", res.Signal, pgid)
+	if grace > 0 && sig != unix.SIGKILL {
+		if !m.waitGroupGone(name, run.RunID, grace) {
+			// Re-identify before escalating: the group must still be ours.
+			again, err := m.Get(name, run.RunID)
+			if err == nil && again.Verdict.Signalable {
+				if err := unix.Kill(-pgid, unix.SIGKILL); err == nil {
+					res.Escalated = true
+					res.Message += fmt.Sprintf("; still alive after %s, sent SIGKILL", grace)
+				}
+			}
+		}
+	}
+	// Give the supervisor a moment to record the exit so the answer can
+	// show it; not waiting would only make the state read "exiting".
+	m.waitRecorded(name, run.RunID, 2*time.Second)
+	res.Run, _ = m.Get(name, run.RunID)
+	return res, nil
+}
+
+// waitGroupGone waits until no process of the run's group is alive.
+func (m *Manager) waitGroupGone(name, runID string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		r, err := m.Get(name, runID)
+		if err != nil || (!r.Verdict.Signalable) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitRecorded waits until the run's state is no longer running/exiting.
+func (m *Manager) waitRecorded(name, runID string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		r, err := m.Get(name, runID)
+		if err != nil || r.Ended() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,293 @@
+package runs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+// System is the live system as the outcome matrix sees it. The real one
+// reads /proc; tests substitute fakes.
+type System interface {
+	BootID() string
+	Probe(pid int, start uint64) outcome.Liveness
+	// Processes lists live processes (no zombies); used to find the
+	// survivors of a run whose leader has exited.
+	Processes() ([]proc.Stat, error)
+}
+
+// Manager does everything to runs in one state directory.
+type Manager struct {
+	Store *runrecord.Store
+	Sys   System
+	// Supervisor is the command that runs supervisor.Main: normally
+	// {os.Executable(), "supervise"}.
+	Supervisor []string
+	// StartTimeout bounds the wait for the supervisor's start report.
+	StartTimeout time.Duration
+}
+
+// Run is one run as the tools and the CLI show it.
+type Run struct {
+	Name        string          `json:"name"`
+	RunID       string          `json:"run_id"`
+	State       outcome.State   `json:"state"`
+	Reason      string          `json:"reason"`
+	PID         int             `json:"pid,omitempty"`
+	ExitCode    *int            `json:"exit_code"`
+	Signal      string          `json:"signal,omitempty"`
+	TimedOut    bool            `json:"timed_out,omitempty"`
+	Survivors   []int           `json:"survivors,omitempty"`
+	Command     string          `json:"command,omitempty"`
+	Argv        []string        `json:"argv,omitempty"`
+	Cwd         string          `json:"cwd,omitempty"`
+	CaptureMode string          `json:"capture_mode,omitempty"`
+	Stdin       string          `json:"stdin,omitempty"`
+	StartedAt   *time.Time      `json:"started_at,omitempty"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	LogPath     string          `json:"log_path,omitempty"`
+	LogBytes    int64           `json:"log_bytes"`
+	LogCapped   bool            `json:"log_capped,omitempty"`
+	LogError    string          `json:"log_error,omitempty"`
+	Verdict     outcome.Verdict `json:"-"`
+
+	rec      *runrecord.Record
+	supAlive bool
+}
+
+// Record returns the run's record (nil for an unreadable one).
+func (r *Run) Record() *runrecord.Record { return r.rec }
+
+// LogFinal reports whether the log can no longer grow: the supervisor saw
+// every writer close the output, or there is no supervisor left to write.
+func (r *Run) LogFinal() bool {
+	return r.rec == nil || r.rec.OutputClosed || !r.supAlive
+}
+
+// Ended reports whether waiting for the run is over: its exit is recorded
+// or its state can no longer become "exited" (unknown).
+func (r *Run) Ended() bool {
+	return r.State != outcome.Running
+}
+
+// survivorIndex finds, once per call, the live members of process groups.
+type survivorIndex struct {
+	sys    System
+	loaded bool
+	byPGID map[int][]proc.Stat
+}
+
+func (x *survivorIndex) members(rec *runrecord.Record) []int {
+	if !x.loaded {
+		x.loaded = true
+		procs, err := x.sys.Processes()
+		if err == nil {
+			x.byPGID = make(map[int][]proc.Stat)
+			for _, p := range procs {
+				x.byPGID[p.PGID] = append(x.byPGID[p.PGID], p)
+			}
+		}
+	}
+	var pids []int
+	for _, p := range x.byPGID[rec.PID] {
+		// A pgid number can only come back to a new group once every
+		// member of ours is gone; the session (the supervisor's) and a
+		// start no earlier than the leader's tie a member to this run.
+		if p.PID != rec.PID && p.SID == rec.SupervisorPID && p.StartTime >= rec.PIDStartTime {
+			pids = append(pids, p.PID)
+		}
+	}
+	sort.Ints(pids)
+	return pids
+}
+
+func (m *Manager) view(e runrecord.Entry, idx *survivorIndex) Run {
+	run := Run{Name: e.Name, RunID: e.RunID}
+	if e.Err != nil {
+		run.State = outcome.Unknown
+		run.Reason = string(outcome.ReasonCorrupt) + ": " + e.Err.Error()
+		return run
+	}
+	rec := e.Record
+	run.rec = rec
+	boot := m.Sys.BootID()
+	in := outcome.Run{
+		BootID:        rec.BootID,
+		HasChild:      rec.PID > 0,
+		HasSupervisor: rec.SupervisorPID > 0,
+		ExitRecorded:  rec.Exit != nil,
+		StartFailed:   rec.StartError != "",
+	}
+	facts := outcome.Facts{BootID: boot}
+	if rec.BootID == boot {
+		if in.HasChild {
+			facts.Child = m.Sys.Probe(rec.PID, rec.PIDStartTime)
+		}
+		if in.HasSupervisor {
+			facts.Supervisor = m.Sys.Probe(rec.SupervisorPID, rec.SupervisorStartTime)
+			run.supAlive = facts.Supervisor == outcome.Same
+		}
+		if in.ExitRecorded && in.HasChild && facts.Child != outcome.Reused {
+			run.Survivors = idx.members(rec)
+			facts.Survivors = len(run.Survivors)
+		}
+	}
+	v := outcome.Decide(in, facts)
+	run.Verdict = v
+	run.State = v.State
+	run.Reason = describe(v.Reason, rec, run.Survivors)
+	run.PID = rec.PID
+	if rec.Exit != nil {
+		run.ExitCode = rec.Exit.Code
+		run.Signal = rec.Exit.Signal
+		run.TimedOut = rec.Exit.TimedOut
+	}
+	run.Command = rec.Command
+	run.Argv = rec.Argv
+	run.Cwd = rec.Cwd
+	run.CaptureMode = rec.CaptureMode
+	run.Stdin = rec.Stdin
+	started := rec.StartedAt
+	run.StartedAt = &started
+	run.FinishedAt = rec.FinishedAt
+	run.LogPath = rec.LogPath
+	run.LogBytes = rec.LogBytes
+	if !rec.OutputClosed {
+		// The supervisor updates log_bytes only now and then; the file
+		// itself is the truth while output is still arriving.
+		if fi, err := os.Stat(rec.LogPath); err == nil {
+			run.LogBytes = fi.Size()
+		}
+	}
+	run.LogCapped = rec.LogCapped
+	run.LogError = rec.LogError
+	return run
+}
+
+// describe turns a reason code into the sentence the agent reads.
+func describe(r outcome.Reason, rec *runrecord.Record, survivors []int) string {
+	switch r {
+	case outcome.ReasonExited, outcome.ReasonExitedSurvivors:
+		var s string
+		switch {
+		case rec.Exit.Signal != "":
+			s = "killed by " + rec.Exit.Signal
+		case rec.Exit.Code != nil:
+			s = "exit code " + strconv.Itoa(*rec.Exit.Code)
+		}
+		if rec.Exit.TimedOut {
+			s += " (timed out after " + strconv.Itoa(rec.TimeoutS) + "s)"
+		}
+		if len(survivors) > 0 {
+			s += fmt.Sprintf("; %d process(es) of its group still running: %s", len(survivors), joinInts(survivors))
+		}
+		if !rec.OutputClosed && len(survivors) == 0 {
+			s += "; output still open (a descendant holds it)"
+		}
+		return s
+	case outcome.ReasonRebooted:
+		return "recorded on another boot; the machine rebooted and the exit was never recorded"
+	case outcome.ReasonRunning:
+		return "running"
+	case outcome.ReasonUnsupervised:
+		return "running, but its supervisor is gone: its exit will not be recorded"
+	case outcome.ReasonExiting:
+		return "process gone; its supervisor is about to record the exit"
+	case outcome.ReasonSupervisorLost:
+		return "process and supervisor are gone and no exit was recorded"
+	case outcome.ReasonStarting:
+		return "starting"
+	case outcome.ReasonStartInterrupted:
+		return "start was interrupted before the process was recorded"
+	case outcome.ReasonStartFailed:
+		return "could not start: " + rec.StartError
+	}
+	return string(r)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, " ")
+}
+
+// List returns runs, oldest first within each name. With all false only
+// the newest run of each name is listed.
+func (m *Manager) List(name string, all bool) ([]Run, error) {
+	if name != "" {
+		if err := runrecord.ValidName(name); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	entries, err := m.Store.List(name)
+	if err != nil {
+		if errors.Is(err, runrecord.ErrNotFound) {
+			return nil, fmt.Errorf("%w: no run named %q", ErrNotFound, name)
+		}
+		return nil, err
+	}
+	if name != "" && len(entries) == 0 {
+		return nil, fmt.Errorf("%w: no run named %q", ErrNotFound, name)
+	}
+	if !all {
+		entries = newestPerName(entries)
+	}
+	idx := &survivorIndex{sys: m.Sys}
+	out := make([]Run, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, m.view(e, idx))
+	}
+	return out, nil
+}
+
+func newestPerName(entries []runrecord.Entry) []runrecord.Entry {
+	out := entries[:0:0]
+	for i, e := range entries {
+		if i+1 < len(entries) && entries[i+1].Name == e.Name {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Get returns one run: runID, or the newest run of name when runID is "".
+func (m *Manager) Get(name, runID string) (Run, error) {
+	if err := runrecord.ValidName(name); err != nil {
+		return Run{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	var e runrecord.Entry
+	if runID == "" {
+		var err error
+		e, err = m.Store.Latest(name)
+		if err != nil {
+			if errors.Is(err, runrecord.ErrNotFound) {
+				return Run{}, fmt.Errorf("%w: no run named %q (process_list shows the runs there are)", ErrNotFound, name)
+			}
+			return Run{}, err
+		}
+	} else {
+		if err := runrecord.ValidRunID(runID); err != nil {
+			return Run{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		rec, err := m.Store.Read(name, runID)
+		e = runrecord.Entry{Name: name, RunID: runID, Record: rec, Err: err}
+		if errors.Is(err, runrecord.ErrNotFound) {
+			return Run{}, fmt.Errorf("%w: run %q has no run id %q (process_list with all=true shows them)", ErrNotFound, name, runID)
+		}
+		if err != nil && !errors.Is(err, runrecord.ErrCorrupt) && !errors.Is(err, runrecord.ErrUnsupportedVersion) {
+			return Run{}, err
+		}
+	}
+	return m.view(e, &survivorIndex{sys: m.Sys}), nil
+}

@@ -1,0 +1,58 @@
+package runs
+
+import (
+	"fmt"
+)
+
+// RemoveResult lists what process_remove deleted.
+type RemoveResult struct {
+	Removed []Run `json:"removed"`
+	Kept    []Run `json:"kept,omitempty"` // not finished, left alone (all_finished only)
+}
+
+// finished: its exit is known or its processes are provably gone, and
+// nothing writes its log any more.
+func finished(r Run) bool { return !r.Verdict.MayBeAlive && r.LogFinal() }
+
+// Remove deletes finished runs' records and logs: one run (runID, or the
+// newest of name), or with allFinished every finished run of name (of all
+// names when name is "").
+func (m *Manager) Remove(name, runID string, allFinished bool) (RemoveResult, error) {
+	var res RemoveResult
+	if !allFinished {
+		if name == "" {
+			return res, invalid("name is required unless all_finished is true")
+		}
+		run, err := m.Get(name, runID)
+		if err != nil {
+			return res, err
+		}
+		if !finished(run) {
+			return res, fmt.Errorf("%w: run %q (run id %s) is %s (%s); kill it and wait for it first",
+				ErrRunning, name, run.RunID, run.State, run.Reason)
+		}
+		if err := m.Store.Remove(name, run.RunID); err != nil {
+			return res, err
+		}
+		res.Removed = append(res.Removed, run)
+		return res, nil
+	}
+	if runID != "" {
+		return res, invalid("run_id and all_finished exclude each other")
+	}
+	all, err := m.List(name, true)
+	if err != nil {
+		return res, err
+	}
+	for _, run := range all {
+		if !finished(run) {
+			res.Kept = append(res.Kept, run)
+			continue
+		}
+		if err := m.Store.Remove(run.Name, run.RunID); err != nil {
+			return res, err
+		}
+		res.Removed = append(res.Removed, run)
+	}
+	return res, nil
+}

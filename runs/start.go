@@ -1,0 +1,380 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agent-box/agent-box/capture"
+	"github.com/agent-box/agent-box/logframe"
+	"github.com/agent-box/agent-box/runrecord"
+	"github.com/agent-box/agent-box/supervisor"
+)
+
+// DefaultMaxLogBytes caps a run's log unless process_start says otherwise:
+// large enough for any build or test log, small enough that a runaway
+// writer does not fill the disk.
+const DefaultMaxLogBytes int64 = 1 << 30
+
+// MaxMaxLogBytes is the largest cap a run may ask for.
+const MaxMaxLogBytes int64 = 1 << 40
+
+// MaxTimeoutS bounds timeout_s (one week).
+const MaxTimeoutS = 7 * 24 * 3600
+
+// StartRequest is process_start's arguments.
+type StartRequest struct {
+	Name        string
+	Command     string
+	Argv        []string
+	Cwd         string
+	Env         map[string]string
+	SecretEnv   map[string]string
+	CaptureMode string
+	Stdin       string
+	TimeoutS    int
+	MaxLogBytes int64
+}
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
+}
+
+func validEnv(what string, env map[string]string) error {
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return invalid("%s: variable name %q must be non-empty and contain neither '=' nor NUL", what, k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return invalid("%s: value of %s contains a NUL byte", what, k)
+		}
+	}
+	return nil
+}
+
+// normalize checks req and fills its defaults; nothing is touched on disk.
+func (req *StartRequest) normalize() error {
+	if err := runrecord.ValidName(req.Name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	switch {
+	case req.Command != "" && len(req.Argv) > 0:
+		return invalid("give either command (a shell string) or argv (an array), not both")
+	case req.Command == "" && len(req.Argv) == 0:
+		return invalid("give command (a shell string run with /bin/sh -c) or argv (an array run without a shell)")
+	}
+	if strings.ContainsRune(req.Command, 0) {
+		return invalid("command contains a NUL byte")
+	}
+	for i, a := range req.Argv {
+		if strings.ContainsRune(a, 0) {
+			return invalid("argv[%d] contains a NUL byte", i)
+		}
+	}
+	if len(req.Argv) > 0 && req.Argv[0] == "" {
+		return invalid("argv[0] is empty")
+	}
+	if req.Cwd == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return invalid("no cwd given and no home directory: %v", err)
+		}
+		req.Cwd = home
+	}
+	if !filepath.IsAbs(req.Cwd) {
+		abs, err := filepath.Abs(req.Cwd)
+		if err != nil {
+			return invalid("cwd %q: %v", req.Cwd, err)
+		}
+		req.Cwd = abs
+	}
+	fi, err := os.Stat(req.Cwd)
+	if err != nil {
+		return invalid("cwd %q does not exist or cannot be reached: %v", req.Cwd, err)
+	}
+	if !fi.IsDir() {
+		return invalid("cwd %q is not a directory", req.Cwd)
+	}
+	if err := validEnv("env", req.Env); err != nil {
+		return err
+	}
+	if err := validEnv("secret_env", req.SecretEnv); err != nil {
+		return err
+	}
+	for k, v := range req.SecretEnv {
+		if v == "" {
+			return invalid("secret_env: %s is empty; an empty secret cannot be masked", k)
+		}
+		if _, dup := req.Env[k]; dup {
+			return invalid("%s is in both env and secret_env", k)
+		}
+	}
+	switch req.CaptureMode {
+	case "":
+		req.CaptureMode = string(capture.Combined)
+	case string(capture.Combined), string(capture.Framed):
+	default:
+		return invalid("capture_mode %q is not one of combined, framed", req.CaptureMode)
+	}
+	switch req.Stdin {
+	case "":
+		req.Stdin = "null"
+	case "null", "pipe":
+	default:
+		return invalid("stdin %q is not one of null, pipe", req.Stdin)
+	}
+	if req.TimeoutS < 0 || req.TimeoutS > MaxTimeoutS {
+		return invalid("timeout_s %d is out of range 0..%d", req.TimeoutS, MaxTimeoutS)
+	}
+	switch {
+	case req.MaxLogBytes == 0:
+		req.MaxLogBytes = DefaultMaxLogBytes
+	case req.MaxLogBytes < 0 || req.MaxLogBytes > MaxMaxLogBytes:
+		return invalid("max_log_bytes %d is out of range 1..%d", req.MaxLogBytes, MaxMaxLogBytes)
+	}
+	return nil
+}
+
+// childEnv is the inherited environment with env and secrets laid over it.
+func childEnv(req *StartRequest, name, runID string) []string {
+	over := map[string]string{"AGENT_BOX_NAME": name, "AGENT_BOX_RUN_ID": runID}
+	for k, v := range req.Env {
+		over[k] = v
+	}
+	for k, v := range req.SecretEnv {
+		over[k] = v
+	}
+	env := make([]string, 0, len(os.Environ())+len(over))
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := over[k]; ok {
+			continue
+		}
+		env = append(env, kv)
+	}
+	for k, v := range over {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func lookEnv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// resolve finds the executable the way the child's execvp would: against
+// the child's PATH and, for a relative path, its cwd.
+func resolve(argv0, cwd string, env []string) (string, error) {
+	if strings.Contains(argv0, "/") {
+		p := argv0
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cwd, p)
+		}
+		if err := executable(p); err != nil {
+			return "", invalid("argv[0] %q: %v", argv0, err)
+		}
+		return p, nil
+	}
+	for _, dir := range filepath.SplitList(lookEnv(env, "PATH")) {
+		if dir == "" {
+			dir = "."
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		p := filepath.Join(dir, argv0)
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", invalid("argv[0] %q was not found in PATH %q", argv0, lookEnv(env, "PATH"))
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return errors.New("is a directory")
+	}
+	if fi.Mode()&0o111 == 0 {
+		return errors.New("is not executable")
+	}
+	return nil
+}
+
+// Start starts a run and returns it once its supervisor has reported the
+// child's pid (or why it could not be started).
+func (m *Manager) Start(ctx context.Context, req StartRequest) (Run, error) {
+	if err := req.normalize(); err != nil {
+		return Run{}, err
+	}
+	// Resolve the program before anything touches the disk, so a typo
+	// changes nothing.
+	path, argv := "/bin/sh", []string{"/bin/sh", "-c", req.Command}
+	if len(req.Argv) > 0 {
+		argv = req.Argv
+		var err error
+		if path, err = resolve(argv[0], req.Cwd, childEnv(&req, req.Name, "")); err != nil {
+			return Run{}, err
+		}
+	}
+	unlock, err := m.Store.LockName(req.Name, 10*time.Second)
+	if err != nil {
+		if errors.Is(err, runrecord.ErrLocked) {
+			return Run{}, fmt.Errorf("%w: another agent-box is starting a run named %q right now", ErrNameInUse, req.Name)
+		}
+		return Run{}, err
+	}
+	defer unlock()
+
+	if prev, err := m.Get(req.Name, ""); err == nil {
+		if prev.Verdict.MayBeAlive {
+			return Run{}, fmt.Errorf("%w: run %q (run id %s, pid %d) is %s (%s); kill it first or choose another name",
+				ErrNameInUse, req.Name, prev.RunID, prev.PID, prev.State, prev.Reason)
+		}
+	} else if !errors.Is(err, ErrNotFound) {
+		return Run{}, err
+	}
+
+	now := time.Now().UTC()
+	runID := runrecord.NewRunID(now)
+	env := childEnv(&req, req.Name, runID)
+
+	secrets := make([]string, 0, len(req.SecretEnv))
+	secretNames := make([]string, 0, len(req.SecretEnv))
+	var secretBytes [][]byte
+	for k, v := range req.SecretEnv {
+		secrets = append(secrets, v)
+		secretNames = append(secretNames, k)
+		secretBytes = append(secretBytes, []byte(v))
+	}
+	red := capture.NewRedactor(secretBytes)
+	rec := &runrecord.Record{
+		Version:     runrecord.Version,
+		Name:        req.Name,
+		RunID:       runID,
+		Command:     red.String(req.Command),
+		Cwd:         red.String(req.Cwd),
+		CaptureMode: req.CaptureMode,
+		LogFormat:   "raw",
+		Stdin:       req.Stdin,
+		TimeoutS:    req.TimeoutS,
+		MaxLogBytes: req.MaxLogBytes,
+		BootID:      m.Sys.BootID(),
+		StartedAt:   now,
+		LogPath:     m.Store.LogPath(req.Name, runID),
+		SecretEnv:   secretNames,
+	}
+	if req.CaptureMode == string(capture.Framed) {
+		rec.LogFormat = logframe.FormatName
+	}
+	for _, a := range req.Argv {
+		rec.Argv = append(rec.Argv, red.String(a))
+	}
+	if len(req.Env) > 0 {
+		rec.Env = make(map[string]string, len(req.Env))
+		for k, v := range req.Env {
+			rec.Env[k] = red.String(v)
+		}
+	}
+	if err := m.Store.Create(rec); err != nil {
+		return Run{}, fmt.Errorf("creating run record: %w", err)
+	}
+	spec := &supervisor.Spec{
+		StateDir:    m.Store.Root,
+		Name:        req.Name,
+		RunID:       runID,
+		Path:        path,
+		Argv:        argv,
+		Env:         env,
+		Dir:         req.Cwd,
+		CaptureMode: req.CaptureMode,
+		MaxLogBytes: req.MaxLogBytes,
+		Secrets:     secrets,
+		Stdin:       req.Stdin,
+		TimeoutS:    req.TimeoutS,
+	}
+	if _, err := m.spawn(spec); err != nil {
+		return Run{}, err
+	}
+	return m.Get(req.Name, runID)
+}
+
+// spawn starts the supervisor in a session of its own and waits for its
+// start report.
+func (m *Manager) spawn(spec *supervisor.Spec) (int, error) {
+	runDir := m.Store.RunDir(spec.Name, spec.RunID)
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer specR.Close()
+	defer specW.Close()
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer repR.Close()
+	defer repW.Close()
+	supLog, err := os.OpenFile(filepath.Join(runDir, "supervisor.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("creating supervisor log: %w", err)
+	}
+	defer supLog.Close()
+
+	cmd := exec.Command(m.Supervisor[0], append(m.Supervisor[1:], spec.Name, spec.RunID)...)
+	// Not agent-box's stdin or stdout: those belong to the MCP session and
+	// vanish with it.
+	cmd.Stdin = nil
+	cmd.Stdout = nil
+	cmd.Stderr = supLog
+	cmd.ExtraFiles = []*os.File{specR, repW} // fds 3 and 4
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("starting supervisor: %w", err)
+	}
+	// Reap it if it ends while we live; after we are gone, init does.
+	go cmd.Wait()
+	specR.Close()
+	repW.Close()
+	if err := supervisor.EncodeSpec(specW, spec); err != nil {
+		return 0, fmt.Errorf("sending spec to supervisor: %w", err)
+	}
+	specW.Close()
+
+	type result struct {
+		pid int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		pid, err := supervisor.ReadReport(repR)
+		done <- result{pid, err}
+	}()
+	timeout := m.StartTimeout
+	if timeout <= 0 {
+		timeout = 15 * time.Second
+	}
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return 0, r.err
+		}
+		return r.pid, nil
+	case <-time.After(timeout):
+		return 0, fmt.Errorf("supervisor (pid %d) did not report within %s", cmd.Process.Pid, timeout)
+	}
+}

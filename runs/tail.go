@@ -1,0 +1,252 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agent-box/agent-box/logframe"
+	"github.com/agent-box/agent-box/logread"
+)
+
+// MaxWait bounds tail_log's wait_ms.
+const MaxWait = 60 * time.Second
+
+// TailRequest is tail_log's arguments.
+type TailRequest struct {
+	Name  string
+	RunID string
+	logread.Request
+	Wait time.Duration // block this long for output past Offset
+}
+
+// TailResult is a window of the log and the run as of reading it.
+type TailResult struct {
+	Window logread.Window
+	Run    Run
+	EOF    bool // the log can no longer grow and the window reached its end
+}
+
+// emptyLog stands in for a log that was never created (start failed).
+type emptyLog struct{}
+
+func (emptyLog) ReadAt(p []byte, off int64) (int, error) { return 0, io.EOF }
+
+func openLog(path string) (io.ReaderAt, func(), int64, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return emptyLog{}, func() {}, 0, nil
+	}
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("opening log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, 0, fmt.Errorf("opening log: %w", err)
+	}
+	return f, func() { f.Close() }, fi.Size(), nil
+}
+
+// Tail reads one window of a run's log, waiting up to req.Wait for output
+// past req.Offset while the run can still write.
+func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error) {
+	if req.Wait < 0 || req.Wait > MaxWait {
+		return TailResult{}, invalid("wait_ms must be between 0 and %d", MaxWait.Milliseconds())
+	}
+	run, err := m.Get(req.Name, req.RunID)
+	if err != nil {
+		return TailResult{}, err
+	}
+	if run.rec == nil {
+		return TailResult{}, fmt.Errorf("%w: run %s of %q: %s", ErrNotFound, run.RunID, req.Name, run.Reason)
+	}
+	req.RunID = run.RunID
+	req.Framed = run.rec.LogFormat == logframe.FormatName
+	if req.Raw && !req.Framed {
+		return TailResult{}, invalid("raw applies to framed runs only; run %s is %s", run.RunID, run.CaptureMode)
+	}
+	deadline := time.Now().Add(req.Wait)
+	var watch *dirWatch
+	defer func() {
+		if watch != nil {
+			watch.Close()
+		}
+	}()
+	for {
+		final := run.LogFinal() // decided before the size is read
+		r, closeLog, size, err := openLog(run.rec.LogPath)
+		if err != nil {
+			return TailResult{}, err
+		}
+		lr := req.Request
+		lr.Final = final
+		w, err := logread.Read(r, size, lr)
+		closeLog()
+		if err != nil {
+			return TailResult{}, mapReadErr(err, run)
+		}
+		progressed := w.EndOffset > w.Offset || len(w.Skipped) > 0
+		left := time.Until(deadline)
+		if progressed || final || left <= 0 || ctx.Err() != nil || req.TailLines > 0 || req.Offset < 0 {
+			run.LogBytes = size
+			return TailResult{Window: w, Run: run, EOF: final && w.EndOffset == size}, nil
+		}
+		if watch == nil {
+			watch = watchDir(m.Store.RunDir(run.Name, run.RunID))
+			continue // re-read once: output may have landed before the watch
+		}
+		watch.Wait(ctx, left)
+		if run, err = m.Get(req.Name, req.RunID); err != nil {
+			return TailResult{}, err
+		}
+	}
+}
+
+func mapReadErr(err error, run Run) error {
+	switch {
+	case errors.Is(err, logread.ErrBadOffset), errors.Is(err, logread.ErrBadMaxBytes), errors.Is(err, logread.ErrBadRequest):
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	case errors.Is(err, logframe.ErrMalformed):
+		return fmt.Errorf("log of run %s is damaged: %w", run.RunID, err)
+	}
+	return fmt.Errorf("reading log of run %s: %w", run.RunID, err)
+}
+
+// MaxWaitTimeout bounds process_wait's timeout_ms.
+const MaxWaitTimeout = 10 * time.Minute
+
+// outputSettle bounds the wait for the output to close after the exit.
+const outputSettle = 500 * time.Millisecond
+
+// progressEvery is how often Wait reports progress while it blocks.
+const progressEvery = 3 * time.Second
+
+// WaitResult is what process_wait answers.
+type WaitResult struct {
+	Run      Run
+	TimedOut bool          // the run was still running at the timeout
+	Duration time.Duration // run time so far, or until its exit
+	Output   string        // last lines of the combined / interleaved output
+	Stderr   string        // framed runs: last lines of stderr
+	Lossy    bool
+}
+
+// tailLines is how much of the output process_wait returns.
+const (
+	waitTailLines = 20
+	waitTailBytes = 8 << 10
+)
+
+// Wait blocks until the run ends, the timeout passes or ctx is done.
+// progress, if not nil, is called every few seconds while waiting.
+func (m *Manager) Wait(ctx context.Context, name, runID string, timeout time.Duration, progress func(elapsed time.Duration)) (WaitResult, error) {
+	if timeout < 0 || timeout > MaxWaitTimeout {
+		return WaitResult{}, invalid("timeout_ms must be between 0 and %d", MaxWaitTimeout.Milliseconds())
+	}
+	run, err := m.Get(name, runID)
+	if err != nil {
+		return WaitResult{}, err
+	}
+	start := time.Now()
+	deadline := start.Add(timeout)
+	nextProgress := start.Add(progressEvery)
+	var watch *dirWatch
+	for !run.Ended() {
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			break
+		}
+		if watch == nil {
+			watch = watchDir(m.Store.RunDir(run.Name, run.RunID))
+			defer watch.Close()
+		} else {
+			watch.Wait(ctx, min(left, time.Until(nextProgress)))
+		}
+		if progress != nil && !time.Now().Before(nextProgress) {
+			progress(time.Since(start))
+			nextProgress = time.Now().Add(progressEvery)
+		}
+		if run, err = m.Get(name, run.RunID); err != nil {
+			return WaitResult{}, err
+		}
+	}
+	// The exit is recorded before the output is drained; give the
+	// supervisor a moment so that the answer can say the log is complete.
+	// A descendant that keeps the output open does not hold us longer.
+	for settle := time.Now().Add(outputSettle); run.Ended() && !run.LogFinal() && time.Now().Before(settle) && ctx.Err() == nil; {
+		if watch == nil {
+			watch = watchDir(m.Store.RunDir(run.Name, run.RunID))
+			defer watch.Close()
+		}
+		watch.Wait(ctx, time.Until(settle))
+		if run, err = m.Get(name, run.RunID); err != nil {
+			return WaitResult{}, err
+		}
+	}
+	res := WaitResult{Run: run, TimedOut: !run.Ended()}
+	if run.StartedAt != nil {
+		end := time.Now()
+		if run.FinishedAt != nil {
+			end = *run.FinishedAt
+		}
+		res.Duration = end.Sub(*run.StartedAt)
+	}
+	if run.rec != nil {
+		m.outputTail(&res)
+	}
+	return res, nil
+}
+
+// outputTail fills the last lines of output into res, best effort: the
+// answer is about the exit, a damaged log must not hide it.
+func (m *Manager) outputTail(res *WaitResult) {
+	rec := res.Run.rec
+	r, closeLog, size, err := openLog(rec.LogPath)
+	if err != nil {
+		return
+	}
+	defer closeLog()
+	framed := rec.LogFormat == logframe.FormatName
+	if !framed {
+		w, err := logread.Read(r, size, logread.Request{TailLines: waitTailLines, MaxBytes: waitTailBytes, Final: true})
+		if err == nil {
+			res.Output, res.Lossy = w.Content, w.Lossy
+		}
+		return
+	}
+	w, err := logread.Read(r, size, logread.Request{Offset: -64 << 10, MaxBytes: 64 << 10, Framed: true, Final: true})
+	if err != nil {
+		return
+	}
+	res.Output = lastLines(w.Content, waitTailLines, waitTailBytes)
+	res.Stderr = lastLines(w.Stderr, waitTailLines, waitTailBytes)
+	res.Lossy = w.Lossy
+}
+
+// lastLines returns at most n lines and max bytes from the end of s, cut
+// at a line start.
+func lastLines(s string, n, max int) string {
+	s = strings.TrimSuffix(s, "\n")
+	keep, search := len(s), len(s)
+	for lines := 0; lines < n; lines++ {
+		j := strings.LastIndexByte(s[:search], '\n')
+		if len(s)-(j+1) > max {
+			break
+		}
+		keep = j + 1
+		if j < 0 {
+			break
+		}
+		search = j
+	}
+	if keep == len(s) {
+		return ""
+	}
+	return s[keep:] + "\n"
+}

@@ -1,0 +1,97 @@
+// Package supervisor is the per-run process that outlives agent-box: it is
+// started (as the hidden "agent-box supervise" subcommand) in a session of
+// its own, starts the child in a process group of its own, drains the
+// child's output into the run's log, waits for it and records its exit.
+//
+// It follows the conmon/containerd-shim pattern: the MCP server, which dies
+// with every SSH connection, never owns a pipe or a copier of the child; the
+// supervisor does, and it is the only writer of the run record after the
+// server created it. The secrets a run needs reach the supervisor through a
+// pipe, never through the record, argv or the environment of the supervisor.
+package supervisor
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Spec is everything the supervisor needs to start the child. It is sent as
+// JSON over the spec pipe (fd 3) and never stored on disk.
+type Spec struct {
+	StateDir    string   `json:"state_dir"`
+	Name        string   `json:"name"`
+	RunID       string   `json:"run_id"`
+	Path        string   `json:"path"` // resolved executable
+	Argv        []string `json:"argv"` // argv[0] included
+	Env         []string `json:"env"`  // the complete environment of the child
+	Dir         string   `json:"dir"`
+	CaptureMode string   `json:"capture_mode"`
+	MaxLogBytes int64    `json:"max_log_bytes"`
+	Secrets     []string `json:"secrets,omitempty"`
+	Stdin       string   `json:"stdin"` // "null" or "pipe"
+	TimeoutS    int      `json:"timeout_s,omitempty"`
+	// KillGraceMS is how long the supervisor waits after SIGTERM at the
+	// timeout before it sends SIGKILL to the group.
+	KillGraceMS int `json:"kill_grace_ms,omitempty"`
+}
+
+// The file descriptors the supervisor is started with, besides 0-2
+// (/dev/null, /dev/null, the run's supervisor.log).
+const (
+	SpecFD   = 3 // read end of the spec pipe
+	ReportFD = 4 // write end of the report pipe
+)
+
+// ErrStartFailed is wrapped by ReadReport when the supervisor could not
+// start the child.
+var ErrStartFailed = errors.New("could not start the process")
+
+// ErrNoReport means the supervisor died or closed its report pipe before
+// saying whether the child started.
+var ErrNoReport = errors.New("supervisor exited without reporting")
+
+// writeReport sends the one-line start report: "ok <pid>" or "error <msg>".
+func writeReport(w io.Writer, pid int, startErr error) error {
+	var line string
+	if startErr != nil {
+		line = "error " + strings.ReplaceAll(startErr.Error(), "\n", " ") + "\n"
+	} else {
+		line = "ok " + strconv.Itoa(pid) + "\n"
+	}
+	_, err := io.WriteString(w, line)
+	return err
+}
+
+// ReadReport reads the supervisor's start report and returns the child's
+// pid, or why it could not be started.
+func ReadReport(r io.Reader) (int, error) {
+	line, err := bufio.NewReader(io.LimitReader(r, 64<<10)).ReadString('\n')
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, ErrNoReport
+		}
+		return 0, fmt.Errorf("reading supervisor report: %w", err)
+	}
+	line = strings.TrimSuffix(line, "\n")
+	switch {
+	case strings.HasPrefix(line, "ok "):
+		pid, err := strconv.Atoi(strings.TrimPrefix(line, "ok "))
+		if err != nil || pid <= 0 {
+			return 0, fmt.Errorf("bad supervisor report %q", line)
+		}
+		return pid, nil
+	case strings.HasPrefix(line, "error "):
+		return 0, fmt.Errorf("%w: %s", ErrStartFailed, strings.TrimPrefix(line, "error "))
+	}
+	return 0, fmt.Errorf("bad supervisor report %q", line)
+}
+
+// EncodeSpec is what the server writes to the spec pipe.
+func EncodeSpec(w io.Writer, s *Spec) error {
+	return json.NewEncoder(w).Encode(s)
+}

@@ -1,0 +1,210 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-box/agent-box/capture"
+	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+// pipeSize is asked of the kernel for the child's output pipes: a larger
+// pipe lets a fast writer run ahead of the copier instead of blocking every
+// 64 KiB (fcntl(2) F_SETPIPE_SZ; capped by /proc/sys/fs/pipe-max-size).
+const pipeSize = 1 << 20
+
+// copyBuf is the copier's read size.
+const copyBuf = 256 << 10
+
+// DefaultKillGrace is the wait between SIGTERM and SIGKILL at a timeout.
+const DefaultKillGrace = 5 * time.Second
+
+// Main is the body of "agent-box supervise". It reads the Spec from SpecFD,
+// reports on ReportFD, and returns when the child has exited and its output
+// is drained. The returned error is for the supervisor's own log only.
+func Main() error {
+	// The supervisor must survive the end of the SSH session and must see
+	// write errors (EFBIG) rather than die of them.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGTTOU, syscall.SIGTTIN)
+
+	specFile := os.NewFile(SpecFD, "spec")
+	report := os.NewFile(ReportFD, "report")
+	if specFile == nil || report == nil {
+		return errors.New("supervise: spec or report descriptor missing (this subcommand is internal)")
+	}
+	var spec Spec
+	err := json.NewDecoder(io.LimitReader(specFile, 16<<20)).Decode(&spec)
+	specFile.Close()
+	if err != nil {
+		writeReport(report, 0, fmt.Errorf("reading spec: %w", err))
+		return err
+	}
+	s := &supervisor{spec: spec}
+	return s.run(report)
+}
+
+type supervisor struct {
+	spec  Spec
+	store *runrecord.Store
+	rec   *runrecord.Record
+	log   *capture.Log
+	mu    sync.Mutex // guards rec and record writes
+}
+
+func (s *supervisor) writeRecord(mut func(r *runrecord.Record)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mut(s.rec)
+	return s.store.Write(s.rec)
+}
+
+func (s *supervisor) run(report *os.File) error {
+	sp := &s.spec
+	s.store = &runrecord.Store{Root: sp.StateDir}
+	rec, err := s.store.Read(sp.Name, sp.RunID)
+	if err != nil {
+		writeReport(report, 0, err)
+		return err
+	}
+	s.rec = rec
+
+	// A subreaper inherits the orphans of the child's descendants, so
+	// they are reaped here instead of by init, and survivors stay ours.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+	self := os.Getpid()
+	selfStat, err := proc.ReadStat(self)
+	if err != nil {
+		writeReport(report, 0, err)
+		return err
+	}
+	if err := s.writeRecord(func(r *runrecord.Record) {
+		r.SupervisorPID = self
+		r.SupervisorStartTime = selfStat.StartTime
+	}); err != nil {
+		writeReport(report, 0, err)
+		return err
+	}
+
+	child, outs, stdinW, err := s.startChild()
+	if err != nil {
+		werr := s.writeRecord(func(r *runrecord.Record) {
+			r.StartError = err.Error()
+			r.OutputClosed = true
+		})
+		writeReport(report, 0, errors.Join(err, werr))
+		return err
+	}
+	pid := child.Process.Pid
+	// The child is not reaped before we read its start time, so even a
+	// child that exited at once still has its /proc entry (as a zombie).
+	st, serr := proc.ReadStat(pid)
+	werr := s.writeRecord(func(r *runrecord.Record) {
+		r.PID = pid
+		r.PIDStartTime = st.StartTime
+	})
+	if err := errors.Join(serr, werr); err != nil {
+		// Without a recorded pid nobody could ever control this child.
+		unix.Kill(-pid, unix.SIGKILL)
+		writeReport(report, 0, fmt.Errorf("recording pid %d: %w", pid, err))
+		return err
+	}
+	writeReport(report, pid, nil)
+	report.Close()
+
+	return s.supervise(pid, outs, stdinW)
+}
+
+type output struct {
+	r *os.File
+	w io.Writer
+}
+
+func (s *supervisor) startChild() (*exec.Cmd, []output, *os.File, error) {
+	sp := &s.spec
+	runDir := s.store.RunDir(sp.Name, sp.RunID)
+	mode := capture.Mode(sp.CaptureMode)
+	secrets := make([][]byte, 0, len(sp.Secrets))
+	for _, v := range sp.Secrets {
+		secrets = append(secrets, []byte(v))
+	}
+	log, err := capture.Create(filepath.Join(runDir, "log"), mode, capture.Options{MaxBytes: sp.MaxLogBytes, Secrets: secrets})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("creating log: %w", err)
+	}
+	s.log = log
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, f := range []*os.File{outR, errR} {
+		// Best effort: a smaller pipe only costs throughput.
+		_, _ = unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, pipeSize)
+	}
+	cmd := &exec.Cmd{
+		Path:   sp.Path,
+		Args:   sp.Argv,
+		Env:    sp.Env,
+		Dir:    sp.Dir,
+		Stdout: outW,
+		Stderr: errW,
+		// Its own process group, so a kill reaches every descendant that
+		// did not leave the group on purpose.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if mode == capture.Combined {
+		// One pipe for both streams keeps their relative order exactly as
+		// the child wrote it, as a terminal would show it.
+		cmd.Stderr = outW
+		errR.Close()
+		errW.Close()
+		errR, errW = nil, nil
+	}
+	var stdinW *os.File
+	if sp.Stdin == "pipe" {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		cmd.Stdin = r
+		stdinW = w
+		defer r.Close()
+	}
+	if err := cmd.Start(); err != nil {
+		outR.Close()
+		outW.Close()
+		if errR != nil {
+			errR.Close()
+			errW.Close()
+		}
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		log.Close()
+		return nil, nil, nil, err
+	}
+	outW.Close()
+	outs := []output{{outR, log.Stdout()}}
+	if errR != nil {
+		errW.Close()
+		outs = append(outs, output{errR, log.Stderr()})
+	}
+	return cmd, outs, stdinW, nil
+}

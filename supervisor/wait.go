@@ -1,0 +1,157 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-box/agent-box/capture"
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+// statusEvery is how often the supervisor checks the log's status while the
+// child runs, so a write error or the cap shows in the record promptly.
+const statusEvery = 500 * time.Millisecond
+
+func (s *supervisor) supervise(pid int, outs []output, stdinW *os.File) error {
+	sp := &s.spec
+	drained := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, o := range outs {
+		wg.Add(1)
+		go func(o output) {
+			defer wg.Done()
+			drain(o.r, o.w)
+			o.r.Close()
+		}(o)
+	}
+	go func() { wg.Wait(); close(drained) }()
+
+	exited := make(chan unix.WaitStatus, 1)
+	go reap(pid, exited)
+
+	var stdin *stdinServer
+	if stdinW != nil {
+		var err error
+		stdin, err = serveStdin(s.store.RunDir(sp.Name, sp.RunID), stdinW)
+		if err != nil {
+			// The run goes on; process_write will say the pipe is unreachable.
+			stdinW.Close()
+			fmt.Fprintf(os.Stderr, "supervise: stdin socket: %v\n", err)
+		}
+	}
+
+	var timeout, grace <-chan time.Time
+	timedOut := false
+	if sp.TimeoutS > 0 {
+		timeout = time.After(time.Duration(sp.TimeoutS) * time.Second)
+	}
+	tick := time.NewTicker(statusEvery)
+	defer tick.Stop()
+	var lastStatus capture.Status
+
+	childDone, outputDone := false, false
+	for !childDone || !outputDone {
+		select {
+		case ws := <-exited:
+			childDone = true
+			timeout, grace = nil, nil
+			s.recordExit(ws, timedOut)
+			if stdin != nil {
+				stdin.Close()
+			}
+		case <-drained:
+			outputDone = true
+			drained = nil
+		case <-timeout:
+			timedOut = true
+			timeout = nil
+			unix.Kill(-pid, unix.SIGTERM)
+			g := time.Duration(sp.KillGraceMS) * time.Millisecond
+			if g <= 0 {
+				g = DefaultKillGrace
+			}
+			grace = time.After(g)
+		case <-grace:
+			grace = nil
+			unix.Kill(-pid, unix.SIGKILL)
+		case <-tick.C:
+			if st := s.log.Status(); st != lastStatus {
+				lastStatus = st
+				s.writeRecord(func(r *runrecord.Record) { applyStatus(r, st) })
+			}
+		}
+	}
+	cerr := s.log.Close()
+	st := s.log.Status()
+	return errors.Join(cerr, s.writeRecord(func(r *runrecord.Record) {
+		applyStatus(r, st)
+		r.OutputClosed = true
+	}))
+}
+
+func applyStatus(r *runrecord.Record, st capture.Status) {
+	r.LogBytes = st.Bytes
+	r.LogDropped = st.Dropped
+	r.LogCapped = st.Capped
+	if st.Err != nil && !errors.Is(st.Err, capture.ErrCapped) {
+		r.LogError = st.Err.Error()
+	}
+}
+
+func (s *supervisor) recordExit(ws unix.WaitStatus, timedOut bool) {
+	now := time.Now().UTC()
+	exit := &runrecord.Exit{At: now, TimedOut: timedOut}
+	switch {
+	case ws.Signaled():
+		exit.Signal = unix.SignalName(ws.Signal())
+	default:
+		code := ws.ExitStatus()
+		exit.Code = &code
+	}
+	st := s.log.Status()
+	s.writeRecord(func(r *runrecord.Record) {
+		r.Exit = exit
+		r.FinishedAt = &now
+		applyStatus(r, st)
+	})
+}
+
+// drain copies r to w until EOF. w never fails (capture's writers swallow
+// errors), so the child's pipe is always emptied.
+func drain(r io.Reader, w io.Writer) {
+	buf := make([]byte, copyBuf)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			w.Write(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// reap waits for every child of the supervisor — as a subreaper it also
+// inherits orphaned descendants — and sends the leader's status on exited.
+func reap(leader int, exited chan<- unix.WaitStatus) {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			// ECHILD: nothing left to wait for.
+			return
+		}
+		if pid == leader && (ws.Exited() || ws.Signaled()) {
+			exited <- ws
+		}
+	}
+}
