@@ -1,0 +1,92 @@
+package main
+
+import (
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+// plant writes a record as an earlier agent-box on some boot would have.
+func plant(t *testing.T, state string, mut func(r *runrecord.Record)) *runrecord.Record {
+	t.Helper()
+	store, _, err := runrecord.Open(state)
+	require.NoError(t, err)
+	boot, err := proc.BootID()
+	require.NoError(t, err)
+	now := time.Now().UTC().Add(-time.Hour)
+	r := &runrecord.Record{
+		Version: runrecord.Version, Name: "planted", RunID: runrecord.NewRunID(now),
+		Command: "sleep 1000", Cwd: "/", CaptureMode: "combined", LogFormat: "raw", Stdin: "null",
+		BootID: boot, StartedAt: now,
+	}
+	r.LogPath = store.LogPath(r.Name, r.RunID)
+	mut(r)
+	require.NoError(t, store.Create(r))
+	return r
+}
+
+func TestForeignBootAndReusedPidAreUnknownAndNotSignalled(t *testing.T) {
+	self := os.Getpid()
+	st, err := proc.ReadStat(self)
+	require.NoError(t, err)
+	cases := []struct {
+		name   string
+		mut    func(r *runrecord.Record)
+		reason string
+	}{
+		{"rebooted", func(r *runrecord.Record) {
+			// A live pid, even the right start time: on another boot it
+			// means nothing.
+			r.Name = "rebooted"
+			r.BootID = "00000000-0000-0000-0000-000000000000"
+			r.PID, r.PIDStartTime = self, st.StartTime
+			r.SupervisorPID, r.SupervisorStartTime = self, st.StartTime
+		}, "another boot"},
+		{"reused", func(r *runrecord.Record) {
+			// This test process stands in for an unrelated process that
+			// got the recorded pid: its start time differs.
+			r.Name = "reused"
+			r.PID, r.PIDStartTime = self, st.StartTime+12345
+			r.SupervisorPID, r.SupervisorStartTime = self, st.StartTime+12345
+		}, "supervisor are gone"},
+	}
+	state := t.TempDir()
+	for _, c := range cases {
+		plant(t, state, c.mut)
+	}
+	s := connect(t, state)
+	l := s.ok("process_list", nil)
+	for _, c := range cases {
+		run := runOf(t, l, c.name)
+		assert.Equal(t, "unknown", run["state"], c.name)
+		assert.Contains(t, run["reason"], c.reason, c.name)
+		k := s.call("process_kill", map[string]any{"name": c.name, "signal": "KILL"})
+		assert.True(t, k.IsError, "kill of %s must be refused: %s", c.name, k.Text)
+		assert.Contains(t, k.Text, "nothing was signalled")
+		// Still alive: we are the "victim".
+		assert.NoError(t, syscallKill0(self))
+	}
+	// Neither blocks its name: their processes are provably not running.
+	s.ok("process_start", map[string]any{"name": "rebooted", "command": "true"})
+}
+
+func TestCorruptRecordIsListedUnknown(t *testing.T) {
+	state := t.TempDir()
+	r := plant(t, state, func(r *runrecord.Record) { r.Name = "torn" })
+	store, _, err := runrecord.Open(state)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(store.RunDir(r.Name, r.RunID)+"/record.json", []byte(`{"version":1,"name":"to`), 0o600))
+	s := connect(t, state)
+	run := runOf(t, s.ok("process_list", nil), "torn")
+	assert.Equal(t, "unknown", run["state"])
+	assert.Contains(t, run["reason"], "corrupt")
+}
+
+func syscallKill0(pid int) error { return syscall.Kill(pid, 0) }

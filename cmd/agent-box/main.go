@@ -1,0 +1,148 @@
+// Command agent-box is an MCP server (on stdio) that runs long processes
+// which outlive the connection, and a small CLI over the same runs.
+//
+//	ssh box -- agent-box          MCP server (stdin not a terminal)
+//	agent-box ps|logs|start|kill|wait|version
+//	agent-box supervise NAME RUN_ID   internal: the per-run supervisor
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-box/agent-box/runrecord"
+	"github.com/agent-box/agent-box/runs"
+	"github.com/agent-box/agent-box/supervisor"
+	"github.com/agent-box/agent-box/tools"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) > 0 && args[0] == "supervise" {
+		if err := supervisor.Main(); err != nil {
+			fmt.Fprintf(os.Stderr, "agent-box supervise: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	fs := flag.NewFlagSet("agent-box", flag.ContinueOnError)
+	stateDir := fs.String("state-dir", "", "state directory (default $AGENT_BOX_STATE_DIR, $XDG_STATE_HOME/agent-box or ~/.local/state/agent-box)")
+	fs.Usage = func() { usage(fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) > 0 && rest[0] == "version" {
+		fmt.Println("agent-box", version)
+		return 0
+	}
+	if len(rest) == 0 && isTerminal(os.Stdin) {
+		usage(fs)
+		return 2
+	}
+	m, err := manager(*stateDir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
+		return 1
+	}
+	if len(rest) == 0 {
+		return serve(m)
+	}
+	return runCLI(m, rest)
+}
+
+func usage(fs *flag.FlagSet) {
+	fmt.Fprint(os.Stderr, `agent-box: an MCP server (on stdin/stdout) that runs long processes which
+outlive the connection, and a CLI over the same runs.
+
+  ssh box -- agent-box                    serve MCP on stdio (what an MCP client runs)
+  agent-box ps [-a] [--json]              list runs
+  agent-box logs [-f] [--stream stdout|stderr] NAME
+  agent-box start NAME -- CMD [ARG...]    start a run
+  agent-box kill [-s SIG] NAME            signal a run's process group
+  agent-box wait NAME                     wait for a run; exit with its status
+  agent-box version
+
+flags:
+`)
+	fs.PrintDefaults()
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func manager(stateDir string) (*runs.Manager, error) {
+	if stateDir == "" {
+		var err error
+		if stateDir, err = runrecord.DefaultRoot(); err != nil {
+			return nil, err
+		}
+	}
+	stateDir, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	store, warning, err := runrecord.Open(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if warning != "" {
+		fmt.Fprintf(os.Stderr, "agent-box: %s\n", warning)
+	}
+	sys, err := runs.NewLiveSystem()
+	if err != nil {
+		return nil, fmt.Errorf("reading boot id: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding own executable: %w", err)
+	}
+	return &runs.Manager{Store: store, Sys: sys, Supervisor: []string{exe, "supervise"}}, nil
+}
+
+func serve(m *runs.Manager) int {
+	// The protocol owns stdout: keep the real one for the transport and
+	// point os.Stdout at stderr, so a stray print cannot corrupt it.
+	out := os.NewFile(uintptr(dupCloexec(1)), "mcp-stdout")
+	os.Stdout = os.Stderr
+	// A client that hangs up must not kill us mid-write; the write fails
+	// and the session ends at stdin EOF.
+	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
+
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	errLog := log.New(os.Stderr, "agent-box: ", log.LstdFlags)
+	if err := tools.Serve(ctx, &tools.Handlers{M: m}, version, os.Stdin, out, errLog); err != nil && !errors.Is(err, context.Canceled) {
+		errLog.Printf("serve: %v", err)
+		return 1
+	}
+	return 0
+}
+
+func dupCloexec(fd int) int {
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return fd
+	}
+	return nfd
+}

@@ -1,0 +1,189 @@
+package tools
+
+import (
+	"encoding/json"
+)
+
+// Schemas are written out by hand as JSON: they are part of the protocol
+// (pinned by the golden tools/list transcript), and mcp-go's struct
+// reflection silently drops an output schema for some tag forms.
+
+const runProps = `{
+  "name": {"type": "string"},
+  "run_id": {"type": "string"},
+  "state": {"type": "string", "enum": ["running", "exited", "unknown"]},
+  "reason": {"type": "string"},
+  "pid": {"type": "integer"},
+  "exit_code": {"type": ["integer", "null"], "description": "exit status when the process exited normally; null when it was killed by a signal or has not exited"},
+  "signal": {"type": "string", "description": "signal that killed it, e.g. SIGKILL"},
+  "timed_out": {"type": "boolean"},
+  "survivors": {"type": "array", "items": {"type": "integer"}, "description": "pids of processes of its group still alive after it exited"},
+  "command": {"type": "string"},
+  "argv": {"type": "array", "items": {"type": "string"}},
+  "cwd": {"type": "string"},
+  "capture_mode": {"type": "string"},
+  "stdin": {"type": "string"},
+  "started_at": {"type": "string"},
+  "finished_at": {"type": "string"},
+  "log_path": {"type": "string"},
+  "log_bytes": {"type": "integer"},
+  "log_capped": {"type": "boolean"},
+  "log_error": {"type": "string"}
+}`
+
+var runSchema = `{"type": "object", "properties": ` + runProps + `, "required": ["name", "run_id", "state", "reason"]}`
+
+const startInput = `{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "Your name for the run, used by the other tools. Reusing the name of a finished run starts a new run and keeps the old one."},
+    "command": {"type": "string", "maxLength": 131072, "description": "Shell command, run with /bin/sh -c. Give this or argv."},
+    "argv": {"type": "array", "items": {"type": "string"}, "maxItems": 4096, "description": "Program and arguments, run without a shell. Give this or command."},
+    "cwd": {"type": "string", "description": "Working directory (must exist); default: the home directory."},
+    "env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 1024, "description": "Variables set over the inherited environment."},
+    "secret_env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 64, "description": "Variables whose values are masked as [redacted] in the log, tail_log, process_list and the record."},
+    "capture_mode": {"type": "string", "enum": ["combined", "framed"], "default": "combined", "description": "combined: one byte stream as a terminal shows it. framed: stdout and stderr kept apart (tail_log returns them separately)."},
+    "stdin": {"type": "string", "enum": ["null", "pipe"], "default": "null", "description": "pipe: keep stdin open for process_write."},
+    "timeout_s": {"type": "integer", "minimum": 0, "maximum": 604800, "description": "Kill the whole process group after this many seconds (TERM, 5 s grace, KILL). 0: no timeout."},
+    "max_log_bytes": {"type": "integer", "minimum": 0, "maximum": 1099511627776, "description": "Stop writing the log past this size (output is still drained). Default 1 GiB."}
+  },
+  "required": ["name"],
+  "additionalProperties": false
+}`
+
+var startOutput = `{"type": "object", "properties": ` + runProps + `, "required": ["name", "run_id", "pid", "state", "capture_mode", "log_path", "started_at"]}`
+
+const listInput = `{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "description": "Only runs of this name."},
+    "all": {"type": "boolean", "default": false, "description": "Include older runs of each name, not only the newest."}
+  },
+  "additionalProperties": false
+}`
+
+var listOutput = `{"type": "object", "properties": {"runs": {"type": "array", "items": ` + runSchema + `}}, "required": ["runs"]}`
+
+const killInput = `{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string"},
+    "run_id": {"type": "string", "description": "Default: the newest run of name."},
+    "signal": {"type": "string", "enum": ["TERM", "INT", "HUP", "QUIT", "KILL", "USR1", "USR2", "STOP", "CONT"], "default": "TERM"},
+    "grace_ms": {"type": "integer", "minimum": 0, "maximum": 600000, "description": "If the group is still alive this long after the signal, send SIGKILL."}
+  },
+  "required": ["name"],
+  "additionalProperties": false
+}`
+
+var killOutput = `{"type": "object", "properties": {
+  "run": ` + runSchema + `,
+  "signal": {"type": "string"},
+  "signalled_groups": {"type": "array", "items": {"type": "integer"}},
+  "escalated": {"type": "boolean"},
+  "already_exited": {"type": "boolean"},
+  "message": {"type": "string"}
+}, "required": ["run", "message"]}`
+
+const tailInput = `{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string"},
+    "run_id": {"type": "string", "description": "Default: the newest run of name."},
+    "offset": {"type": "integer", "default": 0, "description": "Byte offset in the log to read from; negative counts from the end. Pass the previous answer's end_offset to continue exactly where it stopped."},
+    "max_bytes": {"type": "integer", "minimum": 1, "maximum": 1048576, "default": 65536, "description": "Log bytes to read at most."},
+    "encoding": {"type": "string", "enum": ["text", "base64"], "default": "text", "description": "base64: exact bytes, for binary output."},
+    "raw": {"type": "boolean", "default": false, "description": "Framed runs: return the frames as stored."},
+    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0, "description": "If nothing is past offset yet and the run is running, wait up to this long for output (follow mode)."},
+    "tail_lines": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Return the last N lines instead of reading from offset."},
+    "grep": {"type": "string", "maxLength": 4096, "description": "RE2 regular expression: return only matching lines of the window, each with its byte offset."}
+  },
+  "required": ["name"],
+  "additionalProperties": false
+}`
+
+const tailOutputSchema = `{"type": "object", "properties": {
+  "name": {"type": "string"},
+  "run_id": {"type": "string"},
+  "content": {"type": "string", "description": "Text of the window (framed runs: stdout and stderr interleaved); base64 when encoding is base64."},
+  "encoding": {"type": "string"},
+  "lossy": {"type": "boolean", "description": "Invalid UTF-8 was replaced; use encoding base64 for exact bytes."},
+  "stdout": {"type": "string"},
+  "stderr": {"type": "string"},
+  "chunks": {"type": "array", "items": {"type": "object", "properties": {"stream": {"type": "string"}, "text": {"type": "string"}}}},
+  "matches": {"type": "array", "items": {"type": "object", "properties": {"offset": {"type": "integer"}, "stream": {"type": "string"}, "line": {"type": "string"}}}},
+  "skipped": {"type": "array", "items": {"type": "object", "properties": {"from": {"type": "integer"}, "bytes": {"type": "integer"}}}, "description": "Log bytes left out of this answer, and the offset to fetch each range from."},
+  "skipped_bytes": {"type": "integer"},
+  "offset": {"type": "integer"},
+  "end_offset": {"type": "integer"},
+  "truncated": {"type": "boolean", "description": "More bytes exist past end_offset now."},
+  "eof": {"type": "boolean", "description": "The run finished and end_offset is the end of its log."},
+  "state": {"type": "string"},
+  "reason": {"type": "string"},
+  "exit_code": {"type": ["integer", "null"]},
+  "signal": {"type": "string"},
+  "log_bytes": {"type": "integer"},
+  "log_capped": {"type": "boolean"},
+  "log_error": {"type": "string"}
+}, "required": ["content", "offset", "end_offset", "truncated", "eof", "state", "log_bytes"]}`
+
+const waitInput = `{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string"},
+    "run_id": {"type": "string"},
+    "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 600000, "default": 60000, "description": "Give up after this long and report the run still running; call again to keep waiting."}
+  },
+  "required": ["name"],
+  "additionalProperties": false
+}`
+
+var waitOutput = `{"type": "object", "properties": {
+  "run": ` + runSchema + `,
+  "timed_out": {"type": "boolean"},
+  "duration_ms": {"type": "integer"},
+  "output_tail": {"type": "string"},
+  "stderr_tail": {"type": "string"},
+  "hint": {"type": "string"}
+}, "required": ["run", "timed_out", "duration_ms"]}`
+
+const writeInput = `{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string"},
+    "run_id": {"type": "string"},
+    "data": {"type": "string", "maxLength": 1048576, "description": "Bytes to write to the run's stdin (include the newline an interactive prompt waits for)."},
+    "encoding": {"type": "string", "enum": ["text", "base64"], "default": "text"},
+    "close": {"type": "boolean", "default": false, "description": "Close stdin after writing (EOF for the child)."}
+  },
+  "required": ["name"],
+  "additionalProperties": false
+}`
+
+var writeOutput = `{"type": "object", "properties": {
+  "run": ` + runSchema + `,
+  "written": {"type": "integer"},
+  "closed": {"type": "boolean"}
+}, "required": ["run", "written", "closed"]}`
+
+const removeInput = `{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string"},
+    "run_id": {"type": "string"},
+    "all_finished": {"type": "boolean", "default": false, "description": "Remove every finished run (of name, or of all names)."}
+  },
+  "additionalProperties": false
+}`
+
+var removeOutput = `{"type": "object", "properties": {
+  "removed": {"type": "array", "items": ` + runSchema + `},
+  "kept": {"type": "array", "items": ` + runSchema + `}
+}, "required": ["removed"]}`
+
+func raw(s string) json.RawMessage {
+	if !json.Valid([]byte(s)) {
+		panic("tools: invalid schema JSON: " + s[:min(len(s), 80)])
+	}
+	return json.RawMessage(s)
+}

@@ -1,0 +1,168 @@
+package tools
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent-box/agent-box/runs"
+)
+
+// The text renderings are for a model to read: short, one run a line.
+// Everything that comes from a user or a process (command, argv, cwd,
+// reasons quoting errors) is Go-quoted, so a newline or a "state: exited"
+// inside a command cannot pass for a field of ours. Names and run ids are
+// validated and need no quoting.
+
+func q(s string) string { return strconv.Quote(s) }
+
+func commandOf(r runs.Run) string {
+	if len(r.Argv) > 0 {
+		parts := make([]string, len(r.Argv))
+		for i, a := range r.Argv {
+			parts[i] = q(a)
+		}
+		return "argv=[" + strings.Join(parts, " ") + "]"
+	}
+	return "command=" + q(r.Command)
+}
+
+func stateOf(r runs.Run) string {
+	switch {
+	case r.Signal != "":
+		s := "exited (killed by " + r.Signal + ")"
+		if r.TimedOut {
+			s += " timed out"
+		}
+		return s
+	case r.ExitCode != nil:
+		s := "exited (code " + strconv.Itoa(*r.ExitCode) + ")"
+		if r.TimedOut {
+			s += " timed out"
+		}
+		return s
+	}
+	return string(r.State)
+}
+
+// runLine is one run on one line.
+func runLine(r runs.Run) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s run_id=%s state=%s", r.Name, r.RunID, stateOf(r))
+	if r.PID > 0 {
+		fmt.Fprintf(&b, " pid=%d", r.PID)
+	}
+	if len(r.Survivors) > 0 {
+		fmt.Fprintf(&b, " survivors=%v", r.Survivors)
+	}
+	if r.Reason != "" && r.Reason != string(r.State) {
+		fmt.Fprintf(&b, " reason=%s", q(r.Reason))
+	}
+	fmt.Fprintf(&b, " log_bytes=%d", r.LogBytes)
+	if r.LogCapped {
+		b.WriteString(" log_capped=true")
+	}
+	if r.LogError != "" {
+		fmt.Fprintf(&b, " log_error=%s", q(r.LogError))
+	}
+	if r.StartedAt != nil {
+		fmt.Fprintf(&b, " started=%s", r.StartedAt.UTC().Format(time.RFC3339))
+	}
+	if r.Command != "" || len(r.Argv) > 0 {
+		b.WriteString(" " + commandOf(r))
+	}
+	if r.Cwd != "" {
+		fmt.Fprintf(&b, " cwd=%s", q(r.Cwd))
+	}
+	return b.String()
+}
+
+func listText(rs []runs.Run) string {
+	if len(rs) == 0 {
+		return "no runs"
+	}
+	lines := make([]string, len(rs))
+	for i, r := range rs {
+		lines[i] = runLine(r)
+	}
+	return fmt.Sprintf("%d run(s):\n%s", len(rs), strings.Join(lines, "\n"))
+}
+
+// tailText puts our one header line first, then the output verbatim: the
+// header says how many bytes of output follow, so the output cannot pose
+// as a header.
+func tailText(o TailOutput) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[%s run_id=%s state=%s log bytes %d..%d of %d", o.Name, o.RunID, o.State, o.Offset, o.EndOffset, o.LogBytes)
+	if o.ExitCode != nil {
+		fmt.Fprintf(&b, " exit_code=%d", *o.ExitCode)
+	}
+	if o.Signal != "" {
+		fmt.Fprintf(&b, " signal=%s", o.Signal)
+	}
+	switch {
+	case o.EOF:
+		b.WriteString(" eof")
+	case o.Truncated:
+		fmt.Fprintf(&b, " more: offset=%d", o.EndOffset)
+	}
+	if o.SkippedBytes > 0 {
+		fmt.Fprintf(&b, " skipped %d bytes (first from offset %d)", o.SkippedBytes, o.Skipped[0].From)
+	}
+	if o.Lossy {
+		b.WriteString(" lossy: invalid UTF-8 replaced, use encoding=base64 for exact bytes")
+	}
+	if o.LogCapped {
+		b.WriteString(" log capped: output past the cap was not written")
+	}
+	if o.LogError != "" {
+		fmt.Fprintf(&b, " log incomplete: %s", q(o.LogError))
+	}
+	body := o.Content
+	if len(o.Matches) > 0 {
+		var m strings.Builder
+		for _, x := range o.Matches {
+			if x.Stream != "" {
+				fmt.Fprintf(&m, "%d %s: %s\n", x.Offset, x.Stream, x.Line)
+			} else {
+				fmt.Fprintf(&m, "%d: %s\n", x.Offset, x.Line)
+			}
+		}
+		body = m.String()
+		fmt.Fprintf(&b, " %d matching line(s), each after its byte offset", len(o.Matches))
+	}
+	fmt.Fprintf(&b, "; %d bytes of %s follow]\n", len(body), o.Encoding)
+	b.WriteString(body)
+	return b.String()
+}
+
+func waitText(res runs.WaitResult, timeout time.Duration) string {
+	var b strings.Builder
+	if res.TimedOut {
+		fmt.Fprintf(&b, "still running after waiting %s; call process_wait again to keep waiting\n", timeout)
+	}
+	fmt.Fprintf(&b, "%s duration=%s\n", runLine(res.Run), res.Duration.Round(time.Millisecond))
+	if res.Stderr != "" {
+		fmt.Fprintf(&b, "[last lines of stderr; %d bytes follow]\n%s", len(res.Stderr), res.Stderr)
+	}
+	if res.Output != "" {
+		fmt.Fprintf(&b, "[last lines of output; %d bytes follow]\n%s", len(res.Output), res.Output)
+	}
+	return b.String()
+}
+
+func removeText(res runs.RemoveResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "removed %d run(s)", len(res.Removed))
+	for _, r := range res.Removed {
+		fmt.Fprintf(&b, "\n  %s run_id=%s", r.Name, r.RunID)
+	}
+	if len(res.Kept) > 0 {
+		fmt.Fprintf(&b, "\nkept %d unfinished run(s)", len(res.Kept))
+		for _, r := range res.Kept {
+			fmt.Fprintf(&b, "\n  %s run_id=%s state=%s", r.Name, r.RunID, r.State)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,428 @@
+// Package tools holds the MCP tool handlers of agent-box. They are thin:
+// they decode and check arguments, call package runs, and render the
+// result twice — structured content (canonical) and a short text for the
+// model to read. Tool failures are results with isError set and a message
+// that says what to do next; protocol errors are left to mcp-go.
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/agent-box/agent-box/logread"
+	"github.com/agent-box/agent-box/runs"
+)
+
+// MaxArgumentBytes bounds a tool call's arguments once encoded.
+const MaxArgumentBytes = 2 << 20
+
+// Handlers serves the tools over one Manager.
+type Handlers struct {
+	M *runs.Manager
+	// Gone is closed when the client has gone (stdin EOF): blocking calls
+	// then answer at once instead of holding the process up.
+	Gone <-chan struct{}
+}
+
+func hint(v bool) *bool { return &v }
+
+// Register adds every tool to s.
+func (h *Handlers) Register(s *server.MCPServer) {
+	add := func(name, title, desc, in, out string, ann mcp.ToolAnnotation, fn server.ToolHandlerFunc) {
+		ann.Title = title
+		t := mcp.NewTool(name,
+			mcp.WithDescription(desc),
+			mcp.WithRawInputSchema(raw(in)),
+			mcp.WithRawOutputSchema(raw(out)),
+			mcp.WithToolAnnotation(ann),
+		)
+		s.AddTool(t, fn)
+	}
+	add("process_start", "Start a process",
+		"Start a long-running process (build, test suite, server) on this machine. It keeps running and its output keeps being logged when the connection drops; a later connection sees it in process_list. Returns at once with its pid; then use process_wait to block until it ends, or tail_log to read output. Give command (shell string) or argv (no shell).",
+		startInput, startOutput,
+		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
+		h.start)
+	add("process_list", "List processes",
+		"List runs with their true state (running, exited with code or signal, or unknown and why), read from disk: also runs started by earlier connections. Only the newest run of each name unless all is true.",
+		listInput, listOutput,
+		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
+		h.list)
+	add("process_kill", "Signal a process group",
+		"Send a signal (default TERM) to a run's whole process group, children included; with grace_ms, SIGKILL follows if it is still alive. Refuses when the pid cannot be proven to be the run's process. Killing an exited run does nothing and says so.",
+		killInput, killOutput,
+		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
+		h.kill)
+	add("tail_log", "Read a run's log",
+		"Read a window of a run's output by byte offset (max_bytes, default 64 KiB). Continue with offset = the returned end_offset to read on exactly; negative offset reads from the end; tail_lines gives the last lines; grep filters lines. wait_ms follows a running process: it waits for new output instead of you polling. To wait for the end, use process_wait, not repeated tail_log calls.",
+		tailInput, tailOutputSchema,
+		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
+		h.tail)
+	add("process_wait", "Wait for a process to end",
+		"Block until a run ends (up to timeout_ms, at most 10 minutes) and return its exit code or signal, duration and the last lines of output. Use this instead of polling. At the timeout it returns with timed_out true: call again to keep waiting.",
+		waitInput, waitOutput,
+		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
+		h.wait)
+	add("process_write", "Write to a process's stdin",
+		"Write data to the stdin of a run started with stdin \"pipe\" (for example an answer to a prompt, with its newline); close=true sends EOF. Works from any connection, not only the one that started the run.",
+		writeInput, writeOutput,
+		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
+		h.write)
+	add("process_remove", "Remove finished runs",
+		"Delete the records and logs of finished runs: one (name, optional run_id) or, with all_finished, every finished run. Refuses running ones.",
+		removeInput, removeOutput,
+		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
+		h.remove)
+}
+
+// decode binds the call's arguments strictly: unknown names are errors, so
+// a misspelt argument is never silently ignored.
+func decode(req mcp.CallToolRequest, dst any) error {
+	args := req.GetRawArguments()
+	if args == nil {
+		args = map[string]any{}
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return fmt.Errorf("arguments: %w", err)
+	}
+	if len(b) > MaxArgumentBytes {
+		return fmt.Errorf("arguments are %d bytes, at most %d", len(b), MaxArgumentBytes)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(dst); err != nil {
+		return fmt.Errorf("arguments: %w", err)
+	}
+	return nil
+}
+
+func fail(err error) *mcp.CallToolResult {
+	return mcp.NewToolResultError(errorText(err))
+}
+
+// errorText says what went wrong and, for the states an agent can act on,
+// what to do.
+func errorText(err error) string {
+	switch {
+	case errors.Is(err, runs.ErrNameInUse):
+		return "name in use: " + err.Error()
+	case errors.Is(err, runs.ErrNotSignalable):
+		return err.Error()
+	}
+	return err.Error()
+}
+
+func result(structured any, text string) *mcp.CallToolResult {
+	return mcp.NewToolResultStructured(structured, text)
+}
+
+type startArgs struct {
+	Name        string            `json:"name"`
+	Command     string            `json:"command"`
+	Argv        []string          `json:"argv"`
+	Cwd         string            `json:"cwd"`
+	Env         map[string]string `json:"env"`
+	SecretEnv   map[string]string `json:"secret_env"`
+	CaptureMode string            `json:"capture_mode"`
+	Stdin       string            `json:"stdin"`
+	TimeoutS    int               `json:"timeout_s"`
+	MaxLogBytes int64             `json:"max_log_bytes"`
+}
+
+func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a startArgs
+	if err := decode(req, &a); err != nil {
+		return fail(err), nil
+	}
+	run, err := h.M.Start(ctx, runs.StartRequest{
+		Name: a.Name, Command: a.Command, Argv: a.Argv, Cwd: a.Cwd, Env: a.Env, SecretEnv: a.SecretEnv,
+		CaptureMode: a.CaptureMode, Stdin: a.Stdin, TimeoutS: a.TimeoutS, MaxLogBytes: a.MaxLogBytes,
+	})
+	if err != nil {
+		return fail(err), nil
+	}
+	return result(run, "started "+runLine(run)), nil
+}
+
+type listArgs struct {
+	Name string `json:"name"`
+	All  bool   `json:"all"`
+}
+
+func (h *Handlers) list(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a listArgs
+	if err := decode(req, &a); err != nil {
+		return fail(err), nil
+	}
+	rs, err := h.M.List(a.Name, a.All)
+	if err != nil {
+		return fail(err), nil
+	}
+	return result(map[string]any{"runs": rs}, listText(rs)), nil
+}
+
+type killArgs struct {
+	Name    string `json:"name"`
+	RunID   string `json:"run_id"`
+	Signal  string `json:"signal"`
+	GraceMS int64  `json:"grace_ms"`
+}
+
+func (h *Handlers) kill(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a killArgs
+	if err := decode(req, &a); err != nil {
+		return fail(err), nil
+	}
+	sig, err := runs.ParseSignal(a.Signal)
+	if err != nil {
+		return fail(err), nil
+	}
+	if a.GraceMS < 0 || a.GraceMS > runs.MaxGrace.Milliseconds() {
+		return fail(fmt.Errorf("%w: grace_ms %d is out of range 0..%d", runs.ErrInvalid, a.GraceMS, runs.MaxGrace.Milliseconds())), nil
+	}
+	res, err := h.M.Kill(a.Name, a.RunID, sig, time.Duration(a.GraceMS)*time.Millisecond)
+	if err != nil {
+		return fail(err), nil
+	}
+	return result(res, res.Message+"\n"+runLine(res.Run)), nil
+}
+
+type tailArgs struct {
+	Name      string `json:"name"`
+	RunID     string `json:"run_id"`
+	Offset    int64  `json:"offset"`
+	MaxBytes  *int   `json:"max_bytes"`
+	Encoding  string `json:"encoding"`
+	Raw       bool   `json:"raw"`
+	WaitMS    int64  `json:"wait_ms"`
+	TailLines int    `json:"tail_lines"`
+	Grep      string `json:"grep"`
+}
+
+// TailOutput is tail_log's structured result.
+type TailOutput struct {
+	Name         string          `json:"name"`
+	RunID        string          `json:"run_id"`
+	Content      string          `json:"content"`
+	Encoding     string          `json:"encoding"`
+	Lossy        bool            `json:"lossy,omitempty"`
+	Stdout       *string         `json:"stdout,omitempty"`
+	Stderr       *string         `json:"stderr,omitempty"`
+	Chunks       []logread.Chunk `json:"chunks,omitempty"`
+	Matches      []logread.Match `json:"matches,omitempty"`
+	Skipped      []logread.Gap   `json:"skipped,omitempty"`
+	SkippedBytes int64           `json:"skipped_bytes,omitempty"`
+	Offset       int64           `json:"offset"`
+	EndOffset    int64           `json:"end_offset"`
+	Truncated    bool            `json:"truncated"`
+	EOF          bool            `json:"eof"`
+	State        string          `json:"state"`
+	Reason       string          `json:"reason,omitempty"`
+	ExitCode     *int            `json:"exit_code"`
+	Signal       string          `json:"signal,omitempty"`
+	LogBytes     int64           `json:"log_bytes"`
+	LogCapped    bool            `json:"log_capped,omitempty"`
+	LogError     string          `json:"log_error,omitempty"`
+}
+
+func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a tailArgs
+	if err := decode(req, &a); err != nil {
+		return fail(err), nil
+	}
+	lr := logread.Request{Offset: a.Offset, MaxBytes: 65536, Raw: a.Raw, TailLines: a.TailLines}
+	if a.MaxBytes != nil {
+		lr.MaxBytes = *a.MaxBytes
+	}
+	switch a.Encoding {
+	case "", "text":
+		a.Encoding = "text"
+	case "base64":
+		lr.Exact = true
+	default:
+		return fail(fmt.Errorf("%w: encoding %q is not one of text, base64", runs.ErrInvalid, a.Encoding)), nil
+	}
+	if a.Grep != "" {
+		if len(a.Grep) > 4096 {
+			return fail(fmt.Errorf("%w: grep pattern is %d bytes, at most 4096", runs.ErrInvalid, len(a.Grep))), nil
+		}
+		re, err := regexp.Compile(a.Grep)
+		if err != nil {
+			return fail(fmt.Errorf("%w: grep: %w", runs.ErrInvalid, err)), nil
+		}
+		lr.Grep = re
+	}
+	if a.TailLines != 0 && a.Offset != 0 {
+		return fail(fmt.Errorf("%w: tail_lines reads from the end; leave offset out", runs.ErrInvalid)), nil
+	}
+	ctx, cancel := h.untilGone(ctx)
+	defer cancel()
+	res, err := h.M.Tail(ctx, runs.TailRequest{Name: a.Name, RunID: a.RunID, Request: lr, Wait: time.Duration(a.WaitMS) * time.Millisecond})
+	if err != nil {
+		return fail(err), nil
+	}
+	out := tailOutput(res, a.Encoding, lr)
+	return result(out, tailText(out)), nil
+}
+
+func tailOutput(res runs.TailResult, encoding string, lr logread.Request) TailOutput {
+	w, run := res.Window, res.Run
+	out := TailOutput{
+		Name: run.Name, RunID: run.RunID, Encoding: encoding, Lossy: w.Lossy,
+		Offset: w.Offset, EndOffset: w.EndOffset, Truncated: w.Truncated, EOF: res.EOF,
+		State: string(run.State), Reason: run.Reason, ExitCode: run.ExitCode, Signal: run.Signal,
+		LogBytes: run.LogBytes, LogCapped: run.LogCapped, LogError: run.LogError,
+		Matches: w.Matches, Skipped: w.Skipped,
+	}
+	for _, g := range w.Skipped {
+		out.SkippedBytes += g.Bytes
+	}
+	decoded := run.CaptureMode == "framed" && !lr.Raw
+	switch {
+	case encoding == "base64" && decoded:
+		so, se := base64.StdEncoding.EncodeToString(w.StdoutBytes), base64.StdEncoding.EncodeToString(w.StderrBytes)
+		out.Stdout, out.Stderr = &so, &se
+	case encoding == "base64":
+		out.Content = base64.StdEncoding.EncodeToString(w.Bytes)
+	default:
+		out.Content = w.Content
+		if decoded {
+			out.Stdout, out.Stderr = &w.Stdout, &w.Stderr
+			out.Chunks = w.Chunks
+		}
+	}
+	return out
+}
+
+type waitArgs struct {
+	Name      string `json:"name"`
+	RunID     string `json:"run_id"`
+	TimeoutMS *int64 `json:"timeout_ms"`
+}
+
+// untilGone returns ctx, cancelled also when the client goes away.
+func (h *Handlers) untilGone(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	if h.Gone != nil {
+		go func() {
+			select {
+			case <-h.Gone:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, cancel
+}
+
+func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a waitArgs
+	if err := decode(req, &a); err != nil {
+		return fail(err), nil
+	}
+	timeout := 60 * time.Second
+	if a.TimeoutMS != nil {
+		timeout = time.Duration(*a.TimeoutMS) * time.Millisecond
+	}
+	var progress func(time.Duration)
+	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+		tok := req.Params.Meta.ProgressToken
+		srv := server.ServerFromContext(ctx)
+		progress = func(elapsed time.Duration) {
+			if srv == nil {
+				return
+			}
+			srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+				"progressToken": tok,
+				"progress":      elapsed.Seconds(),
+				"message":       fmt.Sprintf("%s still running after %s", a.Name, elapsed.Round(time.Second)),
+			})
+		}
+	}
+	ctx, cancel := h.untilGone(ctx)
+	defer cancel()
+	res, err := h.M.Wait(ctx, a.Name, a.RunID, timeout, progress)
+	if err != nil {
+		return fail(err), nil
+	}
+	out := map[string]any{
+		"run":         res.Run,
+		"timed_out":   res.TimedOut,
+		"duration_ms": res.Duration.Milliseconds(),
+		"output_tail": res.Output,
+	}
+	if res.Stderr != "" {
+		out["stderr_tail"] = res.Stderr
+	}
+	if res.TimedOut {
+		out["hint"] = fmt.Sprintf("still running after waiting %s; call process_wait again to keep waiting", timeout)
+	}
+	return result(out, waitText(res, timeout)), nil
+}
+
+type writeArgs struct {
+	Name     string `json:"name"`
+	RunID    string `json:"run_id"`
+	Data     string `json:"data"`
+	Encoding string `json:"encoding"`
+	Close    bool   `json:"close"`
+}
+
+func (h *Handlers) write(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a writeArgs
+	if err := decode(req, &a); err != nil {
+		return fail(err), nil
+	}
+	data := []byte(a.Data)
+	switch a.Encoding {
+	case "", "text":
+	case "base64":
+		b, err := base64.StdEncoding.DecodeString(a.Data)
+		if err != nil {
+			return fail(fmt.Errorf("%w: data is not valid base64: %w", runs.ErrInvalid, err)), nil
+		}
+		data = b
+	default:
+		return fail(fmt.Errorf("%w: encoding %q is not one of text, base64", runs.ErrInvalid, a.Encoding)), nil
+	}
+	res, err := h.M.Write(a.Name, a.RunID, data, a.Close)
+	if err != nil {
+		return fail(err), nil
+	}
+	text := fmt.Sprintf("wrote %d bytes to stdin of %s", res.Written, runLine(res.Run))
+	if res.Closed {
+		text += "; stdin closed"
+	}
+	return result(res, text), nil
+}
+
+type removeArgs struct {
+	Name        string `json:"name"`
+	RunID       string `json:"run_id"`
+	AllFinished bool   `json:"all_finished"`
+}
+
+func (h *Handlers) remove(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a removeArgs
+	if err := decode(req, &a); err != nil {
+		return fail(err), nil
+	}
+	res, err := h.M.Remove(a.Name, a.RunID, a.AllFinished)
+	if err != nil {
+		return fail(err), nil
+	}
+	if res.Removed == nil {
+		res.Removed = []runs.Run{}
+	}
+	return result(res, removeText(res)), nil
+}
