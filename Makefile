@@ -1,0 +1,45 @@
+# agent-box — see README.md.
+GO      ?= go
+BIN     ?= bin/agent-box
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+PREFIX  ?= $(HOME)/.local
+
+.PHONY: build install test test-short chaos fuzz fuzz-ci bench bench-quick lint demo e2e ci
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent-box
+
+install:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/agent-box ./cmd/agent-box
+
+# The test command of the README and of .ci/run: every package, with -race.
+test:
+	$(GO) test -race -count=1 -timeout 10m ./...
+
+test-short:
+	$(GO) test -race -short -count=1 ./...
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+
+demo: build
+	$(GO) run ./cmd/agent-box-demo --binary $(BIN)
+
+# Fuzz every parser for FUZZTIME each (default 60s; CI uses a few seconds).
+FUZZTIME ?= 60s
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; done
+
+fuzz-ci:
+	$(MAKE) fuzz FUZZTIME=5s
+
+bench: build
+	$(GO) run ./bench --binary $(BIN)
+
+bench-quick: build
+	$(GO) run ./bench --binary $(BIN) --quick
