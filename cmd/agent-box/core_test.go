@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,29 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/internal/abtest"
 )
-
-// sameBytes compares long outputs and reports where they differ, not
-// both in full.
-func sameBytes(t *testing.T, want, got []byte, format string, args ...any) {
-	t.Helper()
-	if bytes.Equal(want, got) {
-		return
-	}
-	i := 0
-	for i < len(want) && i < len(got) && want[i] == got[i] {
-		i++
-	}
-	t.Errorf("%s: got %d bytes, want %d; first difference at byte %d: got %q, want %q", fmt.Sprintf(format, args...),
-		len(got), len(want), i, got[i:min(len(got), i+40)], want[i:min(len(want), i+40)])
-}
-
-func b64(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := base64.StdEncoding.DecodeString(s)
-	require.NoError(t, err)
-	return b
-}
 
 // writerScript prints n numbered lines to stdout and to stderr, with a
 // multi-byte rune in each so that windows cut inside runes are exercised.
@@ -59,38 +38,38 @@ func TestStartListTailKill(t *testing.T) {
 			state := t.TempDir()
 			s := connect(t, state)
 			const n = 300
-			r := s.ok("process_start", map[string]any{"name": "writer", "command": writerScript(n), "capture_mode": mode})
+			r := s.OK("process_start", map[string]any{"name": "writer", "command": writerScript(n), "capture_mode": mode})
 			assert.Equal(t, "writer", r.Data["name"])
-			assert.Greater(t, num(r.Data["pid"]), int64(0))
+			assert.Greater(t, abtest.Num(r.Data["pid"]), int64(0))
 			assert.Equal(t, mode, r.Data["capture_mode"])
 			assert.NotEmpty(t, r.Data["run_id"])
-			s.ok("process_wait", map[string]any{"name": "writer", "timeout_ms": 30000})
+			s.OK("process_wait", map[string]any{"name": "writer", "timeout_ms": 30000})
 
-			l := s.ok("process_list", nil)
-			run := runOf(t, l, "writer")
+			l := s.OK("process_list", nil)
+			run := abtest.RunOf(t, l, "writer")
 			assert.Equal(t, "exited", run["state"])
-			assert.Equal(t, int64(0), num(run["exit_code"]))
+			assert.Equal(t, int64(0), abtest.Num(run["exit_code"]))
 
 			wantOut, wantErr, wantBoth := expected(n)
 			for _, mb := range []int{7, 100, 4096, 1 << 20} {
-				all, so, se := s.readAll("writer", mb, mode == "framed")
+				all, so, se := s.ReadAll("writer", mb, mode == "framed")
 				if mode == "framed" {
-					sameBytes(t, wantOut, so, "stdout with max_bytes=%d", mb)
-					sameBytes(t, wantErr, se, "stderr with max_bytes=%d", mb)
+					abtest.SameBytes(t, wantOut, so, "stdout with max_bytes=%d", mb)
+					abtest.SameBytes(t, wantErr, se, "stderr with max_bytes=%d", mb)
 				} else {
 					// One pipe for both streams: the order is the child's.
-					sameBytes(t, wantBoth, all, "max_bytes=%d", mb)
+					abtest.SameBytes(t, wantBoth, all, "max_bytes=%d", mb)
 				}
 			}
 
 			// A long run, then kill it.
-			s.ok("process_start", map[string]any{"name": "sleeper", "argv": []any{"sleep", "300"}, "capture_mode": mode})
-			k := s.ok("process_kill", map[string]any{"name": "sleeper"})
+			s.OK("process_start", map[string]any{"name": "sleeper", "argv": []any{"sleep", "300"}, "capture_mode": mode})
+			k := s.OK("process_kill", map[string]any{"name": "sleeper"})
 			kr := k.Data["run"].(map[string]any)
 			assert.Equal(t, "exited", kr["state"], k.Text)
 			assert.Equal(t, "SIGTERM", kr["signal"], k.Text)
 			assert.Nil(t, kr["exit_code"], "a kill is not exit 0")
-			again := s.ok("process_kill", map[string]any{"name": "sleeper"})
+			again := s.OK("process_kill", map[string]any{"name": "sleeper"})
 			assert.Equal(t, true, again.Data["already_exited"], again.Text)
 		})
 	}
@@ -98,21 +77,21 @@ func TestStartListTailKill(t *testing.T) {
 
 func TestTextTailIsValidUTF8AndResumes(t *testing.T) {
 	s := connect(t, t.TempDir())
-	s.ok("process_start", map[string]any{"name": "w", "command": writerScript(50)})
-	s.ok("process_wait", map[string]any{"name": "w"})
+	s.OK("process_start", map[string]any{"name": "w", "command": writerScript(50)})
+	s.OK("process_wait", map[string]any{"name": "w"})
 	_, _, want := expected(50)
 	var got strings.Builder
 	off := int64(0)
 	for {
-		r := s.ok("tail_log", map[string]any{"name": "w", "offset": off, "max_bytes": 5})
-		c := str(r.Data["content"])
+		r := s.OK("tail_log", map[string]any{"name": "w", "offset": off, "max_bytes": 5})
+		c := abtest.Str(r.Data["content"])
 		require.True(t, strings.ToValidUTF8(c, "") == c)
 		assert.NotEqual(t, true, r.Data["lossy"])
 		got.WriteString(c)
 		if r.Data["eof"] == true {
 			break
 		}
-		off = num(r.Data["end_offset"])
+		off = abtest.Num(r.Data["end_offset"])
 	}
 	assert.Equal(t, string(want), got.String())
 }
@@ -122,28 +101,28 @@ func TestReconnect(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			state := t.TempDir()
 			a := connect(t, state)
-			a.ok("process_start", map[string]any{"name": "long", "capture_mode": mode,
+			a.OK("process_start", map[string]any{"name": "long", "capture_mode": mode,
 				"command": `i=0; while :; do i=$((i+1)); echo "tick $i"; echo "tock $i" >&2; sleep 0.02; done`})
-			a.ok("tail_log", map[string]any{"name": "long", "offset": 0, "wait_ms": 5000})
-			a.kill()
+			a.OK("tail_log", map[string]any{"name": "long", "offset": 0, "wait_ms": 5000})
+			a.Kill()
 
 			b := connect(t, state)
-			run := runOf(t, b.ok("process_list", nil), "long")
+			run := abtest.RunOf(t, b.OK("process_list", nil), "long")
 			assert.Equal(t, "running", run["state"], "a run must outlive the server that started it")
-			pid := int(num(run["pid"]))
+			pid := int(abtest.Num(run["pid"]))
 			require.NoError(t, syscall.Kill(pid, 0))
 
 			// The log keeps growing without any server reading it.
-			n1 := num(run["log_bytes"])
-			waitFor(t, "log to grow", 10*time.Second, func() bool {
-				return num(runOf(t, b.ok("process_list", nil), "long")["log_bytes"]) > n1
+			n1 := abtest.Num(run["log_bytes"])
+			abtest.WaitFor(t, "log to grow", 10*time.Second, func() bool {
+				return abtest.Num(abtest.RunOf(t, b.OK("process_list", nil), "long")["log_bytes"]) > n1
 			})
 
-			k := b.ok("process_kill", map[string]any{"name": "long", "signal": "KILL"})
+			k := b.OK("process_kill", map[string]any{"name": "long", "signal": "KILL"})
 			kr := k.Data["run"].(map[string]any)
 			assert.Equal(t, "exited", kr["state"], k.Text)
 			assert.Equal(t, "SIGKILL", kr["signal"])
-			all, so, se := b.readAll("long", 1000, mode == "framed")
+			all, so, se := b.ReadAll("long", 1000, mode == "framed")
 			if mode == "framed" {
 				all = append(so, se...)
 			}
@@ -156,47 +135,47 @@ func TestReconnect(t *testing.T) {
 func TestExitWhileNoServer(t *testing.T) {
 	state := t.TempDir()
 	a := connect(t, state)
-	a.ok("process_start", map[string]any{"name": "later", "command": "sleep 1; echo done; exit 7"})
-	a.kill()
+	a.OK("process_start", map[string]any{"name": "later", "command": "sleep 1; echo done; exit 7"})
+	a.Kill()
 	// No agent-box exists while the run ends; the supervisor records it.
 	b := connect(t, state)
-	w := b.ok("process_wait", map[string]any{"name": "later", "timeout_ms": 20000})
+	w := b.OK("process_wait", map[string]any{"name": "later", "timeout_ms": 20000})
 	run := w.Data["run"].(map[string]any)
 	assert.Equal(t, "exited", run["state"], w.Text)
-	assert.Equal(t, int64(7), num(run["exit_code"]))
-	assert.Contains(t, str(w.Data["output_tail"]), "done")
+	assert.Equal(t, int64(7), abtest.Num(run["exit_code"]))
+	assert.Contains(t, abtest.Str(w.Data["output_tail"]), "done")
 }
 
 func TestNameReuseKeepsOldRun(t *testing.T) {
 	s := connect(t, t.TempDir())
-	s.ok("process_start", map[string]any{"name": "job", "command": "echo first"})
-	s.ok("process_wait", map[string]any{"name": "job"})
-	s.ok("process_start", map[string]any{"name": "job", "command": "echo second"})
-	s.ok("process_wait", map[string]any{"name": "job"})
+	s.OK("process_start", map[string]any{"name": "job", "command": "echo first"})
+	s.OK("process_wait", map[string]any{"name": "job"})
+	s.OK("process_start", map[string]any{"name": "job", "command": "echo second"})
+	s.OK("process_wait", map[string]any{"name": "job"})
 
-	l := s.ok("process_list", map[string]any{"all": true})
+	l := s.OK("process_list", map[string]any{"all": true})
 	runs := l.Data["runs"].([]any)
 	require.Len(t, runs, 2, l.Text)
 	first := runs[0].(map[string]any)
 	second := runs[1].(map[string]any)
-	assert.Less(t, str(first["run_id"]), str(second["run_id"]))
-	r1 := s.ok("tail_log", map[string]any{"name": "job", "run_id": first["run_id"]})
-	r2 := s.ok("tail_log", map[string]any{"name": "job"})
+	assert.Less(t, abtest.Str(first["run_id"]), abtest.Str(second["run_id"]))
+	r1 := s.OK("tail_log", map[string]any{"name": "job", "run_id": first["run_id"]})
+	r2 := s.OK("tail_log", map[string]any{"name": "job"})
 	assert.Equal(t, "first\n", r1.Data["content"])
 	assert.Equal(t, "second\n", r2.Data["content"])
 
-	s.ok("process_start", map[string]any{"name": "busy", "argv": []any{"sleep", "60"}})
-	e := s.call("process_start", map[string]any{"name": "busy", "command": "true"})
+	s.OK("process_start", map[string]any{"name": "busy", "argv": []any{"sleep", "60"}})
+	e := s.Call("process_start", map[string]any{"name": "busy", "command": "true"})
 	assert.True(t, e.IsError)
 	assert.Contains(t, e.Text, "name in use")
-	s.ok("process_kill", map[string]any{"name": "busy", "signal": "KILL"})
+	s.OK("process_kill", map[string]any{"name": "busy", "signal": "KILL"})
 }
 
 func TestBadInput(t *testing.T) {
 	state := t.TempDir()
 	s := connect(t, state)
-	s.ok("process_start", map[string]any{"name": "ok", "command": "echo hi"})
-	s.ok("process_wait", map[string]any{"name": "ok"})
+	s.OK("process_start", map[string]any{"name": "ok", "command": "echo hi"})
+	s.OK("process_wait", map[string]any{"name": "ok"})
 	before := snapshot(t, state)
 	cases := []struct {
 		tool string
@@ -225,7 +204,7 @@ func TestBadInput(t *testing.T) {
 		{"tail_log", map[string]any{"name": "ok", "grep": "("}, "grep"},
 	}
 	for _, c := range cases {
-		r := s.call(c.tool, c.args)
+		r := s.Call(c.tool, c.args)
 		assert.True(t, r.IsError, "%s %v should fail", c.tool, c.args)
 		assert.Contains(t, r.Text, c.want, "%s %v", c.tool, c.args)
 	}

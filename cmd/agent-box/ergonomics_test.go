@@ -10,23 +10,25 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/internal/abtest"
 )
 
 func TestWaitTimesOutThenPicksUp(t *testing.T) {
 	s := connect(t, t.TempDir())
-	s.ok("process_start", map[string]any{"name": "slow", "command": "sleep 2; echo finished; exit 4"})
-	w := s.ok("process_wait", map[string]any{"name": "slow", "timeout_ms": 200})
+	s.OK("process_start", map[string]any{"name": "slow", "command": "sleep 2; echo finished; exit 4"})
+	w := s.OK("process_wait", map[string]any{"name": "slow", "timeout_ms": 200})
 	assert.Equal(t, true, w.Data["timed_out"], w.Text)
 	assert.Equal(t, "running", w.Data["run"].(map[string]any)["state"])
 	assert.Contains(t, w.Text, "call process_wait again")
 
-	w = s.ok("process_wait", map[string]any{"name": "slow", "timeout_ms": 30000})
+	w = s.OK("process_wait", map[string]any{"name": "slow", "timeout_ms": 30000})
 	assert.Equal(t, false, w.Data["timed_out"], w.Text)
 	run := w.Data["run"].(map[string]any)
 	assert.Equal(t, "exited", run["state"])
-	assert.Equal(t, int64(4), num(run["exit_code"]))
+	assert.Equal(t, int64(4), abtest.Num(run["exit_code"]))
 	assert.Equal(t, "finished\n", w.Data["output_tail"])
-	assert.GreaterOrEqual(t, num(w.Data["duration_ms"]), int64(2000))
+	assert.GreaterOrEqual(t, abtest.Num(w.Data["duration_ms"]), int64(2000))
 }
 
 func TestFollowReturnsNewOutput(t *testing.T) {
@@ -35,13 +37,13 @@ func TestFollowReturnsNewOutput(t *testing.T) {
 	fifo := filepath.Join(dir, "go")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	// The child prints one line each time the test lets it.
-	s.ok("process_start", map[string]any{"name": "f", "command": `while read line < ` + fifo + `; do echo "got $line"; done`})
+	s.OK("process_start", map[string]any{"name": "f", "command": `while read line < ` + fifo + `; do echo "got $line"; done`})
 
 	off := int64(0)
 	for i, word := range []string{"one", "two", "three"} {
-		done := make(chan result, 1)
+		done := make(chan abtest.Result, 1)
 		go func() {
-			done <- s.call("tail_log", map[string]any{"name": "f", "offset": off, "wait_ms": 30000})
+			done <- s.Call("tail_log", map[string]any{"name": "f", "offset": off, "wait_ms": 30000})
 		}()
 		// The call is blocked now (nothing past off); release a line.
 		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
@@ -51,50 +53,50 @@ func TestFollowReturnsNewOutput(t *testing.T) {
 		f.Close()
 		r := <-done
 		require.False(t, r.IsError, r.Text)
-		c := str(r.Data["content"])
+		c := abtest.Str(r.Data["content"])
 		require.True(t, strings.HasPrefix("got "+word+"\n", c) && c != "", "call %d: content %q", i, c)
-		off = num(r.Data["end_offset"])
+		off = abtest.Num(r.Data["end_offset"])
 		// Read the rest of the line if it came in pieces.
 		for !strings.HasSuffix(c, "\n") {
-			r = s.ok("tail_log", map[string]any{"name": "f", "offset": off, "wait_ms": 5000})
-			c += str(r.Data["content"])
-			off = num(r.Data["end_offset"])
+			r = s.OK("tail_log", map[string]any{"name": "f", "offset": off, "wait_ms": 5000})
+			c += abtest.Str(r.Data["content"])
+			off = abtest.Num(r.Data["end_offset"])
 		}
 		assert.Equal(t, "got "+word+"\n", c)
 	}
-	s.ok("process_kill", map[string]any{"name": "f", "signal": "KILL"})
+	s.OK("process_kill", map[string]any{"name": "f", "signal": "KILL"})
 }
 
 func TestInteractiveAcrossRestart(t *testing.T) {
 	state := t.TempDir()
 	a := connect(t, state)
-	a.ok("process_start", map[string]any{"name": "ask", "stdin": "pipe",
+	a.OK("process_start", map[string]any{"name": "ask", "stdin": "pipe",
 		"command": `printf 'name? '; read n; echo "hello $n"; printf 'again? '; read m; echo "bye $m"`})
-	a.ok("process_write", map[string]any{"name": "ask", "data": "ada\n"})
-	a.kill()
+	a.OK("process_write", map[string]any{"name": "ask", "data": "ada\n"})
+	a.Kill()
 
 	b := connect(t, state)
-	b.ok("process_write", map[string]any{"name": "ask", "data": "bob\n", "close": true})
-	w := b.ok("process_wait", map[string]any{"name": "ask", "timeout_ms": 20000})
-	assert.Equal(t, int64(0), num(w.Data["run"].(map[string]any)["exit_code"]), w.Text)
-	r := b.ok("tail_log", map[string]any{"name": "ask"})
+	b.OK("process_write", map[string]any{"name": "ask", "data": "bob\n", "close": true})
+	w := b.OK("process_wait", map[string]any{"name": "ask", "timeout_ms": 20000})
+	assert.Equal(t, int64(0), abtest.Num(w.Data["run"].(map[string]any)["exit_code"]), w.Text)
+	r := b.OK("tail_log", map[string]any{"name": "ask"})
 	assert.Equal(t, "name? hello ada\nagain? bye bob\n", r.Data["content"])
 
-	e := b.call("process_write", map[string]any{"name": "ask", "data": "x"})
+	e := b.Call("process_write", map[string]any{"name": "ask", "data": "x"})
 	assert.True(t, e.IsError)
 	assert.Contains(t, e.Text, "stdin")
-	b.ok("process_start", map[string]any{"name": "nopipe", "command": "sleep 30"})
-	e = b.call("process_write", map[string]any{"name": "nopipe", "data": "x"})
+	b.OK("process_start", map[string]any{"name": "nopipe", "command": "sleep 30"})
+	e = b.Call("process_write", map[string]any{"name": "nopipe", "data": "x"})
 	assert.True(t, e.IsError)
 	assert.Contains(t, e.Text, `started with stdin "null"`)
-	b.ok("process_kill", map[string]any{"name": "nopipe", "signal": "KILL"})
+	b.OK("process_kill", map[string]any{"name": "nopipe", "signal": "KILL"})
 }
 
 func TestTimeoutKillsChildIgnoringTerm(t *testing.T) {
 	s := connect(t, t.TempDir())
-	s.ok("process_start", map[string]any{"name": "stubborn", "timeout_s": 1,
+	s.OK("process_start", map[string]any{"name": "stubborn", "timeout_s": 1,
 		"command": `trap '' TERM; echo ready; while :; do sleep 0.1; done`})
-	w := s.ok("process_wait", map[string]any{"name": "stubborn", "timeout_ms": 30000})
+	w := s.OK("process_wait", map[string]any{"name": "stubborn", "timeout_ms": 30000})
 	run := w.Data["run"].(map[string]any)
 	assert.Equal(t, "exited", run["state"], w.Text)
 	assert.Equal(t, "SIGKILL", run["signal"], w.Text)
@@ -104,86 +106,86 @@ func TestTimeoutKillsChildIgnoringTerm(t *testing.T) {
 
 func TestSurvivingDescendantIsReportedAndKilled(t *testing.T) {
 	s := connect(t, t.TempDir())
-	s.ok("process_start", map[string]any{"name": "bg", "command": `sleep 300 > /dev/null 2>&1 & echo started`})
-	w := s.ok("process_wait", map[string]any{"name": "bg", "timeout_ms": 20000})
+	s.OK("process_start", map[string]any{"name": "bg", "command": `sleep 300 > /dev/null 2>&1 & echo started`})
+	w := s.OK("process_wait", map[string]any{"name": "bg", "timeout_ms": 20000})
 	run := w.Data["run"].(map[string]any)
 	assert.Equal(t, "exited", run["state"])
 	surv, _ := run["survivors"].([]any)
 	require.Len(t, surv, 1, "the backgrounded sleep must be reported: %s", w.Text)
-	pid := int(num(surv[0]))
+	pid := int(abtest.Num(surv[0]))
 	require.NoError(t, syscall.Kill(pid, 0))
 	assert.Contains(t, w.Text, "still running")
 
-	l := runOf(t, s.ok("process_list", nil), "bg")
+	l := abtest.RunOf(t, s.OK("process_list", nil), "bg")
 	assert.Len(t, l["survivors"], 1)
 
-	k := s.ok("process_kill", map[string]any{"name": "bg"})
+	k := s.OK("process_kill", map[string]any{"name": "bg"})
 	assert.NotEqual(t, true, k.Data["already_exited"], k.Text)
-	waitFor(t, "the survivor to die", 10*time.Second, func() bool {
+	abtest.WaitFor(t, "the survivor to die", 10*time.Second, func() bool {
 		return syscall.Kill(pid, 0) != nil
 	})
-	l = runOf(t, s.ok("process_list", nil), "bg")
+	l = abtest.RunOf(t, s.OK("process_list", nil), "bg")
 	assert.Empty(t, l["survivors"])
-	again := s.ok("process_kill", map[string]any{"name": "bg"})
+	again := s.OK("process_kill", map[string]any{"name": "bg"})
 	assert.Equal(t, true, again.Data["already_exited"], again.Text)
 }
 
 func TestTailLinesGrepAndSkippedMarkers(t *testing.T) {
 	s := connect(t, t.TempDir())
-	s.ok("process_start", map[string]any{"name": "n", "command": `i=0; while [ $i -lt 100 ]; do i=$((i+1)); echo "line $i"; done`})
-	s.ok("process_wait", map[string]any{"name": "n"})
+	s.OK("process_start", map[string]any{"name": "n", "command": `i=0; while [ $i -lt 100 ]; do i=$((i+1)); echo "line $i"; done`})
+	s.OK("process_wait", map[string]any{"name": "n"})
 	// "line 1\n".."line 9\n" are 7 bytes, "line 10\n".."line 99\n" 8, "line 100\n" 9.
 	total := int64(9*7 + 90*8 + 9)
 
-	r := s.ok("tail_log", map[string]any{"name": "n", "tail_lines": 3})
+	r := s.OK("tail_log", map[string]any{"name": "n", "tail_lines": 3})
 	assert.Equal(t, "line 98\nline 99\nline 100\n", r.Data["content"])
-	assert.Equal(t, total-25, num(r.Data["offset"]))
-	assert.Equal(t, total, num(r.Data["end_offset"]))
-	assert.Equal(t, total-25, num(r.Data["skipped_bytes"]))
+	assert.Equal(t, total-25, abtest.Num(r.Data["offset"]))
+	assert.Equal(t, total, abtest.Num(r.Data["end_offset"]))
+	assert.Equal(t, total-25, abtest.Num(r.Data["skipped_bytes"]))
 	assert.Contains(t, r.Text, "skipped")
 
-	r = s.ok("tail_log", map[string]any{"name": "n", "grep": `^line 5\d?$`})
+	r = s.OK("tail_log", map[string]any{"name": "n", "grep": `^line 5\d?$`})
 	ms := r.Data["matches"].([]any)
 	require.Len(t, ms, 11, r.Text)
 	first := ms[0].(map[string]any)
 	assert.Equal(t, "line 5", first["line"])
-	assert.Equal(t, int64(4*7), num(first["offset"]))
+	assert.Equal(t, int64(4*7), abtest.Num(first["offset"]))
 	second := ms[1].(map[string]any)
 	assert.Equal(t, "line 50", second["line"])
-	assert.Equal(t, int64(9*7+40*8), num(second["offset"]))
+	assert.Equal(t, int64(9*7+40*8), abtest.Num(second["offset"]))
 	var skipped int64
 	for _, g := range r.Data["skipped"].([]any) {
-		skipped += num(g.(map[string]any)["bytes"])
+		skipped += abtest.Num(g.(map[string]any)["bytes"])
 	}
 	matched := int64(7 + 10*8)
 	assert.Equal(t, total-matched, skipped, "every byte is either returned or reported skipped")
 
-	r = s.ok("tail_log", map[string]any{"name": "n", "offset": -9})
+	r = s.OK("tail_log", map[string]any{"name": "n", "offset": -9})
 	assert.Equal(t, "line 100\n", r.Data["content"])
-	assert.Equal(t, total-9, num(r.Data["skipped_bytes"]))
+	assert.Equal(t, total-9, abtest.Num(r.Data["skipped_bytes"]))
 }
 
 func TestRemoveAndLogCap(t *testing.T) {
 	state := t.TempDir()
 	s := connect(t, state)
-	s.ok("process_start", map[string]any{"name": "big", "max_log_bytes": 1000, "command": `head -c 100000 /dev/zero | tr '\0' x; echo; echo done >&2`})
-	w := s.ok("process_wait", map[string]any{"name": "big"})
+	s.OK("process_start", map[string]any{"name": "big", "max_log_bytes": 1000, "command": `head -c 100000 /dev/zero | tr '\0' x; echo; echo done >&2`})
+	w := s.OK("process_wait", map[string]any{"name": "big"})
 	run := w.Data["run"].(map[string]any)
-	assert.Equal(t, int64(0), num(run["exit_code"]), "the child is not hurt by the cap")
+	assert.Equal(t, int64(0), abtest.Num(run["exit_code"]), "the child is not hurt by the cap")
 	assert.Equal(t, true, run["log_capped"], w.Text)
-	assert.Equal(t, int64(1000), num(run["log_bytes"]))
-	r := s.ok("tail_log", map[string]any{"name": "big"})
+	assert.Equal(t, int64(1000), abtest.Num(run["log_bytes"]))
+	r := s.OK("tail_log", map[string]any{"name": "big"})
 	assert.Equal(t, strings.Repeat("x", 1000), r.Data["content"])
 	assert.Contains(t, r.Text, "capped")
 
-	s.ok("process_start", map[string]any{"name": "live", "command": "sleep 60"})
-	e := s.call("process_remove", map[string]any{"name": "live"})
+	s.OK("process_start", map[string]any{"name": "live", "command": "sleep 60"})
+	e := s.Call("process_remove", map[string]any{"name": "live"})
 	assert.True(t, e.IsError)
 	assert.Contains(t, e.Text, "still running")
-	rm := s.ok("process_remove", map[string]any{"all_finished": true})
+	rm := s.OK("process_remove", map[string]any{"all_finished": true})
 	assert.Len(t, rm.Data["removed"], 1, rm.Text)
 	assert.Len(t, rm.Data["kept"], 1, rm.Text)
-	l := s.ok("process_list", nil)
+	l := s.OK("process_list", nil)
 	assert.Len(t, l.Data["runs"], 1)
-	s.ok("process_kill", map[string]any{"name": "live", "signal": "KILL"})
+	s.OK("process_kill", map[string]any{"name": "live", "signal": "KILL"})
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
+
+	"github.com/agent-box/agent-box/internal/abtest"
 )
 
 // plant writes a record as an earlier agent-box on some boot would have.
@@ -62,19 +64,19 @@ func TestForeignBootAndReusedPidAreUnknownAndNotSignalled(t *testing.T) {
 		plant(t, state, c.mut)
 	}
 	s := connect(t, state)
-	l := s.ok("process_list", nil)
+	l := s.OK("process_list", nil)
 	for _, c := range cases {
-		run := runOf(t, l, c.name)
+		run := abtest.RunOf(t, l, c.name)
 		assert.Equal(t, "unknown", run["state"], c.name)
 		assert.Contains(t, run["reason"], c.reason, c.name)
-		k := s.call("process_kill", map[string]any{"name": c.name, "signal": "KILL"})
+		k := s.Call("process_kill", map[string]any{"name": c.name, "signal": "KILL"})
 		assert.True(t, k.IsError, "kill of %s must be refused: %s", c.name, k.Text)
 		assert.Contains(t, k.Text, "nothing was signalled")
 		// Still alive: we are the "victim".
 		assert.NoError(t, syscallKill0(self))
 	}
 	// Neither blocks its name: their processes are provably not running.
-	s.ok("process_start", map[string]any{"name": "rebooted", "command": "true"})
+	s.OK("process_start", map[string]any{"name": "rebooted", "command": "true"})
 }
 
 func TestCorruptRecordIsListedUnknown(t *testing.T) {
@@ -84,7 +86,7 @@ func TestCorruptRecordIsListedUnknown(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(store.RunDir(r.Name, r.RunID)+"/record.json", []byte(`{"version":1,"name":"to`), 0o600))
 	s := connect(t, state)
-	run := runOf(t, s.ok("process_list", nil), "torn")
+	run := abtest.RunOf(t, s.OK("process_list", nil), "torn")
 	assert.Equal(t, "unknown", run["state"])
 	assert.Contains(t, run["reason"], "corrupt")
 }

@@ -1,0 +1,252 @@
+// Package abtest drives a real agent-box binary over MCP for tests: it
+// builds the binary, connects the official go-sdk client to it (over pipes,
+// or over any command such as ssh), and decodes tool results. Test support
+// only; nothing in agent-box itself imports it.
+package abtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+)
+
+// Build compiles agent-box (with -race unless AGENT_BOX_TEST_NORACE is set)
+// into a temporary directory and returns its path and a cleanup.
+func Build() (string, func(), error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", nil, err
+	}
+	dir, err := os.MkdirTemp("", "agent-box-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin := filepath.Join(dir, "agent-box")
+	args := []string{"build", "-race", "-o", bin, "./cmd/agent-box"}
+	if os.Getenv("AGENT_BOX_TEST_NORACE") != "" {
+		args = []string{"build", "-o", bin, "./cmd/agent-box"}
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("building agent-box: %w", err)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// RepoRoot is the directory holding go.mod.
+func RepoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the agent-box module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// Server is one agent-box process and an MCP session with it.
+type Server struct {
+	T   testing.TB
+	Cmd *exec.Cmd
+	cs  *mcp.ClientSession
+}
+
+// Connect starts binary --state-dir stateDir and opens a session.
+func Connect(t testing.TB, binary, stateDir string) *Server {
+	t.Helper()
+	return ConnectCmd(t, exec.Command(binary, "--state-dir", stateDir))
+}
+
+// ConnectCmd opens a session with the MCP server that cmd runs on its
+// stdin/stdout (agent-box itself, or ssh running it remotely).
+func ConnectCmd(t testing.TB, cmd *exec.Cmd) *Server {
+	t.Helper()
+	if cmd.Stderr == nil {
+		cmd.Stderr = &logWriter{t: t}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent-box-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	require.NoError(t, err)
+	s := &Server{T: t, Cmd: cmd, cs: cs}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Session is the underlying go-sdk session.
+func (s *Server) Session() *mcp.ClientSession { return s.cs }
+
+// Close ends the session the polite way (stdin EOF).
+func (s *Server) Close() {
+	if s.cs != nil {
+		s.cs.Close()
+		s.cs = nil
+	}
+}
+
+// Kill SIGKILLs the server process, as a dropped SSH connection would end
+// the remote agent-box.
+func (s *Server) Kill() {
+	s.Cmd.Process.Kill()
+	s.Cmd.Wait()
+	if s.cs != nil {
+		s.cs.Close()
+		s.cs = nil
+	}
+}
+
+type logWriter struct{ t testing.TB }
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.t.Logf("server stderr: %s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Result is a decoded tool result.
+type Result struct {
+	IsError bool
+	Text    string
+	Data    map[string]any
+}
+
+// Call calls tool; a protocol error fails the test, a tool error does not.
+func (s *Server) Call(tool string, args map[string]any) Result {
+	s.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	require.NoError(s.T, err, "calling %s", tool)
+	var r Result
+	r.IsError = res.IsError
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			r.Text += tc.Text
+		}
+	}
+	if res.StructuredContent != nil {
+		b, err := json.Marshal(res.StructuredContent)
+		require.NoError(s.T, err)
+		require.NoError(s.T, json.Unmarshal(b, &r.Data))
+	}
+	return r
+}
+
+// OK calls tool and fails the test unless it succeeded.
+func (s *Server) OK(tool string, args map[string]any) Result {
+	s.T.Helper()
+	r := s.Call(tool, args)
+	require.False(s.T, r.IsError, "%s(%v) failed: %s", tool, args, r.Text)
+	return r
+}
+
+// ReadAll drains a run's log with tail_log windows of maxBytes, resuming
+// from end_offset as a client would, until eof. Combined runs fill all;
+// framed runs fill stdout and stderr.
+func (s *Server) ReadAll(name string, maxBytes int, framed bool) (all, stdout, stderr []byte) {
+	s.T.Helper()
+	off := int64(0)
+	for i := 0; ; i++ {
+		require.Less(s.T, i, 100000, "tail_log made no progress")
+		r := s.OK("tail_log", map[string]any{"name": name, "offset": off, "max_bytes": maxBytes, "encoding": "base64"})
+		d := r.Data
+		require.Equal(s.T, off, Num(d["offset"]))
+		if framed {
+			stdout = append(stdout, B64(s.T, Str(d["stdout"]))...)
+			stderr = append(stderr, B64(s.T, Str(d["stderr"]))...)
+		} else {
+			all = append(all, B64(s.T, Str(d["content"]))...)
+		}
+		end := Num(d["end_offset"])
+		if d["eof"] == true {
+			return
+		}
+		if end == off {
+			// Nothing new yet and the run is still writing: follow.
+			s.OK("tail_log", map[string]any{"name": name, "offset": off, "max_bytes": 1, "wait_ms": 1000})
+		}
+		off = end
+	}
+}
+
+// Num reads a JSON number.
+func Num(v any) int64 {
+	switch n := v.(type) {
+	case float64:
+		return int64(n)
+	case json.Number:
+		i, _ := n.Int64()
+		return i
+	}
+	return -1
+}
+
+// Str reads a JSON string ("" for anything else).
+func Str(v any) string { s, _ := v.(string); return s }
+
+// B64 decodes standard base64.
+func B64(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(s)
+	require.NoError(t, err)
+	return b
+}
+
+// WaitFor polls cond; only for facts no event tells of (a process's death
+// seen from outside).
+func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// RunOf returns the run named name from a process_list answer.
+func RunOf(t testing.TB, r Result, name string) map[string]any {
+	t.Helper()
+	list, _ := r.Data["runs"].([]any)
+	for _, x := range list {
+		m := x.(map[string]any)
+		if m["name"] == name {
+			return m
+		}
+	}
+	t.Fatalf("run %q not in list: %s", name, r.Text)
+	return nil
+}
+
+// SameBytes compares long outputs and reports where they differ rather
+// than printing both.
+func SameBytes(t testing.TB, want, got []byte, format string, args ...any) bool {
+	t.Helper()
+	if bytes.Equal(want, got) {
+		return true
+	}
+	i := 0
+	for i < len(want) && i < len(got) && want[i] == got[i] {
+		i++
+	}
+	t.Errorf("%s: got %d bytes, want %d; first difference at byte %d: got %q, want %q", fmt.Sprintf(format, args...),
+		len(got), len(want), i, got[i:min(len(got), i+40)], want[i:min(len(want), i+40)])
+	return false
+}
