@@ -187,6 +187,20 @@ func (d *decoded) fill(w *Window, exact bool) {
 		}
 		prev[s] = j
 	}
+	if len(d.chunks) == 1 {
+		// One stream only: Content is that stream's text, without a copy.
+		c := d.chunks[0]
+		w.Content, w.Lossy = w.Stdout, lossyOut
+		if c.stream == logframe.Stderr {
+			w.Content, w.Lossy = w.Stderr, lossyErr
+		}
+		w.Chunks = []Chunk{{Stream: c.stream.Name(), Text: w.Content}}
+		return
+	}
+	// After the moves, a chunk of a valid stream starts and ends at
+	// character boundaries, so it is valid too: only the chunks of a lossy
+	// stream need checking, and copying is the only work for the others.
+	valid := [3]bool{logframe.Stdout: !lossyOut, logframe.Stderr: !lossyErr}
 	content := make([]byte, 0, len(d.out)+len(d.errb))
 	type span struct {
 		stream     logframe.Stream
@@ -198,9 +212,14 @@ func (d *decoded) fill(w *Window, exact bool) {
 			continue
 		}
 		a := len(content)
-		var lossy bool
-		content, lossy = appendValid(content, (*d.buf(c.stream))[c.start:c.end])
-		lossyChunks = lossyChunks || lossy
+		p := (*d.buf(c.stream))[c.start:c.end]
+		if valid[c.stream] {
+			content = append(content, p...)
+		} else {
+			var lossy bool
+			content, lossy = appendValid(content, p)
+			lossyChunks = lossyChunks || lossy
+		}
 		if k := len(spans) - 1; k >= 0 && spans[k].stream == c.stream {
 			spans[k].end = len(content) // an emptied chunk of the other stream was between
 		} else {
@@ -226,7 +245,9 @@ func (d *decoded) fill(w *Window, exact bool) {
 // window's start, the window keeps all its frames and the split character is
 // replaced (Lossy).
 func windowFramed(r io.ReaderAt, size int64, req Request, w *Window) error {
-	buf, partial, err := frameWindow(r, w.Offset, size, req.MaxBytes)
+	mem, release := lineBuf(req.MaxBytes)
+	defer release()
+	buf, partial, err := frameWindow(r, w.Offset, size, req.MaxBytes, mem)
 	if err != nil {
 		return err
 	}

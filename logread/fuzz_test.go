@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
@@ -223,7 +224,12 @@ func FuzzFramedWindow(f *testing.F) {
 				t.Fatalf("tail %+v: %s", req, msg)
 			}
 			if req.MaxBytes >= len(log) && !req.Exact && !w.Lossy {
-				if want := lastLines(all, req.TailLines); w.Content != string(want) {
+				// A character split around the other stream's frames is
+				// moved whole into one chunk, so Content equals the raw
+				// interleaved output only where that is valid text; the
+				// moves keep its length.
+				want := lastLines(all, req.TailLines)
+				if utf8.Valid(want) && w.Content != string(want) || len(w.Content) != len(want) {
 					t.Fatalf("tail %d: %q, want %q", req.TailLines, w.Content, want)
 				}
 			}

@@ -14,7 +14,7 @@ func grepText(r io.ReaderAt, size int64, req Request, w *Window) error {
 	start := w.Offset
 	var buf []byte
 	if req.Framed {
-		b, partial, err := frameWindow(r, start, size, req.MaxBytes)
+		b, partial, err := frameWindow(r, start, size, req.MaxBytes, nil)
 		if err != nil {
 			return err
 		}
@@ -82,7 +82,9 @@ func grepText(r io.ReaderAt, size int64, req Request, w *Window) error {
 // read can resume: a frame holding any part of a matching line counts as
 // returned.
 func grepFramed(r io.ReaderAt, size int64, req Request, w *Window) error {
-	buf, partial, err := frameWindow(r, w.Offset, size, req.MaxBytes)
+	mem, release := lineBuf(req.MaxBytes)
+	defer release()
+	buf, partial, err := frameWindow(r, w.Offset, size, req.MaxBytes, mem)
 	if err != nil {
 		return err
 	}

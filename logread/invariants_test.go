@@ -153,7 +153,7 @@ func checkTiling(log []byte, req logread.Request, w logread.Window) string {
 
 // drained is what a client reassembles by resuming at EndOffset.
 type drained struct {
-	bytes, stdout, stderr []byte // Exact: Bytes, or StdoutBytes/StderrBytes
+	bytes, stdout, stderr  []byte // Exact: Bytes, or StdoutBytes/StderrBytes
 	text, outText, errText []byte // text: Content, or Stdout/Stderr
 	lossy                  bool
 	matches                []logread.Match

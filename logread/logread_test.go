@@ -230,6 +230,12 @@ func TestFramedDecoded(t *testing.T) {
 		{"final reports a partial line that does not parse", bad, logread.Request{MaxBytes: 1000, Framed: true, Final: true},
 			logread.Window{EndOffset: int64(len(bad)), Content: "one\n", Stdout: "one\n",
 				Chunks: []logread.Chunk{{"stdout", "one\n"}}, Skipped: []logread.Gap{{flen("one\n"), 5}}}},
+		{"only a partial line: negative offset aligns back to 0", []byte("1 QQ"), logread.Request{MaxBytes: 1000, Framed: true, Offset: -2},
+			logread.Window{Truncated: true}},
+		{"only a partial line: tail_lines", []byte("1 QQ"), logread.Request{MaxBytes: 1000, Framed: true, TailLines: 1},
+			logread.Window{Truncated: true}},
+		{"only a partial line: final tail_lines reports it", []byte("1 QQ"), logread.Request{MaxBytes: 1000, Framed: true, TailLines: 1, Final: true},
+			logread.Window{EndOffset: 4, Skipped: []logread.Gap{{0, 4}}}},
 		{"negative offset inside the partial line aligns back to its start", partial, logread.Request{MaxBytes: 1000, Framed: true, Offset: -2},
 			logread.Window{Offset: flen("one\n"), EndOffset: flen("one\n"), Truncated: true, Skipped: []logread.Gap{{0, flen("one\n")}}}},
 	}
@@ -308,6 +314,18 @@ func TestFramedErrors(t *testing.T) {
 		// No boundary within MaxLine of a negative offset's start.
 		_, err = read(t, long, logread.Request{MaxBytes: 10, Framed: true, Offset: -int64(len(long) - 1)})
 		require.ErrorIs(t, err, logframe.ErrMalformed)
+	})
+	t.Run("partial last line longer than MaxLine", func(t *testing.T) {
+		long := append(frames(out, "x"), "1 "...)
+		long = append(long, bytes.Repeat([]byte("A"), logframe.MaxLine)...)
+		for _, req := range []logread.Request{
+			{MaxBytes: 10, Framed: true, Offset: -5},
+			{MaxBytes: 10, Framed: true, TailLines: 1},
+			{MaxBytes: 10, Framed: true, Raw: true, TailLines: 1},
+		} {
+			_, err := read(t, long, req)
+			require.ErrorIs(t, err, logframe.ErrMalformed, "%+v", req)
+		}
 	})
 	t.Run("short reader", func(t *testing.T) {
 		_, err := logread.Read(bytes.NewReader(good), int64(len(good))+5, logread.Request{MaxBytes: 100, Framed: true})
@@ -582,3 +600,102 @@ func TestReadErrorsAreWrapped(t *testing.T) {
 type readerFunc func([]byte, int64) (int, error)
 
 func (f readerFunc) ReadAt(p []byte, off int64) (int, error) { return f(p, off) }
+
+func TestFramedHoldBackAtEndOfGrowingLog(t *testing.T) {
+	// The writer has written the first byte of a character: a growing log's
+	// window ends before it, a final log's window returns it replaced.
+	log := frames(out, "ab", out, "c\xe2")
+	f0 := flen("ab")
+	w := mustRead(t, log, logread.Request{MaxBytes: 1000, Framed: true})
+	assert.Equal(t, logread.Window{Size: int64(len(log)), EndOffset: f0, Truncated: true, Content: "ab", Stdout: "ab",
+		Chunks: []logread.Chunk{{"stdout", "ab"}}}, w)
+
+	w = mustRead(t, log, logread.Request{MaxBytes: 1000, Framed: true, Final: true})
+	assert.Equal(t, logread.Window{Size: int64(len(log)), EndOffset: int64(len(log)), Content: "abc\uFFFD", Stdout: "abc\uFFFD", Lossy: true,
+		Chunks: []logread.Chunk{{"stdout", "abc\uFFFD"}}}, w)
+}
+
+func TestGrepFramedTextBound(t *testing.T) {
+	// Six invalid bytes become 18 bytes of text: with the second line the
+	// matches would exceed max_bytes, so the window ends before its frame.
+	first := "f" + strings.Repeat("\xff", 6) + "\n"
+	log := frames(out, first, out, "f\xff\n")
+	f0 := flen(first)
+	w := mustRead(t, log, logread.Request{MaxBytes: len(log), Framed: true, Grep: regexp.MustCompile("f")})
+	assert.Equal(t, logread.Window{Size: int64(len(log)), EndOffset: f0, Truncated: true, Lossy: true,
+		Matches: []logread.Match{{Offset: 0, Stream: "stdout", Line: "f" + strings.Repeat("\uFFFD", 6)}}}, w)
+
+	// The first frame's lines are returned even if longer than max_bytes.
+	w = mustRead(t, log, logread.Request{MaxBytes: 1, Framed: true, Grep: regexp.MustCompile("f")})
+	assert.Equal(t, f0, w.EndOffset)
+	assert.Len(t, w.Matches, 1)
+}
+
+// The fixtures are real-looking logs; each read mode gives what a reader of
+// the whole file would expect.
+func TestFixtures(t *testing.T) {
+	fx := fixtures(t)
+	all := logread.Request{MaxBytes: logread.MaxWindow, Final: true}
+
+	utf := fx["utf8.txt"]
+	w := mustRead(t, utf, all)
+	assert.Equal(t, string(utf), w.Content)
+	assert.False(t, w.Lossy)
+	w = mustRead(t, utf, logread.Request{MaxBytes: 1000, TailLines: 2})
+	assert.Equal(t, "mixed: naïve café — “quotes”\nno newline at end: ü", w.Content)
+
+	bin := fx["binary.bin"]
+	w = mustRead(t, bin, all)
+	assert.True(t, w.Lossy)
+	assert.True(t, utf8Valid(w.Content))
+	all.Exact = true
+	assert.Equal(t, bin, mustRead(t, bin, all).Bytes)
+	all.Exact = false
+
+	framedReq := logread.Request{MaxBytes: logread.MaxWindow, Framed: true}
+	wantOut := "building...\nstep 1 € done\nstep 2 日本語\nok\n"
+	wantErr := "warning: deprecated\nerror: x\n"
+	w = mustRead(t, fx["framed.log"], framedReq)
+	assert.Equal(t, wantOut, w.Stdout)
+	assert.Equal(t, wantErr, w.Stderr)
+	assert.Equal(t, "building...\nwarning: deprecated\nstep 1 error: x\n€ done\nstep 2 日本語\nok\n", w.Content)
+	assert.False(t, w.Lossy)
+	assert.False(t, w.Truncated)
+
+	p := fx["framed-partial.log"]
+	w = mustRead(t, p, framedReq)
+	assert.Equal(t, wantErr, w.Stderr)
+	assert.True(t, w.Truncated)
+	assert.Equal(t, int64(len(fx["framed.log"])), w.EndOffset)
+	framedReq.Final = true
+	w = mustRead(t, p, framedReq)
+	assert.Equal(t, wantErr+"partial frame lost in a ", w.Stderr)
+	assert.Equal(t, int64(len(p)), w.EndOffset)
+	assert.Empty(t, w.Skipped)
+}
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+func TestFramedWindowReadsLittle(t *testing.T) {
+	var log []byte
+	for i := range 20_000 {
+		log = logframe.AppendFrames(log, logframe.Stream(1+i%2), []byte("some output line\n"))
+	}
+	fl := flen("some output line\n")
+	for _, tt := range []struct {
+		req  logread.Request
+		most int64
+	}{
+		{logread.Request{MaxBytes: 1000, Framed: true, Offset: 10 * fl}, 1000 + 1},
+		{logread.Request{MaxBytes: 1000, Framed: true, Offset: 10 * fl, Grep: regexp.MustCompile("x")}, 1000 + 1},
+		{logread.Request{MaxBytes: 1000, Framed: true, Raw: true}, 1000},
+		// One frame longer than the window: the window, then one line.
+		{logread.Request{MaxBytes: 5, Framed: true}, 5 + logframe.MaxLine},
+	} {
+		c := &countingReader{r: bytes.NewReader(log)}
+		w, err := logread.Read(c, int64(len(log)), tt.req)
+		require.NoError(t, err)
+		assert.Greater(t, w.EndOffset, w.Offset)
+		assert.LessOrEqual(t, c.total, tt.most, "%+v", tt.req)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/agent-box/agent-box/logframe"
@@ -185,9 +186,15 @@ func fitRunes(r io.ReaderAt, buf []byte, start, size int64, final bool) ([]byte,
 // frames remain). partial counts the bytes at the end of buf that are an
 // incomplete last line of the log; it is non-zero only when the window
 // reaches size.
-func frameWindow(r io.ReaderAt, start, size int64, max int) (buf []byte, partial int, err error) {
+//
+// buf is made in dst's memory when it has room.
+func frameWindow(r io.ReaderAt, start, size int64, max int, dst []byte) (buf []byte, partial int, err error) {
 	end := min(size, start+int64(max))
-	buf = make([]byte, end-start)
+	if int64(cap(dst)) >= end-start {
+		buf = dst[:end-start]
+	} else {
+		buf = make([]byte, end-start)
+	}
 	if err := readAt(r, buf, start); err != nil {
 		return nil, 0, err
 	}
@@ -217,7 +224,7 @@ func frameWindow(r io.ReaderAt, start, size int64, max int) (buf []byte, partial
 
 // windowRaw fills w with the frame lines as stored.
 func windowRaw(r io.ReaderAt, size int64, req Request, w *Window) error {
-	buf, partial, err := frameWindow(r, w.Offset, size, req.MaxBytes)
+	buf, partial, err := frameWindow(r, w.Offset, size, req.MaxBytes, nil)
 	if err != nil {
 		return err
 	}
@@ -231,6 +238,30 @@ func windowRaw(r io.ReaderAt, size int64, req Request, w *Window) error {
 		w.Content, w.Lossy = toText(buf)
 	}
 	return nil
+}
+
+// linePool holds the buffers that decoded reads read frame lines into:
+// decoding copies every payload out, so the lines are garbage once decoded,
+// and a drain in 1 MiB windows would otherwise allocate (and zero) a MiB
+// per window for nothing. Room for MaxWindow plus one oversized line.
+var linePool = sync.Pool{New: func() any {
+	b := make([]byte, 0, MaxWindow+logframe.MaxLine)
+	return &b
+}}
+
+// pooledMin is the smallest window that takes a pooled buffer: a small
+// window costs little to allocate, and a pool emptied by the GC would
+// otherwise make it allocate a whole pooled MiB.
+const pooledMin = 256 << 10
+
+// lineBuf returns memory for a decoded read of max bytes and the function
+// that gives it back.
+func lineBuf(max int) ([]byte, func()) {
+	if max < pooledMin {
+		return nil, func() {}
+	}
+	p := linePool.Get().(*[]byte)
+	return *p, func() { linePool.Put(p) }
 }
 
 // addGap appends the gap [from, from+n) to gs, merging it with the last gap

@@ -167,12 +167,13 @@ func readRecordAt(dirfd int, path string, buf *[]byte) (*Record, error) {
 	}
 	b := (*buf)[:0]
 	if cap(b) == 0 {
-		b = make([]byte, 0, 4096)
+		b = make([]byte, 0, 8192)
 	}
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}
+		want := cap(b) - len(b)
 		n, err := unix.Read(fd, b[len(b):cap(b)])
 		if err == unix.EINTR {
 			continue
@@ -183,12 +184,16 @@ func readRecordAt(dirfd int, path string, buf *[]byte) (*Record, error) {
 		if err != nil {
 			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
-		if n == 0 {
-			break
-		}
 		b = b[:len(b)+n]
 		if len(b) > MaxRecordBytes {
 			return nil, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, MaxRecordBytes)
+		}
+		// A short read of a regular file is its end, which saves the
+		// read(2) that returns 0 on every record of a listing. Were it
+		// ever not the end, the bytes would be a strict prefix of a JSON
+		// object, which never decodes: ErrCorrupt, never a wrong record.
+		if n == 0 || n < want {
+			break
 		}
 	}
 	*buf = b

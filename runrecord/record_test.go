@@ -330,3 +330,27 @@ func equalTimePtr(a, b *time.Time) bool {
 	}
 	return a.Equal(*b)
 }
+
+// BenchmarkDecode compares the fast path, which Encode's output takes, with
+// the encoding/json fallback, which a hand-edited record (here: one key in
+// another case) takes.
+func BenchmarkDecode(b *testing.B) {
+	data, err := runrecord.Encode(sample("bench", time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	slow := bytes.Replace(data, []byte(`"cwd"`), []byte(`"Cwd"`), 1)
+	for _, bc := range []struct {
+		name string
+		data []byte
+	}{{"fast", data}, {"fallback", slow}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.data)))
+			for b.Loop() {
+				if _, err := runrecord.Decode(bc.data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

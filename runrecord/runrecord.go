@@ -293,6 +293,17 @@ func Decode(data []byte) (*Record, error) {
 	if err := checkRequired(&r); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
+	// An empty list or map is written as nothing (omitempty), so read it
+	// as nothing too: the record read is then the record that gets written.
+	if len(r.Argv) == 0 {
+		r.Argv = nil
+	}
+	if len(r.SecretEnv) == 0 {
+		r.SecretEnv = nil
+	}
+	if len(r.Env) == 0 {
+		r.Env = nil
+	}
 	return &r, nil
 }
 
@@ -687,9 +698,10 @@ func (s *Store) listName(name string) ([]Entry, error) {
 
 // Latest returns the newest run of name; ErrNotFound if it has none.
 //
-// When the newest record cannot be read, the Entry (with Err set) is
-// returned together with that error: the run exists, and a caller that only
-// checks err never sees a nil Record.
+// As with List, a newest record that cannot be read is an Entry with Err
+// set and a nil error: the run exists, and callers show it as unreadable
+// rather than as missing. The error is for the name: invalid, no runs, or
+// its directory unreadable.
 func (s *Store) Latest(name string) (Entry, error) {
 	ids, err := s.RunIDs(name)
 	if err != nil {
@@ -697,7 +709,7 @@ func (s *Store) Latest(name string) (Entry, error) {
 	}
 	e := Entry{Name: name, RunID: ids[len(ids)-1]}
 	e.Record, e.Err = s.Read(name, e.RunID)
-	return e, e.Err
+	return e, nil
 }
 
 // LockName takes an exclusive flock on runs/<name>/.lock, creating the

@@ -584,10 +584,11 @@ func TestListNamesRunIDsLatest(t *testing.T) {
 		}
 	}
 
-	// The newest web run is corrupt: Latest says so, with its run id.
+	// The newest web run is corrupt: Latest says so in the entry, with its
+	// run id, as List does.
 	e, err := s.Latest("web")
-	if !errors.Is(err, runrecord.ErrCorrupt) || e.RunID != corrupt.RunID || e.Record != nil || !errors.Is(e.Err, runrecord.ErrCorrupt) {
-		t.Errorf("Latest(web) = %+v, %v; want the corrupt run", e, err)
+	if err != nil || e.RunID != corrupt.RunID || e.Record != nil || !errors.Is(e.Err, runrecord.ErrCorrupt) {
+		t.Errorf("Latest(web) = %+v, %v; want the corrupt run's entry", e, err)
 	}
 	if err := s.Remove("web", corrupt.RunID); err != nil {
 		t.Fatal(err)
