@@ -39,12 +39,12 @@ func hint(v bool) *bool { return &v }
 func (h *Handlers) Register(s *server.MCPServer) {
 	add := func(name, title, desc, in, out string, ann mcp.ToolAnnotation, fn server.ToolHandlerFunc) {
 		ann.Title = title
-		t := mcp.NewTool(name,
-			mcp.WithDescription(desc),
-			mcp.WithRawInputSchema(raw(in)),
-			mcp.WithRawOutputSchema(raw(out)),
-			mcp.WithToolAnnotation(ann),
-		)
+		// Built as a struct, not with mcp.NewTool: NewTool presets an
+		// InputSchema, and a tool with both it and RawInputSchema fails to
+		// marshal, so tools/list would get no reply at all.
+		t := mcp.NewToolWithRawSchema(name, desc, raw(in))
+		t.RawOutputSchema = raw(out)
+		t.Annotations = ann
 		s.AddTool(t, fn)
 	}
 	add("process_start", "Start a process",
