@@ -33,6 +33,8 @@ type Manager struct {
 	Supervisor []string
 	// StartTimeout bounds the wait for the supervisor's start report.
 	StartTimeout time.Duration
+	// Launch is LaunchSetsid or LaunchSystemd (see ChooseLaunch).
+	Launch string
 }
 
 // Run is one run as the tools and the CLI show it.

@@ -335,7 +335,8 @@ func (m *Manager) spawn(spec *supervisor.Spec) (int, error) {
 	}
 	defer supLog.Close()
 
-	cmd := exec.Command(m.Supervisor[0], append(m.Supervisor[1:], spec.Name, spec.RunID)...)
+	argv := launchArgs(m.Launch, os.Geteuid() == 0, spec.Name, spec.RunID, append(append([]string{}, m.Supervisor...), spec.Name, spec.RunID))
+	cmd := exec.Command(argv[0], argv[1:]...)
 	// Not agent-box's stdin or stdout: those belong to the MCP session and
 	// vanish with it.
 	cmd.Stdin = nil

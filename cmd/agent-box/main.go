@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -117,7 +118,11 @@ func manager(stateDir string) (*runs.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding own executable: %w", err)
 	}
-	return &runs.Manager{Store: store, Sys: sys, Supervisor: []string{exe, "supervise"}}, nil
+	launch, reason := runs.ChooseLaunch(os.Getenv("AGENT_BOX_LAUNCH"), runs.ProbeHost())
+	if launch != runs.LaunchSetsid || strings.Contains(reason, "die") {
+		fmt.Fprintf(os.Stderr, "agent-box: supervisors: %s (%s)\n", launch, reason)
+	}
+	return &runs.Manager{Store: store, Sys: sys, Supervisor: []string{exe, "supervise"}, Launch: launch}, nil
 }
 
 func serve(m *runs.Manager) int {
