@@ -56,7 +56,10 @@ func runLine(r runs.Run) string {
 	if len(r.Survivors) > 0 {
 		fmt.Fprintf(&b, " survivors=%v", r.Survivors)
 	}
-	if r.Reason != "" && r.Reason != string(r.State) {
+	// An exited run's reason restates its exit unless it adds something
+	// (survivors, output still open).
+	restates := r.State == "exited" && !strings.Contains(r.Reason, ";")
+	if r.Reason != "" && r.Reason != string(r.State) && !restates {
 		fmt.Fprintf(&b, " reason=%s", q(r.Reason))
 	}
 	fmt.Fprintf(&b, " log_bytes=%d", r.LogBytes)
