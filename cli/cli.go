@@ -76,7 +76,16 @@ func (c *cmd) flags(name, usage string) *flag.FlagSet {
 }
 
 // parse parses flags that may come before or after the positional args.
+// Everything after a "--" is positional, kept with the "--" in front (it
+// is the command of "start").
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for i, a := range args {
+		if a == "--" {
+			args, rest = args[:i], args[i:]
+			break
+		}
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -84,10 +93,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args...), nil
+			return append(pos, rest...), nil
 		}
 		pos = append(pos, args[0])
 		args = args[1:]
