@@ -1,0 +1,119 @@
+// Package e2e drives the built agent-box from the outside, the way agents
+// reach it: through a real ssh connection to a real sshd (ssh_test.go), and
+// with the MCP Inspector's CLI (inspector_test.go). The in-process harness
+// in cmd/agent-box covers the tools in depth; this package checks what only
+// a real transport shows: that runs survive connections dying under them,
+// and that a third-party client can use the tools as published.
+//
+// The tools these lanes need (sshd, the pinned inspector) are installed by
+// .ci/setup. Without them a lane skips, except under CI=true, where a missing
+// dependency is a broken setup and fails.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agent-box/agent-box"
+
+var (
+	// binary is agent-box built once for the package, with -race when the
+	// tests are; the same file serves MCP and is each run's supervisor.
+	binary string
+	// repoRoot is the module's directory.
+	repoRoot string
+	// raceEnabled is set by race_test.go when the tests run with -race.
+	raceEnabled bool
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		return m.Run() // every test here skips in -short mode: build nothing
+	}
+	root, err := findRepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	repoRoot = root
+	// Not t.TempDir: the binary must outlive no test, but every test uses it.
+	dir, err := os.MkdirTemp("", "agent-box-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "agent-box")
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "./cmd/agent-box")...)
+	build.Dir = root
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building agent-box:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// findRepoRoot walks up from the working directory (the package's, under
+// go test) to the go.mod of this module.
+func findRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(b) == module {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod of " + module + " above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func modulePath(gomod []byte) string {
+	s := bufio.NewScanner(bytes.NewReader(gomod))
+	for s.Scan() {
+		if f := strings.Fields(s.Text()); len(f) == 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`)
+		}
+	}
+	return ""
+}
+
+// inCI reports whether the tests run in CI, where a missing dependency
+// means .ci/setup is broken rather than that this machine lacks it.
+func inCI() bool {
+	v := os.Getenv("CI")
+	return v != "" && v != "0" && v != "false"
+}
+
+// missing skips the test for an absent dependency, or fails it in CI.
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if inCI() {
+		t.Fatalf("%s (CI=%s: .ci/setup must install it)", msg, os.Getenv("CI"))
+	}
+	t.Skipf("%s; run `bash .ci/setup` to install it", msg)
+}
