@@ -13,6 +13,7 @@ import (
 
 	"github.com/agent-box/agent-box/capture"
 	"github.com/agent-box/agent-box/logframe"
+	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/supervisor"
 )
@@ -310,7 +311,14 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (Run, error) {
 	if _, err := m.spawn(spec); err != nil {
 		return Run{}, err
 	}
-	return m.Get(req.Name, runID)
+	run, err := m.Get(req.Name, runID)
+	if err == nil && run.Verdict.Reason == outcome.ReasonExiting {
+		// The child exited at once and the supervisor is writing that
+		// down: answer with the exit rather than "running".
+		m.waitRecorded(req.Name, runID, time.Second)
+		run, err = m.Get(req.Name, runID)
+	}
+	return run, err
 }
 
 // spawn starts the supervisor in a session of its own and waits for its

@@ -91,7 +91,7 @@ const tailInput = `{
     "name": {"type": "string"},
     "run_id": {"type": "string", "description": "Default: the newest run of name."},
     "offset": {"type": "integer", "default": 0, "description": "Byte offset in the log to read from; negative counts from the end. Pass the previous answer's end_offset to continue exactly where it stopped."},
-    "max_bytes": {"type": "integer", "minimum": 1, "maximum": 1048576, "default": 65536, "description": "Log bytes to read at most."},
+    "max_bytes": {"type": "integer", "minimum": 1, "maximum": 1048576, "default": 65536, "description": "Log bytes to read at most. Framed runs: whole frames only, so a window holds at least one frame even when that frame is longer."},
     "encoding": {"type": "string", "enum": ["text", "base64"], "default": "text", "description": "base64: exact bytes, for binary output."},
     "raw": {"type": "boolean", "default": false, "description": "Framed runs: return the frames as stored."},
     "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0, "description": "If nothing is past offset yet and the run is running, wait up to this long for output (follow mode)."},

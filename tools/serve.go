@@ -41,7 +41,7 @@ func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out i
 	pr, pw := io.Pipe()
 	go g.pump(in, pw)
 	stdio := server.NewStdioServer(s)
-	stdio.SetErrorLogger(errLog)
+	stdio.SetErrorLogger(log.New(&lostReplies{g: g, w: errLog.Writer()}, errLog.Prefix(), errLog.Flags()))
 	return stdio.Listen(ctx, pr, &gatedWriter{g: g, w: out})
 }
 
@@ -160,6 +160,24 @@ func keyLater(d *json.Decoder, key string) bool {
 		}
 	}
 	return false
+}
+
+// lostReplies passes mcp-go's error log through and counts the replies it
+// reports it could not write (a marshal or write error): they will never
+// reach gatedWriter, and must not hold the process up after stdin closed.
+type lostReplies struct {
+	g *gate
+	w io.Writer
+}
+
+func (l *lostReplies) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("Error writing tool response")) || bytes.Contains(p, []byte("Error writing response")) {
+		l.g.mu.Lock()
+		l.g.pending--
+		l.g.cond.Broadcast()
+		l.g.mu.Unlock()
+	}
+	return l.w.Write(p)
 }
 
 // gatedWriter counts the responses mcp-go writes (one Write per message).
