@@ -8,9 +8,9 @@ import (
 
 // The framed capture encodes every byte the child writes, so the encoder sets
 // the throughput of framed mode. encoding/base64 looks up one 6-bit group at a
-// time (about 1 GB/s); encoding two 6-bit groups per lookup from a 4096-entry
-// table, twelve source bytes per loop, is about three times faster. The
-// output is byte-for-byte that of base64.StdEncoding, which the tests check.
+// time (about 1 GB/s); looking up two groups at once in a 4096-entry table,
+// 24 source bytes per loop, is three to four times faster. The output is
+// byte-for-byte that of base64.StdEncoding, which the tests check.
 
 const stdAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
@@ -31,17 +31,33 @@ func appendEncode(dst, src []byte) []byte {
 	out := dst[start:]
 	t := &pairs
 	si, di := 0, 0
-	// Each step reads 14 bytes (two overlapping 8-byte loads) and consumes
-	// 12, so it stops while at least 14 remain; the stdlib finishes the tail
-	// and the padding.
+	// Each step reads 8-byte words that overlap by two bytes and consumes
+	// six bytes of each, so a step needs two bytes past what it consumes.
+	// Four words per step give the CPU independent work to overlap; the
+	// two-word loop and then the stdlib (with padding) finish the tail.
+	for ; si+26 <= len(src); si, di = si+24, di+32 {
+		s := src[si : si+26 : si+26]
+		d := out[di : di+32 : di+32]
+		v0 := binary.BigEndian.Uint64(s[0:8])
+		v1 := binary.BigEndian.Uint64(s[6:14])
+		v2 := binary.BigEndian.Uint64(s[12:20])
+		v3 := binary.BigEndian.Uint64(s[18:26])
+		binary.LittleEndian.PutUint64(d[0:8], quad(t, v0))
+		binary.LittleEndian.PutUint64(d[8:16], quad(t, v1))
+		binary.LittleEndian.PutUint64(d[16:24], quad(t, v2))
+		binary.LittleEndian.PutUint64(d[24:32], quad(t, v3))
+	}
 	for ; si+14 <= len(src); si, di = si+12, di+16 {
 		s := src[si : si+14 : si+14]
 		d := out[di : di+16 : di+16]
-		v := binary.BigEndian.Uint64(s[0:8])
-		w := binary.BigEndian.Uint64(s[6:14])
-		binary.LittleEndian.PutUint64(d[0:8], uint64(t[v>>52])|uint64(t[v>>40&0xfff])<<16|uint64(t[v>>28&0xfff])<<32|uint64(t[v>>16&0xfff])<<48)
-		binary.LittleEndian.PutUint64(d[8:16], uint64(t[w>>52])|uint64(t[w>>40&0xfff])<<16|uint64(t[w>>28&0xfff])<<32|uint64(t[w>>16&0xfff])<<48)
+		binary.LittleEndian.PutUint64(d[0:8], quad(t, binary.BigEndian.Uint64(s[0:8])))
+		binary.LittleEndian.PutUint64(d[8:16], quad(t, binary.BigEndian.Uint64(s[6:14])))
 	}
 	base64.StdEncoding.Encode(out[di:], src[si:])
 	return dst
+}
+
+// quad encodes the top 48 bits of v as eight characters, in store order.
+func quad(t *[4096]uint16, v uint64) uint64 {
+	return uint64(t[v>>52]) | uint64(t[v>>40&0xfff])<<16 | uint64(t[v>>28&0xfff])<<32 | uint64(t[v>>16&0xfff])<<48
 }

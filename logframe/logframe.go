@@ -171,7 +171,7 @@ func parse(dst, line []byte) (Stream, []byte, string) {
 	case '2':
 		s = Stderr
 	default:
-		return 0, dst, "unknown stream " + strconv.Quote(string(line[:min(len(line), 1)]))
+		return 0, dst, "unknown stream " + strconv.Quote(string(line[:1]))
 	}
 	if len(line) < 2 || line[1] != ' ' {
 		return 0, dst, "no space after stream"
