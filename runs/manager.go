@@ -119,29 +119,18 @@ func (m *Manager) view(e runrecord.Entry, idx *survivorIndex) Run {
 		return run
 	}
 	rec := e.Record
+	in, facts := m.probe(rec, &run, idx)
+	if !in.ExitRecorded && in.HasSupervisor && facts.BootID == rec.BootID && facts.Supervisor != outcome.Same {
+		// The record was read before the probe. A supervisor that wrote
+		// the exit and then exited in between would make a finished run
+		// look lost; its writes all precede its death, so a second read,
+		// after the probe saw it gone, has the last word.
+		if again, err := m.Store.Read(rec.Name, rec.RunID); err == nil {
+			rec = again
+			in, facts = m.probe(rec, &run, idx)
+		}
+	}
 	run.rec = rec
-	boot := m.Sys.BootID()
-	in := outcome.Run{
-		BootID:        rec.BootID,
-		HasChild:      rec.PID > 0,
-		HasSupervisor: rec.SupervisorPID > 0,
-		ExitRecorded:  rec.Exit != nil,
-		StartFailed:   rec.StartError != "",
-	}
-	facts := outcome.Facts{BootID: boot}
-	if rec.BootID == boot {
-		if in.HasChild {
-			facts.Child = m.Sys.Probe(rec.PID, rec.PIDStartTime)
-		}
-		if in.HasSupervisor {
-			facts.Supervisor = m.Sys.Probe(rec.SupervisorPID, rec.SupervisorStartTime)
-			run.supAlive = facts.Supervisor == outcome.Same
-		}
-		if in.ExitRecorded && in.HasChild && facts.Child != outcome.Reused {
-			run.Survivors = idx.members(rec)
-			facts.Survivors = len(run.Survivors)
-		}
-	}
 	v := outcome.Decide(in, facts)
 	run.Verdict = v
 	run.State = v.State
@@ -172,6 +161,35 @@ func (m *Manager) view(e runrecord.Entry, idx *survivorIndex) Run {
 	run.LogCapped = rec.LogCapped
 	run.LogError = rec.LogError
 	return run
+}
+
+// probe gathers the outcome inputs for rec: what the record says and what
+// the live system says about its pids.
+func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *survivorIndex) (outcome.Run, outcome.Facts) {
+	in := outcome.Run{
+		BootID:        rec.BootID,
+		HasChild:      rec.PID > 0,
+		HasSupervisor: rec.SupervisorPID > 0,
+		ExitRecorded:  rec.Exit != nil,
+		StartFailed:   rec.StartError != "",
+	}
+	facts := outcome.Facts{BootID: m.Sys.BootID()}
+	run.supAlive, run.Survivors = false, nil
+	if rec.BootID != facts.BootID {
+		return in, facts
+	}
+	if in.HasChild {
+		facts.Child = m.Sys.Probe(rec.PID, rec.PIDStartTime)
+	}
+	if in.HasSupervisor {
+		facts.Supervisor = m.Sys.Probe(rec.SupervisorPID, rec.SupervisorStartTime)
+		run.supAlive = facts.Supervisor == outcome.Same
+	}
+	if in.ExitRecorded && in.HasChild && facts.Child != outcome.Reused {
+		run.Survivors = idx.members(rec)
+		facts.Survivors = len(run.Survivors)
+	}
+	return in, facts
 }
 
 // describe turns a reason code into the sentence the agent reads.

@@ -1,0 +1,81 @@
+package runs
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+// fakeSys is a System with function fields.
+type fakeSys struct {
+	boot  string
+	probe func(pid int, start uint64) outcome.Liveness
+}
+
+func (f *fakeSys) BootID() string                               { return f.boot }
+func (f *fakeSys) Probe(pid int, start uint64) outcome.Liveness { return f.probe(pid, start) }
+func (f *fakeSys) Processes() ([]proc.Stat, error)              { return nil, nil }
+
+var _ System = (*fakeSys)(nil)
+
+func newStore(t *testing.T) *runrecord.Store {
+	t.Helper()
+	s, _, err := runrecord.Open(t.TempDir())
+	require.NoError(t, err)
+	return s
+}
+
+func record(store *runrecord.Store, boot string) *runrecord.Record {
+	now := time.Now().UTC()
+	r := &runrecord.Record{
+		Version: runrecord.Version, Name: "r", RunID: runrecord.NewRunID(now), Command: "true", Cwd: "/",
+		CaptureMode: "combined", LogFormat: "raw", Stdin: "null", BootID: boot, StartedAt: now,
+		PID: 100, PIDStartTime: 1, SupervisorPID: 99, SupervisorStartTime: 1,
+	}
+	r.LogPath = store.LogPath(r.Name, r.RunID)
+	return r
+}
+
+// A supervisor that records the exit and exits between our read of the
+// record and our probe of its pid must not make the run look lost.
+func TestViewRereadsAfterSupervisorVanished(t *testing.T) {
+	store := newStore(t)
+	rec := record(store, "boot")
+	require.NoError(t, store.Create(rec))
+	sys := &fakeSys{boot: "boot"}
+	sys.probe = func(pid int, start uint64) outcome.Liveness {
+		if pid == rec.SupervisorPID {
+			done := *rec
+			code := 0
+			done.Exit = &runrecord.Exit{Code: &code, At: time.Now().UTC()}
+			done.FinishedAt = &done.Exit.At
+			done.OutputClosed = true
+			require.NoError(t, store.Write(&done))
+		}
+		return outcome.Gone
+	}
+	m := &Manager{Store: store, Sys: sys}
+	run, err := m.Get("r", "")
+	require.NoError(t, err)
+	assert.Equal(t, outcome.Exited, run.State, run.Reason)
+	require.NotNil(t, run.ExitCode)
+	assert.Equal(t, 0, *run.ExitCode)
+	assert.True(t, run.LogFinal())
+}
+
+func TestViewLostSupervisorStaysUnknown(t *testing.T) {
+	store := newStore(t)
+	require.NoError(t, store.Create(record(store, "boot")))
+	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Gone }}}
+	run, err := m.Get("r", "")
+	require.NoError(t, err)
+	assert.Equal(t, outcome.Unknown, run.State)
+	assert.Equal(t, outcome.ReasonSupervisorLost, run.Verdict.Reason)
+	assert.False(t, run.Verdict.MayBeAlive, "a lost run must not block its name")
+}
