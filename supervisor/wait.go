@@ -123,8 +123,13 @@ func (s *supervisor) recordExit(ws unix.WaitStatus, timedOut bool) {
 }
 
 // drain copies r to w until EOF. w never fails (capture's writers swallow
-// errors), so the child's pipe is always emptied.
+// errors), so the child's pipe is always emptied. capture's writers drain
+// a pipe themselves (with splice(2) where they can).
 func drain(r io.Reader, w io.Writer) {
+	if rf, ok := w.(io.ReaderFrom); ok {
+		rf.ReadFrom(r)
+		return
+	}
 	buf := make([]byte, copyBuf)
 	for {
 		n, err := r.Read(buf)
