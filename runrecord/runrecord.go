@@ -459,21 +459,27 @@ func (s *Store) Create(r *Record) error {
 	if err := s.makeNameDir(r.Name); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
+	// The run dir is made complete under a name List ignores, then moved
+	// into place: a crash at any point leaves either no run or a run with
+	// its record, never a run dir without one (which would be listed as
+	// the newest, unreadable run of the name).
 	dir := s.RunDir(r.Name, r.RunID)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s: run directory exists already: %w", where, err)
-		}
+	tmp := filepath.Join(s.nameDir(r.Name), ".new-"+r.RunID)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	// The new run dir's entry must be on disk before a record in it can be.
-	err = syncDir(s.nameDir(r.Name))
+	err = writeAtomic(tmp, recordFile, data)
 	if err == nil {
-		err = writeAtomic(dir, recordFile, data)
+		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EEXIST) {
+			err = fmt.Errorf("run directory exists already: %w", fs.ErrExist)
+		}
+	}
+	if err == nil {
+		err = syncDir(s.nameDir(r.Name))
 	}
 	if err != nil {
-		// A run dir without a record would be listed as unreadable forever.
-		_ = os.RemoveAll(dir)
+		_ = os.RemoveAll(tmp)
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	return nil
