@@ -39,6 +39,11 @@ func Main() error {
 	// write errors (EFBIG) rather than die of them.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGTTOU, syscall.SIGTTIN)
 
+	// Inherited descriptors arrive without close-on-exec; the child must
+	// not hold the report pipe (process_start would wait for its EOF) nor
+	// the spec pipe.
+	syscall.CloseOnExec(SpecFD)
+	syscall.CloseOnExec(ReportFD)
 	specFile := os.NewFile(SpecFD, "spec")
 	report := os.NewFile(ReportFD, "report")
 	if specFile == nil || report == nil {
