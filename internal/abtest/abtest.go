@@ -104,8 +104,9 @@ func (s *Server) Close() {
 // Kill SIGKILLs the server process, as a dropped SSH connection would end
 // the remote agent-box.
 func (s *Server) Kill() {
+	// No Cmd.Wait here: the go-sdk transport waits for the process itself
+	// when it sees the connection drop, and a second Wait can block.
 	s.Cmd.Process.Kill()
-	s.Cmd.Wait()
 	if s.cs != nil {
 		s.cs.Close()
 		s.cs = nil
