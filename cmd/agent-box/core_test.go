@@ -65,7 +65,10 @@ func TestStartListTailKill(t *testing.T) {
 			// A long run, then kill it.
 			s.OK("process_start", map[string]any{"name": "sleeper", "argv": []any{"sleep", "300"}, "capture_mode": mode})
 			k := s.OK("process_kill", map[string]any{"name": "sleeper"})
-			kr := k.Data["run"].(map[string]any)
+			assert.Contains(t, k.Text, "sent SIGTERM to process group")
+			// The kill's answer shows the exit once the supervisor has
+			// written it; process_wait makes that independent of load.
+			kr := s.OK("process_wait", map[string]any{"name": "sleeper"}).Data["run"].(map[string]any)
 			assert.Equal(t, "exited", kr["state"], k.Text)
 			assert.Equal(t, "SIGTERM", kr["signal"], k.Text)
 			assert.Nil(t, kr["exit_code"], "a kill is not exit 0")
@@ -119,7 +122,7 @@ func TestReconnect(t *testing.T) {
 			})
 
 			k := b.OK("process_kill", map[string]any{"name": "long", "signal": "KILL"})
-			kr := k.Data["run"].(map[string]any)
+			kr := b.OK("process_wait", map[string]any{"name": "long"}).Data["run"].(map[string]any)
 			assert.Equal(t, "exited", kr["state"], k.Text)
 			assert.Equal(t, "SIGKILL", kr["signal"])
 			all, so, se := b.ReadAll("long", 1000, mode == "framed")
