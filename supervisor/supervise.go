@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -57,6 +58,12 @@ func Main() error {
 		return err
 	}
 	s := &supervisor{spec: spec}
+	// The supervisor lives as long as its run: give back what package
+	// initialisation of the shared binary allocated (mcp-go's JSON Schema
+	// library compiles its meta-schemas at init, ~1.7 MB), and keep the heap
+	// small from here on.
+	debug.SetGCPercent(25)
+	debug.FreeOSMemory()
 	return s.run(report)
 }
 
