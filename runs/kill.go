@@ -112,12 +112,13 @@ func (m *Manager) waitGroupGone(name, runID string, d time.Duration) bool {
 	}
 }
 
-// waitRecorded waits until the run's state is no longer running/exiting.
+// waitRecorded waits until the run's exit is recorded and its output
+// drained (or the supervisor is gone), at most d.
 func (m *Manager) waitRecorded(name, runID string, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		r, err := m.Get(name, runID)
-		if err != nil || r.Ended() {
+		if err != nil || (r.Ended() && r.LogFinal()) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

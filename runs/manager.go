@@ -210,7 +210,7 @@ func describe(r outcome.Reason, rec *runrecord.Record, survivors []int) string {
 			s += fmt.Sprintf("; %d process(es) of its group still running: %s", len(survivors), joinInts(survivors))
 		}
 		if !rec.OutputClosed && len(survivors) == 0 {
-			s += "; output still open (a descendant holds it)"
+			s += "; output not closed yet (the supervisor is draining it, or a descendant holds it open)"
 		}
 		return s
 	case outcome.ReasonRebooted:
