@@ -34,7 +34,7 @@ func (m *Manager) Write(name, runID string, data []byte, closeIt bool) (WriteRes
 	if run.Ended() || !run.supAlive {
 		return WriteResult{}, fmt.Errorf("%w: run %q (run id %s) is %s (%s); its stdin is gone", ErrNoStdin, name, run.RunID, run.State, run.Reason)
 	}
-	reply, err := supervisor.WriteStdin(m.Store.RunDir(name, run.RunID), data, closeIt)
+	reply, err := supervisor.WriteStdin(m.Store.RunDir(name, run.RunID), run.rec.SupervisorPID, data, closeIt)
 	if err != nil {
 		if errors.Is(err, supervisor.ErrStdinClosed) {
 			return WriteResult{}, fmt.Errorf("%w: stdin of run %q (run id %s) was closed by an earlier process_write", ErrNoStdin, name, run.RunID)

@@ -11,7 +11,32 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
+
+// peerPID is the pid of the process at the other end of a unix socket.
+func peerPID(c net.Conn) (int, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return 0, errors.New("not a unix socket")
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	return int(cred.Pid), nil
+}
 
 // StdinSocket is the name of the unix socket, in the run directory, through
 // which any agent-box (not only the one that started the run) writes to a
@@ -119,17 +144,33 @@ func (s *stdinServer) Close() {
 	}
 }
 
+// ErrStdinImpostor means the socket is not the run's supervisor's.
+var ErrStdinImpostor = errors.New("the stdin socket does not belong to the run's supervisor; nothing was written")
+
 // WriteStdin sends data (and optionally closes stdin) to the supervisor of
-// the run in runDir.
-func WriteStdin(runDir string, data []byte, closeIt bool) (WriteReply, error) {
+// the run in runDir, which must be process supervisorPID: the socket is not
+// followed if it is a symlink, and the peer is checked with SO_PEERCRED
+// before any byte is sent.
+func WriteStdin(runDir string, supervisorPID int, data []byte, closeIt bool) (WriteReply, error) {
 	if len(data) > MaxWrite {
 		return WriteReply{}, fmt.Errorf("data is %d bytes, at most %d per call", len(data), MaxWrite)
 	}
-	c, err := dialUnix(filepath.Join(runDir, StdinSocket))
+	path := filepath.Join(runDir, StdinSocket)
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return WriteReply{}, fmt.Errorf("%w: %v", ErrStdinUnreachable, err)
+	}
+	if fi.Mode().Type() != os.ModeSocket {
+		return WriteReply{}, fmt.Errorf("%w (%s is not a socket)", ErrStdinImpostor, path)
+	}
+	c, err := dialUnix(path)
 	if err != nil {
 		return WriteReply{}, fmt.Errorf("%w: %v", ErrStdinUnreachable, err)
 	}
 	defer c.Close()
+	if pid, err := peerPID(c); err != nil || pid != supervisorPID {
+		return WriteReply{}, fmt.Errorf("%w (peer pid %d, supervisor pid %d)", ErrStdinImpostor, pid, supervisorPID)
+	}
 	c.SetDeadline(time.Now().Add(15 * time.Second))
 	if err := json.NewEncoder(c).Encode(WriteRequest{Data: data, Close: closeIt}); err != nil {
 		return WriteReply{}, fmt.Errorf("sending to supervisor: %w", err)
