@@ -308,6 +308,17 @@ func (l *Log) writeFile(b []byte) bool {
 	return false
 }
 
+// Stop ends writing for good, as a write error would: later output is
+// drained and counted as dropped. The supervisor uses it when the disk is
+// full, to keep what room is left for the run record.
+func (l *Log) Stop(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.stopped {
+		l.stop(err, false)
+	}
+}
+
 func (l *Log) stop(err error, capped bool) {
 	l.stopped = true
 	l.stMu.Lock()

@@ -38,7 +38,15 @@ const DefaultKillGrace = 5 * time.Second
 func Main() error {
 	// The supervisor must survive the end of the SSH session and must see
 	// write errors (EFBIG) rather than die of them.
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGTTOU, syscall.SIGTTIN)
+	// Caught, not ignored: an ignored signal stays ignored across execve,
+	// and the child must start with default dispositions (a kill -INT must
+	// stop it, a pipeline must get SIGPIPE). Caught ones reset at exec.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGTTOU, syscall.SIGTTIN)
+	go func() {
+		for range sigs {
+		}
+	}()
 
 	// Inherited descriptors arrive without close-on-exec; the child must
 	// not hold the report pipe (process_start would wait for its EOF) nor
@@ -73,13 +81,62 @@ type supervisor struct {
 	rec   *runrecord.Record
 	log   *capture.Log
 	mu    sync.Mutex // guards rec and record writes
+	// reserve is the path of the space kept for the record, "" once used.
+	reserve string
 }
+
+// reserveSize is kept free in the run dir for the record: on a full disk
+// the log stops first, and giving this space back lets the exit still be
+// written.
+const reserveSize = 16 << 10
 
 func (s *supervisor) writeRecord(mut func(r *runrecord.Record)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mut(s.rec)
-	return s.store.Write(s.rec)
+	err := s.store.Write(s.rec)
+	if err != nil && s.reserve != "" {
+		// The disk is full. The record matters more than the rest of the
+		// log: stop the log so it cannot eat the room given back.
+		if s.log != nil {
+			s.log.Stop(fmt.Errorf("stopped writing the log: the run record could not be written (%w)", err))
+			applyStatus(s.rec, s.log.Status())
+		}
+		os.Remove(s.reserve)
+		s.reserve = ""
+		err = s.store.Write(s.rec)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "supervise: writing record: %v\n", err)
+	}
+	return err
+}
+
+// makeReserve sets aside reserveSize bytes on the run's file system.
+func (s *supervisor) makeReserve(runDir string) {
+	path := filepath.Join(runDir, "reserve")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, reserveSize)); err != nil {
+		os.Remove(path)
+		return
+	}
+	s.reserve = path
+}
+
+// redact masks the run's secrets in text the supervisor writes or reports.
+func (s *supervisor) redact(text string) string {
+	if len(s.spec.Secrets) == 0 {
+		return text
+	}
+	secrets := make([][]byte, len(s.spec.Secrets))
+	for i, v := range s.spec.Secrets {
+		secrets[i] = []byte(v)
+	}
+	return capture.NewRedactor(secrets).String(text)
 }
 
 func (s *supervisor) run(report *os.File) error {
@@ -110,14 +167,16 @@ func (s *supervisor) run(report *os.File) error {
 		return err
 	}
 
+	// Set aside room for the exit before the child can fill the disk.
+	s.makeReserve(s.store.RunDir(sp.Name, sp.RunID))
 	child, outs, stdinW, err := s.startChild()
 	if err != nil {
 		werr := s.writeRecord(func(r *runrecord.Record) {
-			r.StartError = err.Error()
+			r.StartError = s.redact(err.Error())
 			r.OutputClosed = true
 		})
-		writeReport(report, 0, errors.Join(err, werr))
-		return err
+		writeReport(report, 0, errors.New(s.redact(errors.Join(err, werr).Error())))
+		return errors.New(s.redact(err.Error()))
 	}
 	pid := child.Process.Pid
 	// The child is not reaped before we read its start time, so even a
@@ -133,10 +192,21 @@ func (s *supervisor) run(report *os.File) error {
 		writeReport(report, 0, fmt.Errorf("recording pid %d: %w", pid, err))
 		return err
 	}
+	// Listen on the stdin socket before reporting, so that a process_write
+	// right after process_start finds it.
+	var stdin *stdinServer
+	if stdinW != nil {
+		var err error
+		if stdin, err = serveStdin(s.store.RunDir(sp.Name, sp.RunID), stdinW); err != nil {
+			// The run goes on; process_write will say the pipe is unreachable.
+			stdinW.Close()
+			fmt.Fprintf(os.Stderr, "supervise: stdin socket: %v\n", err)
+		}
+	}
 	writeReport(report, pid, nil)
 	report.Close()
 
-	return s.supervise(pid, outs, stdinW)
+	return s.supervise(pid, outs, stdin)
 }
 
 type output struct {

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -18,7 +17,7 @@ import (
 // child runs, so a write error or the cap shows in the record promptly.
 const statusEvery = 500 * time.Millisecond
 
-func (s *supervisor) supervise(pid int, outs []output, stdinW *os.File) error {
+func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error {
 	sp := &s.spec
 	drained := make(chan struct{})
 	var wg sync.WaitGroup
@@ -34,17 +33,6 @@ func (s *supervisor) supervise(pid int, outs []output, stdinW *os.File) error {
 
 	exited := make(chan unix.WaitStatus, 1)
 	go reap(pid, exited)
-
-	var stdin *stdinServer
-	if stdinW != nil {
-		var err error
-		stdin, err = serveStdin(s.store.RunDir(sp.Name, sp.RunID), stdinW)
-		if err != nil {
-			// The run goes on; process_write will say the pipe is unreachable.
-			stdinW.Close()
-			fmt.Fprintf(os.Stderr, "supervise: stdin socket: %v\n", err)
-		}
-	}
 
 	var timeout, grace <-chan time.Time
 	timedOut := false
@@ -88,6 +76,9 @@ func (s *supervisor) supervise(pid int, outs []output, stdinW *os.File) error {
 		}
 	}
 	cerr := s.log.Close()
+	if s.reserve != "" {
+		os.Remove(s.reserve)
+	}
 	st := s.log.Status()
 	return errors.Join(cerr, s.writeRecord(func(r *runrecord.Record) {
 		applyStatus(r, st)
