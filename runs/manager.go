@@ -154,7 +154,8 @@ func (m *Manager) view(e runrecord.Entry, idx *survivorIndex) Run {
 	if !rec.OutputClosed {
 		// The supervisor updates log_bytes only now and then; the file
 		// itself is the truth while output is still arriving.
-		if fi, err := os.Stat(rec.LogPath); err == nil {
+		// Lstat: a symlink planted in place of the log is never followed.
+		if fi, err := os.Lstat(rec.LogPath); err == nil && fi.Mode().IsRegular() {
 			run.LogBytes = fi.Size()
 		}
 	}

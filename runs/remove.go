@@ -6,13 +6,16 @@ import (
 
 // RemoveResult lists what process_remove deleted.
 type RemoveResult struct {
-	Removed []Run `json:"removed"`
-	Kept    []Run `json:"kept,omitempty"` // not finished, left alone (all_finished only)
+	Removed []Run    `json:"removed"`
+	Kept    []Run    `json:"kept,omitempty"`   // not finished, left alone (all_finished only)
+	Errors  []string `json:"errors,omitempty"` // runs that could not be removed
 }
 
-// finished: its exit is known or its processes are provably gone, and
-// nothing writes its log any more.
-func finished(r Run) bool { return !r.Verdict.MayBeAlive && r.LogFinal() }
+// finished: its record is readable, its exit is known or its processes
+// are provably gone, and nothing writes its log any more. A run whose
+// record cannot be read (corrupt, a newer version) is never removed by
+// all_finished: nothing proves it finished.
+func finished(r Run) bool { return r.rec != nil && !r.Verdict.MayBeAlive && r.LogFinal() }
 
 // Remove deletes finished runs' records and logs: one run (runID, or the
 // newest of name), or with allFinished every finished run of name (of all
@@ -50,7 +53,9 @@ func (m *Manager) Remove(name, runID string, allFinished bool) (RemoveResult, er
 			continue
 		}
 		if err := m.Store.Remove(run.Name, run.RunID); err != nil {
-			return res, err
+			// One run that cannot be removed does not stop the others.
+			res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", run.Name, run.RunID, err))
+			continue
 		}
 		res.Removed = append(res.Removed, run)
 	}

@@ -50,10 +50,85 @@ func invalid(format string, a ...any) error {
 func validEnv(what string, env map[string]string) error {
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return invalid("%s: variable name %q must be non-empty and contain neither '=' nor NUL", what, k)
+			return invalid("%s: variable name %s must be non-empty and contain neither '=' nor NUL", what, quoteShort(k))
 		}
 		if strings.ContainsRune(v, 0) {
 			return invalid("%s: value of %s contains a NUL byte", what, k)
+		}
+	}
+	return nil
+}
+
+// Bounds on process_start's arguments. Single strings stay within the
+// kernel's MAX_ARG_STRLEN (execve(2)); the totals keep a record far below
+// runrecord.MaxRecordBytes; a secret's length bounds the redactor's table.
+const (
+	MaxCommandBytes = 128 << 10
+	MaxArgs         = 4096
+	MaxArgvBytes    = 256 << 10
+	MaxEnv          = 1024
+	MaxEnvBytes     = 256 << 10
+	MaxSecrets      = 64
+	MaxSecretBytes  = 4 << 10
+	MaxPathBytes    = 4096
+)
+
+// quoteShort quotes s for an error message, cut to a readable length.
+func quoteShort(s string) string {
+	const max = 64
+	if len(s) > max {
+		return fmt.Sprintf("%q... (%d bytes)", s[:max], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// checkBounds refuses oversized arguments before anything else looks at
+// them, so that neither errors nor records grow with them.
+func (req *StartRequest) checkBounds() error {
+	if len(req.Command) > MaxCommandBytes {
+		return invalid("command is %d bytes, at most %d", len(req.Command), MaxCommandBytes)
+	}
+	if len(req.Argv) > MaxArgs {
+		return invalid("argv has %d entries, at most %d", len(req.Argv), MaxArgs)
+	}
+	total := 0
+	for i, a := range req.Argv {
+		if len(a) > MaxCommandBytes {
+			return invalid("argv[%d] is %d bytes, at most %d", i, len(a), MaxCommandBytes)
+		}
+		total += len(a) + 1
+	}
+	if total > MaxArgvBytes {
+		return invalid("argv is %d bytes in all, at most %d", total, MaxArgvBytes)
+	}
+	if len(req.Cwd) > MaxPathBytes {
+		return invalid("cwd is %d bytes, at most %d", len(req.Cwd), MaxPathBytes)
+	}
+	if len(req.Env) > MaxEnv {
+		return invalid("env has %d variables, at most %d", len(req.Env), MaxEnv)
+	}
+	total = 0
+	for k, v := range req.Env {
+		if len(k) > MaxPathBytes {
+			return invalid("env: variable name %s is too long", quoteShort(k))
+		}
+		if len(k)+1+len(v) > MaxCommandBytes {
+			return invalid("env: %s=... is %d bytes, at most %d", quoteShort(k), len(k)+1+len(v), MaxCommandBytes)
+		}
+		total += len(k) + 1 + len(v)
+	}
+	if total > MaxEnvBytes {
+		return invalid("env is %d bytes in all, at most %d", total, MaxEnvBytes)
+	}
+	if len(req.SecretEnv) > MaxSecrets {
+		return invalid("secret_env has %d variables, at most %d", len(req.SecretEnv), MaxSecrets)
+	}
+	for k, v := range req.SecretEnv {
+		if len(k) > MaxPathBytes {
+			return invalid("secret_env: variable name %s is too long", quoteShort(k))
+		}
+		if len(v) > MaxSecretBytes {
+			return invalid("secret_env: the value of %s is %d bytes, at most %d", quoteShort(k), len(v), MaxSecretBytes)
 		}
 	}
 	return nil
@@ -63,6 +138,9 @@ func validEnv(what string, env map[string]string) error {
 func (req *StartRequest) normalize() error {
 	if err := runrecord.ValidName(req.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := req.checkBounds(); err != nil {
+		return err
 	}
 	switch {
 	case req.Command != "" && len(req.Argv) > 0:
@@ -183,7 +261,7 @@ func resolve(argv0, cwd string, env []string) (string, error) {
 			p = filepath.Join(cwd, p)
 		}
 		if err := executable(p); err != nil {
-			return "", invalid("argv[0] %q: %v", argv0, err)
+			return "", invalid("argv[0] %s: %v", quoteShort(argv0), err)
 		}
 		return p, nil
 	}
@@ -199,7 +277,7 @@ func resolve(argv0, cwd string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", invalid("argv[0] %q was not found in PATH %q", argv0, lookEnv(env, "PATH"))
+	return "", invalid("argv[0] %s was not found in PATH %s", quoteShort(argv0), quoteShort(lookEnv(env, "PATH")))
 }
 
 func executable(p string) error {
@@ -219,6 +297,31 @@ func executable(p string) error {
 // Start starts a run and returns it once its supervisor has reported the
 // child's pid (or why it could not be started).
 func (m *Manager) Start(ctx context.Context, req StartRequest) (Run, error) {
+	run, err := m.start(ctx, req)
+	if err != nil && len(req.SecretEnv) > 0 && len(req.SecretEnv) <= MaxSecrets {
+		// Errors quote the cwd, argv[0], the supervisor's exec error: the
+		// secrets must not come back through them.
+		var secrets [][]byte
+		for _, v := range req.SecretEnv {
+			if len(v) <= MaxSecretBytes {
+				secrets = append(secrets, []byte(v))
+			}
+		}
+		err = &redactedError{msg: capture.NewRedactor(secrets).String(err.Error()), err: err}
+	}
+	return run, err
+}
+
+// redactedError keeps what errors.Is needs while showing a masked message.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 	if err := req.normalize(); err != nil {
 		return Run{}, err
 	}

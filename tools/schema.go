@@ -178,7 +178,8 @@ const removeInput = `{
 
 var removeOutput = `{"type": "object", "properties": {
   "removed": {"type": "array", "items": ` + runSchema + `},
-  "kept": {"type": "array", "items": ` + runSchema + `}
+  "kept": {"type": "array", "items": ` + runSchema + `},
+  "errors": {"type": "array", "items": {"type": "string"}}
 }, "required": ["removed"]}`
 
 func raw(s string) json.RawMessage {

@@ -12,7 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -98,12 +101,43 @@ func decode(req mcp.CallToolRequest, dst any) error {
 	if len(b) > MaxArgumentBytes {
 		return fmt.Errorf("arguments are %d bytes, at most %d", len(b), MaxArgumentBytes)
 	}
+	// encoding/json matches names case-insensitively ("Command" would
+	// set command); arguments are matched exactly, like the schema does.
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return fmt.Errorf("arguments must be an object: %w", err)
+	}
+	known := argNames(dst)
+	for k := range keys {
+		if !slices.Contains(known, k) {
+			if len(k) > 64 {
+				k = k[:64] + "..."
+			}
+			return fmt.Errorf("unknown field %q in the arguments (they are: %s)", k, strings.Join(known, ", "))
+		}
+	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(dst); err != nil {
-		return fmt.Errorf("arguments: %w", err)
+		msg := err.Error()
+		if len(msg) > 200 {
+			msg = msg[:200] + "..."
+		}
+		return fmt.Errorf("arguments: %s", msg)
 	}
 	return nil
+}
+
+// argNames lists the json names of the fields of the struct dst points to.
+func argNames(dst any) []string {
+	t := reflect.TypeOf(dst).Elem()
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 func fail(err error) *mcp.CallToolResult {
