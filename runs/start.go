@@ -70,6 +70,7 @@ const (
 	MaxEnvBytes     = 256 << 10
 	MaxSecrets      = 64
 	MaxSecretBytes  = 4 << 10
+	MaxSecretTotal  = 16 << 10
 	MaxPathBytes    = 4096
 )
 
@@ -123,13 +124,19 @@ func (req *StartRequest) checkBounds() error {
 	if len(req.SecretEnv) > MaxSecrets {
 		return invalid("secret_env has %d variables, at most %d", len(req.SecretEnv), MaxSecrets)
 	}
+	total = 0
 	for k, v := range req.SecretEnv {
+		total += len(v)
 		if len(k) > MaxPathBytes {
 			return invalid("secret_env: variable name %s is too long", quoteShort(k))
 		}
 		if len(v) > MaxSecretBytes {
 			return invalid("secret_env: the value of %s is %d bytes, at most %d", quoteShort(k), len(v), MaxSecretBytes)
 		}
+	}
+	if total > MaxSecretTotal {
+		// The redactor's table grows with the secrets' total length.
+		return invalid("secret_env values are %d bytes in all, at most %d", total, MaxSecretTotal)
 	}
 	return nil
 }
