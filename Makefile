@@ -7,11 +7,15 @@ PREFIX  ?= $(HOME)/.local
 
 .PHONY: build install test test-short chaos fuzz fuzz-ci bench bench-quick lint demo e2e ci
 
+# agent-box-supervisor goes beside agent-box, which starts it for every run
+# (agent-box alone works too, through "agent-box supervise").
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent-box
+	$(GO) build -o $(dir $(BIN))agent-box-supervisor ./cmd/agent-box-supervisor
 
 install:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/agent-box ./cmd/agent-box
+	$(GO) build -o $(PREFIX)/bin/agent-box-supervisor ./cmd/agent-box-supervisor
 
 # The test command of the README and of .ci/run: every package, with -race.
 test:

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -101,6 +102,21 @@ func killUserProcesses() bool {
 		return true
 	}
 	return strings.TrimSpace(string(out)) == "b true"
+}
+
+// SupervisorBinary is the name of the lean supervisor executable.
+const SupervisorBinary = "agent-box-supervisor"
+
+// SupervisorCommand is how agent-box at exe starts supervisors: the lean
+// agent-box-supervisor installed beside it when there is one (it starts
+// faster and stays smaller, as it does not link the MCP server), else
+// "agent-box supervise", which runs the same code.
+func SupervisorCommand(exe string) []string {
+	lean := filepath.Join(filepath.Dir(exe), SupervisorBinary)
+	if fi, err := os.Stat(lean); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return []string{lean}
+	}
+	return []string{exe, "supervise"}
 }
 
 // launchArgs wraps the supervisor command for the chosen launch mode.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"syscall"
 	"testing"
@@ -92,3 +93,20 @@ func TestCorruptRecordIsListedUnknown(t *testing.T) {
 }
 
 func syscallKill0(pid int) error { return syscall.Kill(pid, 0) }
+
+// With agent-box-supervisor installed beside agent-box (as make install
+// and abtest do) runs are supervised by it; e2e/ builds agent-box alone
+// and so covers the "agent-box supervise" fallback.
+func TestLeanSupervisorIsUsed(t *testing.T) {
+	state := t.TempDir()
+	s := connect(t, state)
+	r := s.OK("process_start", map[string]any{"name": "lean", "argv": []any{"sleep", "30"}})
+	store, _, err := runrecord.Open(state)
+	require.NoError(t, err)
+	rec, err := store.Read("lean", abtest.Str(r.Data["run_id"]))
+	require.NoError(t, err)
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", rec.SupervisorPID))
+	require.NoError(t, err)
+	assert.Contains(t, string(cmdline), "agent-box-supervisor\x00lean\x00")
+	s.OK("process_kill", map[string]any{"name": "lean", "signal": "KILL"})
+}

@@ -122,7 +122,7 @@ func manager(stateDir string) (*runs.Manager, error) {
 	if launch != runs.LaunchSetsid || strings.Contains(reason, "die") {
 		fmt.Fprintf(os.Stderr, "agent-box: supervisors: %s (%s)\n", launch, reason)
 	}
-	return &runs.Manager{Store: store, Sys: sys, Supervisor: []string{exe, "supervise"}, Launch: launch}, nil
+	return &runs.Manager{Store: store, Sys: sys, Supervisor: runs.SupervisorCommand(exe), Launch: launch}, nil
 }
 
 func serve(m *runs.Manager) int {

@@ -37,12 +37,22 @@ func Build() (string, func(), error) {
 	if os.Getenv("AGENT_BOX_TEST_NORACE") != "" {
 		args = []string{"build", "-o", bin, "./cmd/agent-box"}
 	}
-	cmd := exec.Command("go", args...)
-	cmd.Dir = root
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("building agent-box: %w", err)
+	// The lean supervisor beside it, as make install puts it: what runs in
+	// production. AGENT_BOX_TEST_NO_LEAN_SUPERVISOR tests the fallback,
+	// "agent-box supervise".
+	sup := append(append([]string{}, args[:len(args)-3]...), "-o", filepath.Join(dir, "agent-box-supervisor"), "./cmd/agent-box-supervisor")
+	builds := [][]string{args}
+	if os.Getenv("AGENT_BOX_TEST_NO_LEAN_SUPERVISOR") == "" {
+		builds = append(builds, sup)
+	}
+	for _, a := range builds {
+		cmd := exec.Command("go", a...)
+		cmd.Dir = root
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			os.RemoveAll(dir)
+			return "", nil, fmt.Errorf("building agent-box: %w", err)
+		}
 	}
 	return bin, func() { os.RemoveAll(dir) }, nil
 }

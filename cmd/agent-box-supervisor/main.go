@@ -1,0 +1,24 @@
+// Command agent-box-supervisor is the per-run supervisor of agent-box as a
+// binary of its own. agent-box starts it when it finds it next to itself,
+// and falls back to "agent-box supervise" otherwise; the two run the same
+// supervisor.Main.
+//
+// It exists because a supervisor lives as long as its run and is started
+// for every process_start: without the MCP server linked in, it starts in
+// about a millisecond instead of ten (mcp-go's JSON Schema dependency
+// compiles its meta-schemas at package init) and stays at a few MiB of RSS.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/agent-box/agent-box/supervisor"
+)
+
+func main() {
+	if err := supervisor.Main(); err != nil {
+		fmt.Fprintf(os.Stderr, "agent-box-supervisor: %v\n", err)
+		os.Exit(1)
+	}
+}
