@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -116,11 +117,13 @@ func (m *Manager) waitGroupGone(name, runID string, d time.Duration) bool {
 // drained (or the supervisor is gone), at most d.
 func (m *Manager) waitRecorded(name, runID string, d time.Duration) {
 	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	watch := watchDir(m.Store.RunDir(name, runID), watchRecord)
+	defer watch.Close()
+	for {
 		r, err := m.Get(name, runID)
-		if err != nil || (r.Ended() && r.LogFinal()) {
+		if err != nil || (r.Ended() && r.LogFinal()) || !time.Now().Before(deadline) {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		watch.Wait(context.Background(), time.Until(deadline))
 	}
 }

@@ -22,6 +22,9 @@ type System interface {
 	// Processes lists live processes (no zombies); used to find the
 	// survivors of a run whose leader has exited.
 	Processes() ([]proc.Stat, error)
+	// GroupAlive reports whether process group pgid may have a member
+	// (kill(-pgid, 0) did not say ESRCH); a cheap test before a scan.
+	GroupAlive(pgid int) bool
 }
 
 // Manager does everything to runs in one state directory.
@@ -80,24 +83,66 @@ func (r *Run) Ended() bool {
 	return r.State != outcome.Running
 }
 
-// survivorIndex finds, once per call, the live members of process groups.
-type survivorIndex struct {
+// procIndex answers the probes of one call. A single run (Get) probes
+// its pids directly; a listing of many runs loads one snapshot of /proc
+// and answers every probe from it, instead of reading two /proc files per
+// run.
+type procIndex struct {
 	sys    System
+	bulk   bool // answer Probe from one snapshot
 	loaded bool
+	ok     bool
+	byPID  map[int]proc.Stat
 	byPGID map[int][]proc.Stat
 }
 
-func (x *survivorIndex) members(rec *runrecord.Record) []int {
-	if !x.loaded {
-		x.loaded = true
-		procs, err := x.sys.Processes()
-		if err == nil {
-			x.byPGID = make(map[int][]proc.Stat)
-			for _, p := range procs {
-				x.byPGID[p.PGID] = append(x.byPGID[p.PGID], p)
+func (x *procIndex) load() {
+	if x.loaded {
+		return
+	}
+	x.loaded = true
+	procs, err := x.sys.Processes()
+	if err != nil {
+		return
+	}
+	x.ok = true
+	x.byPID = make(map[int]proc.Stat, len(procs))
+	x.byPGID = make(map[int][]proc.Stat)
+	for _, p := range procs {
+		x.byPID[p.PID] = p
+		x.byPGID[p.PGID] = append(x.byPGID[p.PGID], p)
+	}
+}
+
+// probe is System.Probe, from the snapshot in bulk mode. The snapshot may
+// predate the record it is asked about: a process missing from it may have
+// started since, so with confirmGone a Gone is checked directly (only runs
+// without a recorded exit need that, and they are few).
+func (x *procIndex) probe(pid int, start uint64, confirmGone bool) outcome.Liveness {
+	if x.bulk {
+		if x.load(); x.ok {
+			p, alive := x.byPID[pid]
+			switch {
+			case !alive && !confirmGone:
+				return outcome.Gone
+			case !alive:
+				return x.sys.Probe(pid, start)
+			case p.StartTime == start:
+				return outcome.Same
 			}
+			return outcome.Reused
 		}
 	}
+	return x.sys.Probe(pid, start)
+}
+
+func (x *procIndex) members(rec *runrecord.Record) []int {
+	if !x.bulk && !x.sys.GroupAlive(rec.PID) {
+		// kill(-pgid, 0) says no process is left in the group: no need
+		// to scan /proc for its members.
+		return nil
+	}
+	x.load()
 	var pids []int
 	for _, p := range x.byPGID[rec.PID] {
 		// A pgid number can only come back to a new group once every
@@ -111,7 +156,7 @@ func (x *survivorIndex) members(rec *runrecord.Record) []int {
 	return pids
 }
 
-func (m *Manager) view(e runrecord.Entry, idx *survivorIndex) Run {
+func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 	run := Run{Name: e.Name, RunID: e.RunID}
 	if e.Err != nil {
 		run.State = outcome.Unknown
@@ -166,7 +211,7 @@ func (m *Manager) view(e runrecord.Entry, idx *survivorIndex) Run {
 
 // probe gathers the outcome inputs for rec: what the record says and what
 // the live system says about its pids.
-func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *survivorIndex) (outcome.Run, outcome.Facts) {
+func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcome.Run, outcome.Facts) {
 	in := outcome.Run{
 		BootID:        rec.BootID,
 		HasChild:      rec.PID > 0,
@@ -180,10 +225,12 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *survivorIndex) (ou
 		return in, facts
 	}
 	if in.HasChild {
-		facts.Child = m.Sys.Probe(rec.PID, rec.PIDStartTime)
+		facts.Child = idx.probe(rec.PID, rec.PIDStartTime, !in.ExitRecorded)
 	}
-	if in.HasSupervisor {
-		facts.Supervisor = m.Sys.Probe(rec.SupervisorPID, rec.SupervisorStartTime)
+	// With the exit recorded the supervisor only matters while it may
+	// still be writing the log.
+	if in.HasSupervisor && (!in.ExitRecorded || !rec.OutputClosed) {
+		facts.Supervisor = idx.probe(rec.SupervisorPID, rec.SupervisorStartTime, true)
 		run.supAlive = facts.Supervisor == outcome.Same
 	}
 	if in.ExitRecorded && in.HasChild && facts.Child != outcome.Reused {
@@ -242,6 +289,10 @@ func joinInts(v []int) string {
 	return strings.Join(s, " ")
 }
 
+// bulkProbe is the number of runs past which a listing probes from one
+// /proc snapshot rather than per run.
+const bulkProbe = 16
+
 // List returns runs, oldest first within each name. With all false only
 // the newest run of each name is listed.
 func (m *Manager) List(name string, all bool) ([]Run, error) {
@@ -263,7 +314,7 @@ func (m *Manager) List(name string, all bool) ([]Run, error) {
 	if !all {
 		entries = newestPerName(entries)
 	}
-	idx := &survivorIndex{sys: m.Sys}
+	idx := &procIndex{sys: m.Sys, bulk: len(entries) > bulkProbe}
 	out := make([]Run, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, m.view(e, idx))
@@ -310,5 +361,5 @@ func (m *Manager) Get(name, runID string) (Run, error) {
 			return Run{}, err
 		}
 	}
-	return m.view(e, &survivorIndex{sys: m.Sys}), nil
+	return m.view(e, &procIndex{sys: m.Sys}), nil
 }

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ type fakeSys struct {
 func (f *fakeSys) BootID() string                               { return f.boot }
 func (f *fakeSys) Probe(pid int, start uint64) outcome.Liveness { return f.probe(pid, start) }
 func (f *fakeSys) Processes() ([]proc.Stat, error)              { return nil, nil }
+func (f *fakeSys) GroupAlive(int) bool                          { return false }
 
 var _ System = (*fakeSys)(nil)
 
@@ -78,4 +80,42 @@ func TestViewLostSupervisorStaysUnknown(t *testing.T) {
 	assert.Equal(t, outcome.Unknown, run.State)
 	assert.Equal(t, outcome.ReasonSupervisorLost, run.Verdict.Reason)
 	assert.False(t, run.Verdict.MayBeAlive, "a lost run must not block its name")
+}
+
+// A listing of many runs probes from one /proc snapshot; a run whose
+// processes are missing from it (started after it was taken) is checked
+// directly rather than declared lost.
+func TestListProbesFromOneSnapshot(t *testing.T) {
+	store := newStore(t)
+	for i := range bulkProbe + 4 {
+		r := record(store, "boot")
+		r.Name = fmt.Sprintf("done%02d", i)
+		r.LogPath = store.LogPath(r.Name, r.RunID)
+		code := i
+		r.Exit = &runrecord.Exit{Code: &code, At: time.Now().UTC()}
+		r.OutputClosed = true
+		require.NoError(t, store.Create(r))
+	}
+	live := record(store, "boot")
+	live.Name = "live"
+	live.LogPath = store.LogPath(live.Name, live.RunID)
+	require.NoError(t, store.Create(live))
+
+	direct := 0
+	sys := &fakeSys{boot: "boot", probe: func(pid int, start uint64) outcome.Liveness {
+		direct++
+		return outcome.Same // the live run's processes, started after the snapshot
+	}}
+	m := &Manager{Store: store, Sys: sys}
+	list, err := m.List("", true)
+	require.NoError(t, err)
+	require.Len(t, list, bulkProbe+5)
+	for _, r := range list {
+		if r.Name == "live" {
+			assert.Equal(t, outcome.Running, r.State, r.Reason)
+			continue
+		}
+		assert.Equal(t, outcome.Exited, r.State, r.Name)
+	}
+	assert.Equal(t, 2, direct, "only the live run's two pids are probed one by one")
 }

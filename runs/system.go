@@ -1,8 +1,11 @@
 package runs
 
 import (
+	"errors"
 	"os"
 	"strconv"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
@@ -49,6 +52,10 @@ func (s *LiveSystem) Processes() ([]proc.Stat, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+func (s *LiveSystem) GroupAlive(pgid int) bool {
+	return pgid > 0 && !errors.Is(unix.Kill(-pgid, 0), unix.ESRCH)
 }
 
 var _ System = (*LiveSystem)(nil)

@@ -98,7 +98,7 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 			return TailResult{Window: w, Run: run, EOF: final && w.EndOffset == size}, nil
 		}
 		if watch == nil {
-			watch = watchDir(m.Store.RunDir(run.Name, run.RunID))
+			watch = watchDir(m.Store.RunDir(run.Name, run.RunID), watchOutput)
 			continue // re-read once: output may have landed before the watch
 		}
 		watch.Wait(ctx, left)
@@ -163,7 +163,7 @@ func (m *Manager) Wait(ctx context.Context, name, runID string, timeout time.Dur
 			break
 		}
 		if watch == nil {
-			watch = watchDir(m.Store.RunDir(run.Name, run.RunID))
+			watch = watchDir(m.Store.RunDir(run.Name, run.RunID), watchRecord)
 			defer watch.Close()
 		} else {
 			watch.Wait(ctx, min(left, time.Until(nextProgress)))
@@ -181,7 +181,7 @@ func (m *Manager) Wait(ctx context.Context, name, runID string, timeout time.Dur
 	// A descendant that keeps the output open does not hold us longer.
 	for settle := time.Now().Add(outputSettle); run.Ended() && !run.LogFinal() && time.Now().Before(settle) && ctx.Err() == nil; {
 		if watch == nil {
-			watch = watchDir(m.Store.RunDir(run.Name, run.RunID))
+			watch = watchDir(m.Store.RunDir(run.Name, run.RunID), watchRecord)
 			defer watch.Close()
 		}
 		watch.Wait(ctx, time.Until(settle))

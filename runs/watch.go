@@ -15,12 +15,20 @@ type dirWatch struct {
 	fd int
 }
 
-func watchDir(dir string) *dirWatch {
+// What a waiter wakes on: tail_log's follow needs the log's writes,
+// process_wait only the record being replaced (a busy log must not wake it
+// on every write).
+const (
+	watchOutput = unix.IN_MODIFY | unix.IN_MOVED_TO | unix.IN_CLOSE_WRITE | unix.IN_CREATE | unix.IN_DELETE_SELF
+	watchRecord = unix.IN_MOVED_TO | unix.IN_DELETE_SELF
+)
+
+func watchDir(dir string, mask uint32) *dirWatch {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return &dirWatch{fd: -1}
 	}
-	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_MODIFY|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_CREATE|unix.IN_DELETE_SELF); err != nil {
+	if _, err := unix.InotifyAddWatch(fd, dir, mask); err != nil {
 		unix.Close(fd)
 		return &dirWatch{fd: -1}
 	}

@@ -66,12 +66,7 @@ func Main() error {
 		return err
 	}
 	s := &supervisor{spec: spec}
-	// The supervisor lives as long as its run: give back what package
-	// initialisation of the shared binary allocated (mcp-go's JSON Schema
-	// library compiles its meta-schemas at init, ~1.7 MB), and keep the heap
-	// small from here on.
 	debug.SetGCPercent(25)
-	debug.FreeOSMemory()
 	return s.run(report)
 }
 
@@ -205,6 +200,11 @@ func (s *supervisor) run(report *os.File) error {
 	}
 	writeReport(report, pid, nil)
 	report.Close()
+	// The supervisor lives as long as its run: give back what start-up
+	// allocated (as "agent-box supervise", mcp-go's JSON Schema library
+	// compiles its meta-schemas at package init, ~1.7 MB). After the report,
+	// so that process_start does not wait for it.
+	debug.FreeOSMemory()
 
 	return s.supervise(pid, outs, stdin)
 }

@@ -81,15 +81,34 @@ func runLine(r runs.Run) string {
 	return b.String()
 }
 
+// listTextMax bounds the runs listText shows one by one: a model's context
+// is no place for ten thousand lines.
+const listTextMax = 50
+
 func listText(rs []runs.Run) string {
 	if len(rs) == 0 {
 		return "no runs"
 	}
-	lines := make([]string, len(rs))
-	for i, r := range rs {
-		lines[i] = runLine(r)
+	shown := rs
+	var b strings.Builder
+	if len(rs) > listTextMax {
+		shown = rs[len(rs)-listTextMax:]
+		counts := map[string]int{}
+		for _, r := range rs {
+			counts[string(r.State)]++
+		}
+		fmt.Fprintf(&b, "%d runs (running %d, exited %d, unknown %d); the last %d below, all of them in structured content:\n",
+			len(rs), counts["running"], counts["exited"], counts["unknown"], listTextMax)
+	} else {
+		fmt.Fprintf(&b, "%d run(s):\n", len(rs))
 	}
-	return fmt.Sprintf("%d run(s):\n%s", len(rs), strings.Join(lines, "\n"))
+	for i, r := range shown {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(runLine(r))
+	}
+	return b.String()
 }
 
 // tailText puts our one header line first, then the output verbatim: the
@@ -134,6 +153,12 @@ func tailText(o TailOutput) string {
 		}
 		body = m.String()
 		fmt.Fprintf(&b, " %d matching line(s), each after its byte offset", len(o.Matches))
+	}
+	if o.Encoding == "base64" {
+		// Exact bytes are for programs, which read structured content;
+		// repeating a megabyte of base64 here would only double the reply.
+		b.WriteString("; the bytes are in structured content (content, or stdout and stderr), base64]")
+		return b.String()
 	}
 	fmt.Fprintf(&b, "; %d bytes of %s follow]\n", len(body), o.Encoding)
 	b.WriteString(body)
