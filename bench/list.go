@@ -1,0 +1,203 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+// runsPerName is how many runs each name of the generated store has: an
+// agent reuses a few names ("build", "test") many times.
+const runsPerName = 10
+
+// genRecords writes finished runs from..to-1 into store, in the layout
+// agent-box uses, with the bytes runrecord.Encode produces. With durable
+// set it goes through Store.Create (two directory fsyncs and a file fsync
+// per run, as agent-box itself creates runs); otherwise it writes the same
+// files without fsync, which is what the reader sees either way.
+func genRecords(store *runrecord.Store, from, to int, durable bool) error {
+	boot, err := proc.BootID()
+	if err != nil {
+		return err
+	}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var next atomic.Int64
+	next.Store(int64(from))
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	// Record creation is fsync- and metadata-bound, not CPU-bound:
+	// several workers keep the disk's queue full.
+	for range 8 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= to {
+					return
+				}
+				if err := genRecord(store, boot, base, i, durable); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+func genRecord(store *runrecord.Store, boot string, base time.Time, i int, durable bool) error {
+	name := fmt.Sprintf("job-%05d", i/runsPerName)
+	started := base.Add(time.Duration(i) * time.Minute)
+	finished := started.Add(42 * time.Second)
+	code := i % 3 // a mix of exit codes, as real runs have
+	id := runrecord.NewRunID(started)
+	r := &runrecord.Record{
+		Version:     runrecord.Version,
+		Name:        name,
+		RunID:       id,
+		Command:     "go test -race -count=1 ./...",
+		Cwd:         "/home/agent/src/project",
+		Env:         map[string]string{"GOFLAGS": "-mod=mod"},
+		CaptureMode: "combined",
+		LogFormat:   "raw",
+		Stdin:       "null",
+		MaxLogBytes: 1 << 30,
+		BootID:      boot, // this boot: List probes the pids, as for real runs
+		StartedAt:   started,
+		LogPath:     store.LogPath(name, id),
+		// Pids of processes long gone; on a busy box some are reused by
+		// now, which the start times tell apart.
+		SupervisorPID:       1000 + (2*i)%30000,
+		SupervisorStartTime: uint64(100 + i),
+		PID:                 1001 + (2*i)%30000,
+		PIDStartTime:        uint64(101 + i),
+		Exit:                &runrecord.Exit{Code: &code, At: finished},
+		FinishedAt:          &finished,
+		OutputClosed:        true,
+		LogBytes:            int64(1000 + i),
+	}
+	if durable {
+		return store.Create(r)
+	}
+	data, err := runrecord.Encode(r)
+	if err != nil {
+		return err
+	}
+	dir := store.RunDir(name, id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "record.json"), data, 0o600)
+}
+
+// benchList times process_list {all: true} as the store grows to each of
+// cfg.listSizes finished runs.
+func (b *bench) benchList() []metric {
+	var out []metric
+	root := filepath.Join(b.work, "list-state")
+	store, _, err := runrecord.Open(root)
+	if err != nil {
+		return []metric{failed("process_list", err)}
+	}
+	have := 0
+	for _, n := range b.cfg.listSizes {
+		name := fmt.Sprintf("process_list all=true, %s finished runs", countLabel(n))
+		t0 := time.Now()
+		if err := genRecords(store, have, n, b.listDurable); err != nil {
+			return append(out, failed(name, err))
+		}
+		gen, added := time.Since(t0), n-have
+		have = n
+		m, err := b.timeList(root, n)
+		if err != nil {
+			return append(out, failed(name, err))
+		}
+		m.Name = name + ", median"
+		if n == 10000 {
+			m.Target = "≤ 100 ms"
+			m.setMet(m.Value <= 100)
+		}
+		m.Note += fmt.Sprintf("; %d records added in %.1f s", added, gen.Seconds())
+		out = append(out, m)
+	}
+	return out
+}
+
+// timeList times process_list as an agent does after a reconnect: the
+// first call of a fresh server (page cache warm, server cold). Each
+// server then answers a second call, reported in the note, which shows what
+// a server-side cache could win.
+func (b *bench) timeList(root string, n int) (metric, error) {
+	var first, second []time.Duration
+	var rx int64
+	var cpu time.Duration
+	var hwm int64
+	for i := -1; i < b.cfg.listReps; i++ {
+		c, err := b.connect(root)
+		if err != nil {
+			return metric{}, err
+		}
+		cpu0, rx0 := cpuOf(c.pid()), c.rx
+		var ds [2]time.Duration
+		for k := range ds {
+			var res struct {
+				Runs []struct {
+					State string `json:"state"`
+				} `json:"runs"`
+			}
+			d, err := c.call("process_list", map[string]any{"all": true}, &res)
+			if err != nil {
+				c.close()
+				return metric{}, err
+			}
+			if len(res.Runs) != n {
+				c.close()
+				return metric{}, fmt.Errorf("process_list returned %d runs, want %d", len(res.Runs), n)
+			}
+			for _, r := range res.Runs {
+				if r.State != "exited" {
+					c.close()
+					return metric{}, fmt.Errorf("a generated run is %q, want exited", r.State)
+				}
+			}
+			ds[k] = d
+			if k == 0 {
+				rx = c.rx - rx0
+				cpu = cpuOf(c.pid()) - cpu0
+			}
+		}
+		mem, _ := readMem(c.pid())
+		hwm = max(hwm, mem.HWM)
+		c.close()
+		// The first server warms the page cache and is not counted.
+		if i >= 0 {
+			first, second = append(first, ds[0]), append(second, ds[1])
+		}
+	}
+	m := metric{Unit: "ms", Value: ms(median(first)), Samples: len(first)}
+	m.Note = fmt.Sprintf("first call of a fresh server; second call on the same server %.0f ms; reply %.1f MB; server CPU %.0f ms for the first call; server VmHWM %.0f MiB",
+		ms(median(second)), float64(rx)/1e6, ms(cpu), mib(hwm))
+	return m, nil
+}
+
+// countLabel writes 10000 as "10k".
+func countLabel(n int) string {
+	if n >= 1000 && n%1000 == 0 {
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}

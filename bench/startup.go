@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"time"
+)
+
+// benchSpawn times a fresh server from fork/exec to its initialize reply,
+// which is what every SSH connection pays before its first tool call,
+// against fork/exec/wait of /bin/true.
+func (b *bench) benchSpawn() []metric {
+	const name = "spawn → initialize reply"
+	n := b.cfg.spawnN
+	var ours, base []time.Duration
+	// One unmeasured round of each first, so neither side pays for a cold
+	// page cache; then the two interleave, so drift hits both alike.
+	for i := -1; i < n; i++ {
+		t0 := time.Now()
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			return []metric{failed(name, err)}
+		}
+		dt := time.Since(t0)
+
+		t0 = time.Now()
+		c, err := spawn(b.binary, b.stateDir)
+		if err != nil {
+			return []metric{failed(name, err)}
+		}
+		_, err = c.request("initialize", initParams)
+		d := time.Since(t0)
+		c.close()
+		if err != nil {
+			return []metric{failed(name, err)}
+		}
+		if i >= 0 {
+			ours, base = append(ours, d), append(base, dt)
+		}
+	}
+	m := metric{Name: name + ", median", Unit: "ms", Value: ms(median(ours)), Samples: n,
+		Target: "≤ 10 ms and ≤ 5× /bin/true"}
+	m.setBaseline("exec /bin/true", ms(median(base)))
+	m.setMet(m.Value <= 10 && *m.Ratio <= 5)
+	m.Note = fmt.Sprintf("p90 %.2f ms, min %.2f ms; /bin/true p90 %.2f ms", ms(percentile(ours, 90)), ms(percentile(ours, 0)), ms(percentile(base, 90)))
+	return []metric{m}
+}
+
+// benchStart times process_start on one connection: the reply comes once
+// the supervisor has started the child and reported its pid. The child is
+// a long-running one (sleep), killed and waited for (untimed) before the
+// next start, so that one run's supervisor finishing does not compete with
+// the next start. An instantly exiting child (/bin/true) is timed too, for
+// the note: process_start then also waits for its exit to be recorded.
+func (b *bench) benchStart() []metric {
+	const name = "process_start reply latency, median"
+	c, err := b.connect(b.stateDir)
+	if err != nil {
+		return []metric{failed(name, err)}
+	}
+	defer c.close()
+	one := func(argv []string, kill bool) (time.Duration, error) {
+		var run runInfo
+		d, err := c.call("process_start", map[string]any{"name": b.name("start"), "argv": argv, "cwd": b.work}, &run)
+		if err != nil {
+			return 0, err
+		}
+		if kill {
+			if _, err := c.call("process_kill", map[string]any{"name": run.Name, "signal": "KILL"}, nil); err != nil {
+				return 0, err
+			}
+		}
+		var w waitInfo
+		if _, err := c.call("process_wait", map[string]any{"name": run.Name, "timeout_ms": 30000}, &w); err != nil {
+			return 0, err
+		}
+		if w.TimedOut || w.Run.State != "exited" {
+			return 0, fmt.Errorf("run %s did not end: %s (%s)", run.Name, w.Run.State, w.Run.Reason)
+		}
+		return d, nil
+	}
+	var ds, instant []time.Duration
+	var cpu0 time.Duration
+	for i := -1; i < b.cfg.startN; i++ {
+		if i == 0 {
+			cpu0 = cpuWithChildren(c.pid())
+		}
+		d, err := one([]string{"sleep", "60"}, true)
+		if err != nil {
+			return []metric{failed(name, err)}
+		}
+		if i >= 0 {
+			ds = append(ds, d)
+		}
+	}
+	// The server reaps each supervisor (and each supervisor its child)
+	// before the next start, so their CPU is in the server's cutime.
+	cpu := (cpuWithChildren(c.pid()) - cpu0) / time.Duration(len(ds))
+	for range max(3, b.cfg.startN/3) {
+		d, err := one([]string{"/bin/true"}, false)
+		if err != nil {
+			return []metric{failed(name, err)}
+		}
+		instant = append(instant, d)
+	}
+	m := metric{Name: name, Unit: "ms", Value: ms(median(ds)), Samples: len(ds), Target: "≤ 20 ms"}
+	m.setMet(m.Value <= 20)
+	m.Note = fmt.Sprintf("child sleep 60; p90 %.2f ms, max %.2f ms; CPU per start+kill+wait (server + supervisor + child) %.1f ms; a child that exits at once (/bin/true): median %.2f ms",
+		ms(percentile(ds, 90)), ms(percentile(ds, 100)), ms(cpu), ms(median(instant)))
+	return []metric{m}
+}
