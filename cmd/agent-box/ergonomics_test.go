@@ -36,8 +36,14 @@ func TestFollowReturnsNewOutput(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "go")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-	// The child prints one line each time the test lets it.
-	s.OK("process_start", map[string]any{"name": "f", "command": `while read line < ` + fifo + `; do echo "got $line"; done`})
+	// The child prints one line each time the test lets it. One open of
+	// the fifo on each side for the whole test: a child that reopened it
+	// per line could see the test's previous writer still open, read EOF
+	// and end. O_RDWR opens a fifo without waiting for the reader (fifo(7)).
+	s.OK("process_start", map[string]any{"name": "f", "command": `while read line; do echo "got $line"; done < ` + fifo})
+	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
 
 	off := int64(0)
 	for i, word := range []string{"one", "two", "three"} {
@@ -46,11 +52,8 @@ func TestFollowReturnsNewOutput(t *testing.T) {
 			done <- s.Call("tail_log", map[string]any{"name": "f", "offset": off, "wait_ms": 30000})
 		}()
 		// The call is blocked now (nothing past off); release a line.
-		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-		require.NoError(t, err)
 		_, err = f.WriteString(word + "\n")
 		require.NoError(t, err)
-		f.Close()
 		r := <-done
 		require.False(t, r.IsError, r.Text)
 		c := abtest.Str(r.Data["content"])
