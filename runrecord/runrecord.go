@@ -627,11 +627,18 @@ func runEntries(dir *os.File) ([]fs.DirEntry, error) {
 // empty store is no entries and no error. A symlink where a name dir should
 // be is listed as one Entry with an empty RunID and Err wrapping ErrSymlink.
 func (s *Store) List(name string) ([]Entry, error) {
+	return s.ListWhere(name, nil)
+}
+
+// ListWhere is List reading only the records of the runs want accepts
+// (all when want is nil); a run it refuses is left out without its record
+// being opened. Entries for unreadable names are always listed.
+func (s *Store) ListWhere(name string, want func(name, runID string) bool) ([]Entry, error) {
 	if name != "" {
 		if err := ValidName(name); err != nil {
 			return nil, err
 		}
-		return s.listName(name)
+		return s.listName(name, want)
 	}
 	ents, err := os.ReadDir(s.runsPath())
 	if err != nil {
@@ -650,7 +657,7 @@ func (s *Store) List(name string) ([]Entry, error) {
 		if !e.IsDir() {
 			continue // a stray file, not a run name
 		}
-		got, err := s.listName(n)
+		got, err := s.listName(n, want)
 		if errors.Is(err, ErrNotFound) {
 			continue // a name dir holding only its lock
 		}
@@ -667,7 +674,7 @@ func (s *Store) List(name string) ([]Entry, error) {
 // directory entries (no stat per run), and each record is opened relative
 // to the name dir with O_NOFOLLOW, so a listing costs one open and one read
 // per run.
-func (s *Store) listName(name string) ([]Entry, error) {
+func (s *Store) listName(name string, want func(name, runID string) bool) ([]Entry, error) {
 	dir, err := openDirNoFollow(s.nameDir(name))
 	if err != nil {
 		return nil, fmt.Errorf("list runs of %s: %w", name, err)
@@ -679,6 +686,17 @@ func (s *Store) listName(name string) ([]Entry, error) {
 	}
 	if len(ents) == 0 {
 		return nil, fmt.Errorf("list runs of %s: no runs: %w", name, ErrNotFound)
+	}
+	if want != nil {
+		kept := ents[:0]
+		for _, e := range ents {
+			if want(name, e.Name()) {
+				kept = append(kept, e)
+			}
+		}
+		if ents = kept; len(ents) == 0 {
+			return nil, nil
+		}
 	}
 	out := make([]Entry, len(ents))
 	fd := int(dir.Fd())

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -118,4 +119,50 @@ func TestListProbesFromOneSnapshot(t *testing.T) {
 		assert.Equal(t, outcome.Exited, r.State, r.Name)
 	}
 	assert.Equal(t, 2, direct, "only the live run's two pids are probed one by one")
+}
+
+func TestListPageNewestFirstWithCursor(t *testing.T) {
+	store := newStore(t)
+	var ids []string
+	for i := range 7 {
+		r := record(store, "boot")
+		r.Name = fmt.Sprintf("n%d", i%3) // three names, runs interleaved in time
+		r.RunID = runrecord.NewRunID(time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC))
+		r.LogPath = store.LogPath(r.Name, r.RunID)
+		code := 0
+		r.Exit = &runrecord.Exit{Code: &code, At: time.Now().UTC()}
+		r.OutputClosed = true
+		require.NoError(t, store.Create(r))
+		ids = append(ids, r.RunID)
+	}
+	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Gone }}}
+	got := func(p Page) []string {
+		var s []string
+		for _, r := range p.Runs {
+			s = append(s, r.RunID)
+		}
+		sort.Strings(s)
+		return s
+	}
+	p, err := m.ListPage(ListQuery{All: true, Limit: 3})
+	require.NoError(t, err)
+	assert.Equal(t, 7, p.Total)
+	assert.Equal(t, ids[4:], got(p), "the newest three")
+	assert.Equal(t, ids[4], p.NextBefore)
+	p, err = m.ListPage(ListQuery{All: true, Limit: 3, Before: p.NextBefore})
+	require.NoError(t, err)
+	assert.Equal(t, ids[1:4], got(p))
+	p, err = m.ListPage(ListQuery{All: true, Limit: 3, Before: p.NextBefore})
+	require.NoError(t, err)
+	assert.Equal(t, ids[:1], got(p))
+	assert.Empty(t, p.NextBefore, "no older page")
+
+	// Newest per name only: n0 ran at 0,3,6; n1 at 1,4; n2 at 2,5.
+	p, err = m.ListPage(ListQuery{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{ids[4], ids[5], ids[6]}, got(p))
+	_, err = m.ListPage(ListQuery{Limit: -1})
+	assert.ErrorIs(t, err, ErrInvalid)
+	_, err = m.ListPage(ListQuery{Name: "nope"})
+	assert.ErrorIs(t, err, ErrNotFound)
 }

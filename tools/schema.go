@@ -57,12 +57,18 @@ const listInput = `{
   "type": "object",
   "properties": {
     "name": {"type": "string", "description": "Only runs of this name."},
-    "all": {"type": "boolean", "default": false, "description": "Include older runs of each name, not only the newest."}
+    "all": {"type": "boolean", "default": false, "description": "Include older runs of each name, not only the newest."},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 100000, "default": 1000, "description": "At most this many runs, the newest."},
+    "before": {"type": "string", "description": "Only runs older than this run id: pass the previous answer's next_before to page on."}
   },
   "additionalProperties": false
 }`
 
-var listOutput = `{"type": "object", "properties": {"runs": {"type": "array", "items": ` + runSchema + `}}, "required": ["runs"]}`
+var listOutput = `{"type": "object", "properties": {
+  "runs": {"type": "array", "items": ` + runSchema + `},
+  "total": {"type": "integer", "description": "Runs matching, in this answer or not."},
+  "next_before": {"type": "string", "description": "More, older runs exist: pass this as before."}
+}, "required": ["runs", "total"]}`
 
 const killInput = `{
   "type": "object",

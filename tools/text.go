@@ -85,12 +85,16 @@ func runLine(r runs.Run) string {
 // is no place for ten thousand lines.
 const listTextMax = 50
 
-func listText(rs []runs.Run) string {
+func listText(page runs.Page) string {
+	rs := page.Runs
 	if len(rs) == 0 {
 		return "no runs"
 	}
 	shown := rs
 	var b strings.Builder
+	if page.NextBefore != "" {
+		fmt.Fprintf(&b, "%d of %d runs, the newest; older ones: process_list with before=%s\n", len(rs), page.Total, page.NextBefore)
+	}
 	if len(rs) > listTextMax {
 		shown = rs[len(rs)-listTextMax:]
 		counts := map[string]int{}

@@ -56,7 +56,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
 		h.start)
 	add("process_list", "List processes",
-		"List runs with their true state (running, exited with code or signal, or unknown and why), read from disk: also runs started by earlier connections. Only the newest run of each name unless all is true.",
+		"List runs with their true state (running, exited with code or signal, or unknown and why), read from disk: also runs started by earlier connections. Only the newest run of each name unless all is true; at most limit runs (default 1000, the newest), older ones with before = the answer's next_before.",
 		listInput, listOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.list)
@@ -189,8 +189,10 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 }
 
 type listArgs struct {
-	Name string `json:"name"`
-	All  bool   `json:"all"`
+	Name   string `json:"name"`
+	All    bool   `json:"all"`
+	Limit  int    `json:"limit"`
+	Before string `json:"before"`
 }
 
 func (h *Handlers) list(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -198,11 +200,15 @@ func (h *Handlers) list(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	rs, err := h.M.List(a.Name, a.All)
+	page, err := h.M.ListPage(runs.ListQuery{Name: a.Name, All: a.All, Limit: a.Limit, Before: a.Before})
 	if err != nil {
 		return fail(err), nil
 	}
-	return result(map[string]any{"runs": rs}, listText(rs)), nil
+	out := map[string]any{"runs": page.Runs, "total": page.Total}
+	if page.NextBefore != "" {
+		out["next_before"] = page.NextBefore
+	}
+	return result(out, listText(page)), nil
 }
 
 type killArgs struct {
