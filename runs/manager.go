@@ -293,44 +293,12 @@ func joinInts(v []int) string {
 // /proc snapshot rather than per run.
 const bulkProbe = 16
 
-// List returns runs, oldest first within each name. With all false only
-// the newest run of each name is listed.
+// List returns runs sorted by name then run id, every one up to
+// MaxListLimit (the newest): what process_remove and the CLI's ps walk.
+// With all false only the newest run of each name is listed.
 func (m *Manager) List(name string, all bool) ([]Run, error) {
-	if name != "" {
-		if err := runrecord.ValidName(name); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-	}
-	entries, err := m.Store.List(name)
-	if err != nil {
-		if errors.Is(err, runrecord.ErrNotFound) {
-			return nil, fmt.Errorf("%w: no run named %q", ErrNotFound, name)
-		}
-		return nil, err
-	}
-	if name != "" && len(entries) == 0 {
-		return nil, fmt.Errorf("%w: no run named %q", ErrNotFound, name)
-	}
-	if !all {
-		entries = newestPerName(entries)
-	}
-	idx := &procIndex{sys: m.Sys, bulk: len(entries) > bulkProbe}
-	out := make([]Run, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, m.view(e, idx))
-	}
-	return out, nil
-}
-
-func newestPerName(entries []runrecord.Entry) []runrecord.Entry {
-	out := entries[:0:0]
-	for i, e := range entries {
-		if i+1 < len(entries) && entries[i+1].Name == e.Name {
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
+	page, err := m.ListPage(ListQuery{Name: name, All: all, Limit: MaxListLimit})
+	return page.Runs, err
 }
 
 // Get returns one run: runID, or the newest run of name when runID is "".
