@@ -245,16 +245,11 @@ func (d *decoded) fill(w *Window, exact bool) {
 // window's start, the window keeps all its frames and the split character is
 // replaced (Lossy).
 func windowFramed(r io.ReaderAt, size int64, req Request, w *Window) error {
-	mem, release := lineBuf(req.MaxBytes)
-	defer release()
-	buf, partial, err := frameWindow(r, w.Offset, size, req.MaxBytes, mem)
+	buf, atEnd, release, err := framesAt(r, w.Offset, size, req)
 	if err != nil {
 		return err
 	}
-	atEnd := req.Final && w.Offset+int64(len(buf)) == size
-	if !req.Final {
-		buf = buf[:len(buf)-partial]
-	}
+	defer release()
 	o := decodeOpts{base: w.Offset}
 	if !req.Exact && !atEnd {
 		o.hold = holdRunes

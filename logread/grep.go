@@ -82,16 +82,11 @@ func grepText(r io.ReaderAt, size int64, req Request, w *Window) error {
 // read can resume: a frame holding any part of a matching line counts as
 // returned.
 func grepFramed(r io.ReaderAt, size int64, req Request, w *Window) error {
-	mem, release := lineBuf(req.MaxBytes)
-	defer release()
-	buf, partial, err := frameWindow(r, w.Offset, size, req.MaxBytes, mem)
+	buf, atEnd, release, err := framesAt(r, w.Offset, size, req)
 	if err != nil {
 		return err
 	}
-	atEnd := req.Final && w.Offset+int64(len(buf)) == size
-	if !req.Final {
-		buf = buf[:len(buf)-partial]
-	}
+	defer release()
 	o := decodeOpts{base: w.Offset, frames: true}
 	if !atEnd {
 		o.hold = holdLines

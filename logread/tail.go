@@ -14,17 +14,10 @@ func tailText(r io.ReaderAt, size int64, req Request) (Window, error) {
 	w := Window{Size: size}
 	raw := req.Framed
 	end := size
-	if raw && size > 0 && !req.Final {
-		var b [1]byte
-		if err := readAt(r, b[:], size-1); err != nil {
+	if raw && !req.Final {
+		var err error
+		if end, err = completeEnd(r, size); err != nil {
 			return w, err
-		}
-		if b[0] != '\n' {
-			q, err := lastBoundary(r, size, size)
-			if err != nil {
-				return w, err
-			}
-			end = q
 		}
 	}
 	// One byte more than the budget, to see whether the line that starts at
@@ -109,30 +102,20 @@ func tailText(r io.ReaderAt, size int64, req Request) (Window, error) {
 // ends an earlier line and is not returned.
 func tailFramed(r io.ReaderAt, size int64, req Request) (Window, error) {
 	w := Window{Size: size}
-	end := size
 	var bad Gap // an undecodable incomplete last line of a Final log
-	if size > 0 {
-		var b [1]byte
-		if err := readAt(r, b[:], size-1); err != nil {
+	end, err := completeEnd(r, size)
+	if err != nil {
+		return w, err
+	}
+	if q := end; q < size && req.Final {
+		line := make([]byte, size-q)
+		if err := readAt(r, line, q); err != nil {
 			return w, err
 		}
-		if b[0] != '\n' {
-			q, err := lastBoundary(r, size, size)
-			if err != nil {
-				return w, err
-			}
-			end = q
-			if req.Final {
-				line := make([]byte, size-q)
-				if err := readAt(r, line, q); err != nil {
-					return w, err
-				}
-				if _, _, err := logframe.ParseLine(nil, line); err == nil {
-					end = size
-				} else {
-					bad = Gap{From: q, Bytes: size - q}
-				}
-			}
+		if _, _, err := logframe.ParseLine(nil, line); err == nil {
+			end = size
+		} else {
+			bad = Gap{From: q, Bytes: size - q}
 		}
 	}
 	w.EndOffset = end + bad.Bytes

@@ -276,3 +276,36 @@ func addGap(gs []Gap, from, n int64) []Gap {
 	}
 	return append(gs, Gap{From: from, Bytes: n})
 }
+
+// completeEnd is where the log's last complete line ends: size when the
+// log is empty or ends with '\n', else the start of its partial last line.
+func completeEnd(r io.ReaderAt, size int64) (int64, error) {
+	if size == 0 {
+		return 0, nil
+	}
+	var b [1]byte
+	if err := readAt(r, b[:], size-1); err != nil {
+		return 0, err
+	}
+	if b[0] == '\n' {
+		return size, nil
+	}
+	return lastBoundary(r, size, size)
+}
+
+// framesAt reads the frame lines of a window that starts at start: cut
+// before a partial last line unless the log is Final, and atEnd when the
+// window reaches the end of a Final log. release gives the buffer back.
+func framesAt(r io.ReaderAt, start, size int64, req Request) (buf []byte, atEnd bool, release func(), err error) {
+	mem, release := lineBuf(req.MaxBytes)
+	buf, partial, err := frameWindow(r, start, size, req.MaxBytes, mem)
+	if err != nil {
+		release()
+		return nil, false, nil, err
+	}
+	atEnd = req.Final && start+int64(len(buf)) == size
+	if !req.Final {
+		buf = buf[:len(buf)-partial]
+	}
+	return buf, atEnd, release, nil
+}
