@@ -577,24 +577,35 @@ func (s *Store) Names() ([]string, error) {
 	return names, nil // os.ReadDir sorts
 }
 
+// openRuns opens runs/<name> (never through a symlink) and lists its run
+// entries; ErrNotFound when it holds none. The caller closes dir.
+func (s *Store) openRuns(name string) (dir *os.File, ents []fs.DirEntry, err error) {
+	dir, err = openDirNoFollow(s.nameDir(name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("list runs of %s: %w", name, err)
+	}
+	ents, err = runEntries(dir)
+	if err == nil && len(ents) == 0 {
+		err = fmt.Errorf("no runs: %w", ErrNotFound)
+	}
+	if err != nil {
+		dir.Close()
+		return nil, nil, fmt.Errorf("list runs of %s: %w", name, err)
+	}
+	return dir, ents, nil
+}
+
 // RunIDs returns the run ids of name, oldest first; ErrNotFound if the name
 // has no runs.
 func (s *Store) RunIDs(name string) ([]string, error) {
 	if err := ValidName(name); err != nil {
 		return nil, err
 	}
-	dir, err := openDirNoFollow(s.nameDir(name))
+	dir, ents, err := s.openRuns(name)
 	if err != nil {
-		return nil, fmt.Errorf("list runs of %s: %w", name, err)
+		return nil, err
 	}
 	defer dir.Close()
-	ents, err := runEntries(dir)
-	if err != nil {
-		return nil, fmt.Errorf("list runs of %s: %w", name, err)
-	}
-	if len(ents) == 0 {
-		return nil, fmt.Errorf("list runs of %s: no runs: %w", name, ErrNotFound)
-	}
 	ids := make([]string, len(ents))
 	for i, e := range ents {
 		ids[i] = e.Name()
@@ -675,18 +686,11 @@ func (s *Store) ListWhere(name string, want func(name, runID string) bool) ([]En
 // to the name dir with O_NOFOLLOW, so a listing costs one open and one read
 // per run.
 func (s *Store) listName(name string, want func(name, runID string) bool) ([]Entry, error) {
-	dir, err := openDirNoFollow(s.nameDir(name))
+	dir, ents, err := s.openRuns(name)
 	if err != nil {
-		return nil, fmt.Errorf("list runs of %s: %w", name, err)
+		return nil, err
 	}
 	defer dir.Close()
-	ents, err := runEntries(dir)
-	if err != nil {
-		return nil, fmt.Errorf("list runs of %s: %w", name, err)
-	}
-	if len(ents) == 0 {
-		return nil, fmt.Errorf("list runs of %s: no runs: %w", name, ErrNotFound)
-	}
 	if want != nil {
 		kept := ents[:0]
 		for _, e := range ents {
