@@ -643,10 +643,12 @@ func TestPlantedSymlinkInALiveRun(t *testing.T) {
 	before := stampOf(t, target)
 	fifo := filepath.Join(elsewhere, "go")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-	// Prints a line each time the test releases it. A read that sees EOF
-	// (the test's writer closed before the shell reopened the FIFO) just
-	// goes round again.
-	s.OK("process_start", map[string]any{"name": "live", "command": "while :; do if read x < " + fifo + "; then echo tick; fi; done"})
+	// Prints a line each time the test releases it. The child holds the
+	// FIFO open read-write for its whole life (O_RDWR never waits for a
+	// peer, fifo(7)): a child that reopened it per line could close its end
+	// between the test's open and write, and the write would fail with
+	// EPIPE; and reads never see EOF when the test's writer closes.
+	s.OK("process_start", map[string]any{"name": "live", "command": "exec 3<>" + fifo + "; while read x <&3; do echo tick; done"})
 	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "live", "signal": "KILL"}) })
 	dir := runDirOf(t, state, "live")
 	tick := func() { release(t, fifo) }
