@@ -36,8 +36,12 @@ type Manager struct {
 	Supervisor []string
 	// StartTimeout bounds the wait for the supervisor's start report.
 	StartTimeout time.Duration
-	// Launch is LaunchSetsid or LaunchSystemd (see ChooseLaunch).
-	Launch string
+	// Launch says how to start supervisors: LaunchSetsid or LaunchSystemd
+	// (see ChooseLaunch). It is asked at each start, not at start-up: on a
+	// systemd box the answer costs a D-Bus round trip (busctl), which a
+	// server that only lists and reads must not pay before its first
+	// reply. Nil means LaunchSetsid.
+	Launch func() string
 }
 
 // Run is one run as the tools and the CLI show it.

@@ -32,7 +32,7 @@ type HostFacts struct {
 
 // ChooseLaunch decides how to start supervisors (pure). mode is the
 // operator's choice from AGENT_BOX_LAUNCH: "auto" (or ""), "setsid" or
-// "systemd". The reason is logged once at start-up so that an operator
+// "systemd". The reason is logged once, at the first start, so that an operator
 // can see why runs might die with the session.
 func ChooseLaunch(mode string, f HostFacts) (launch, reason string) {
 	switch mode {

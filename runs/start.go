@@ -453,7 +453,11 @@ func (m *Manager) spawn(spec *supervisor.Spec) (int, error) {
 	}
 	defer supLog.Close()
 
-	argv := launchArgs(m.Launch, os.Geteuid() == 0, spec.Name, spec.RunID, append(append([]string{}, m.Supervisor...), spec.Name, spec.RunID))
+	launch := LaunchSetsid
+	if m.Launch != nil {
+		launch = m.Launch()
+	}
+	argv := launchArgs(launch, os.Geteuid() == 0, spec.Name, spec.RunID, append(append([]string{}, m.Supervisor...), spec.Name, spec.RunID))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// Not agent-box's stdin or stdout: those belong to the MCP session and
 	// vanish with it.

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -118,10 +119,14 @@ func manager(stateDir string) (*runs.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding own executable: %w", err)
 	}
-	launch, reason := runs.ChooseLaunch(os.Getenv("AGENT_BOX_LAUNCH"), runs.ProbeHost())
-	if launch != runs.LaunchSetsid || strings.Contains(reason, "die") {
-		fmt.Fprintf(os.Stderr, "agent-box: supervisors: %s (%s)\n", launch, reason)
-	}
+	// Probed once, at the first start: it may ask logind over D-Bus.
+	launch := sync.OnceValue(func() string {
+		launch, reason := runs.ChooseLaunch(os.Getenv("AGENT_BOX_LAUNCH"), runs.ProbeHost())
+		if launch != runs.LaunchSetsid || strings.Contains(reason, "die") {
+			fmt.Fprintf(os.Stderr, "agent-box: supervisors: %s (%s)\n", launch, reason)
+		}
+		return launch
+	})
 	return &runs.Manager{Store: store, Sys: sys, Supervisor: runs.SupervisorCommand(exe), Launch: launch}, nil
 }
 
