@@ -27,6 +27,7 @@ test-short:
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
 
 demo: build
 	$(GO) run ./cmd/agent-box-demo --binary $(BIN)
