@@ -131,10 +131,11 @@ func manager(stateDir string) (*runs.Manager, error) {
 }
 
 func serve(m *runs.Manager) int {
-	// The protocol owns stdout: keep the real one for the transport and
-	// point os.Stdout at stderr, so a stray print cannot corrupt it.
-	out := os.NewFile(uintptr(dupCloexec(1)), "mcp-stdout")
-	os.Stdout = os.Stderr
+	out, err := protocolStdout()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
+		return 1
+	}
 	// A client that hangs up must not kill us mid-write; the write fails
 	// and the session ends at stdin EOF.
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
@@ -149,10 +150,20 @@ func serve(m *runs.Manager) int {
 	return 0
 }
 
-func dupCloexec(fd int) int {
-	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+// protocolStdout moves the MCP stream off fd 1 and points fd 1 at stderr.
+// A stray print (ours or a library's) then lands in the diagnostics instead
+// of corrupting the protocol. Swapping os.Stdout alone is not enough: the
+// *os.File for fd 1 would become garbage, its finalizer would close fd 1,
+// and the next file opened (a run's lock or record) would get fd 1 and
+// whatever a stray write to it.
+func protocolStdout() (*os.File, error) {
+	fd, err := unix.FcntlInt(1, unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {
-		return fd
+		return nil, fmt.Errorf("moving the protocol off stdout: %w", err)
 	}
-	return nfd
+	if err := unix.Dup3(2, 1, 0); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pointing stdout at stderr: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "mcp-stdout"), nil
 }
