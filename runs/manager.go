@@ -198,13 +198,16 @@ func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 	started := rec.StartedAt
 	run.StartedAt = &started
 	run.FinishedAt = rec.FinishedAt
-	run.LogPath = rec.LogPath
+	// Where the supervisor writes the log, not the path the record names:
+	// a state dir that was moved or restored elsewhere still shows its own
+	// logs, and a record edited to name another file is never read.
+	run.LogPath = m.Store.LogPath(run.Name, run.RunID)
 	run.LogBytes = rec.LogBytes
 	if !rec.OutputClosed {
 		// The supervisor updates log_bytes only now and then; the file
 		// itself is the truth while output is still arriving.
 		// Lstat: a symlink planted in place of the log is never followed.
-		if fi, err := os.Lstat(rec.LogPath); err == nil && fi.Mode().IsRegular() {
+		if fi, err := os.Lstat(run.LogPath); err == nil && fi.Mode().IsRegular() {
 			run.LogBytes = fi.Size()
 		}
 	}

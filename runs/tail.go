@@ -80,7 +80,7 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 	}()
 	for {
 		final := run.LogFinal() // decided before the size is read
-		r, closeLog, size, err := openLog(run.rec.LogPath)
+		r, closeLog, size, err := openLog(run.LogPath)
 		if err != nil {
 			return TailResult{}, err
 		}
@@ -207,7 +207,7 @@ func (m *Manager) Wait(ctx context.Context, name, runID string, timeout time.Dur
 // answer is about the exit, a damaged log must not hide it.
 func (m *Manager) outputTail(res *WaitResult) {
 	rec := res.Run.rec
-	r, closeLog, size, err := openLog(rec.LogPath)
+	r, closeLog, size, err := openLog(res.Run.LogPath)
 	if err != nil {
 		return
 	}
