@@ -53,7 +53,7 @@ type Facts struct {
 	BootID     string
 	Child      Liveness // meaningless unless Run.HasChild
 	Supervisor Liveness // meaningless unless Run.HasSupervisor
-	Survivors  int      // live members of the child's process group besides the leader
+	Survivors  int      // live members of the child's process group besides the leader; counted once the leader is gone
 }
 
 // Verdict is the decision.
@@ -117,7 +117,12 @@ func Decide(run Run, facts Facts) Verdict {
 	case supervised:
 		// The leader is gone (or its pid reused) but the supervisor has not
 		// written the exit yet: it is between wait(2) and the record write.
-		return Verdict{State: Running, Reason: ReasonExiting, MayBeAlive: true}
+		// Members of the group that outlive the leader are ours for the
+		// reason given under ExitRecorded, so a kill can reach them now,
+		// not only once the exit is written; a Reused leader pid means the
+		// group is empty.
+		return Verdict{State: Running, Reason: ReasonExiting, MayBeAlive: true,
+			Signalable: facts.Child == Gone && facts.Survivors > 0}
 	default:
 		return Verdict{State: Unknown, Reason: ReasonSupervisorLost}
 	}

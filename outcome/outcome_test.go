@@ -71,6 +71,12 @@ func TestDecide(t *testing.T) {
 			Verdict{Running, ReasonExiting, true, false}},
 		{"exiting, child pid reused", child, Facts{BootID: bootA, Child: Reused, Supervisor: Same},
 			Verdict{Running, ReasonExiting, true, false}},
+		{"exiting, survivors", child, Facts{BootID: bootA, Child: Gone, Supervisor: Same, Survivors: 2},
+			Verdict{Running, ReasonExiting, true, true}},
+		{"exiting, child pid reused, survivors ignored", child, Facts{BootID: bootA, Child: Reused, Supervisor: Same, Survivors: 2},
+			Verdict{Running, ReasonExiting, true, false}},
+		{"supervisor lost, survivors ignored", child, Facts{BootID: bootA, Child: Gone, Supervisor: Gone, Survivors: 2},
+			Verdict{Unknown, ReasonSupervisorLost, false, false}},
 		{"supervisor lost", child, Facts{BootID: bootA, Child: Gone, Supervisor: Gone},
 			Verdict{Unknown, ReasonSupervisorLost, false, false}},
 		{"supervisor lost, both pids reused", child, Facts{BootID: bootA, Child: Reused, Supervisor: Reused},
@@ -215,12 +221,15 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 		if v.State == Unknown {
 			t.Errorf("%s: Signalable when the state is unknown", where)
 		}
-		if !childSame && v.Reason != ReasonExitedSurvivors {
-			t.Errorf("%s: Signalable without the leader being provably ours", where)
+		if !childSame && v.Reason != ReasonExitedSurvivors && (v.Reason != ReasonExiting || facts.Survivors == 0) {
+			t.Errorf("%s: Signalable without the leader, or survivors of its group, being provably ours", where)
 		}
 	}
 	if v.Reason == ReasonExitedSurvivors && facts.Survivors == 0 {
 		t.Errorf("%s: survivors reported with none counted", where)
+	}
+	if v.Reason == ReasonExiting && v.Signalable != (facts.Child == Gone && facts.Survivors > 0) {
+		t.Errorf("%s: an exiting run is signalable exactly when its gone leader left survivors", where)
 	}
 
 	// Facts that the record says are meaningless must not change anything.
@@ -242,11 +251,11 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 			}
 		}
 	}
-	if !run.ExitRecorded {
+	if !run.ExitRecorded && v.Reason != ReasonExiting {
 		f := facts
 		f.Survivors = 0
 		if got := Decide(run, f); got != v {
-			t.Errorf("%s: survivors changed the verdict of a run with no exit recorded", where)
+			t.Errorf("%s: survivors changed the verdict of a run with no exit recorded that is not exiting", where)
 		}
 	}
 }

@@ -57,6 +57,10 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 	if err != nil {
 		return KillResult{}, err
 	}
+	// A leader that has just died leaves the run "exiting" until its
+	// supervisor writes the exit; only then is it known whether members of
+	// its group live on, and whether they may be signalled.
+	run = m.settled(run)
 	res := KillResult{Run: run, Signal: unix.SignalName(sig)}
 	v := run.Verdict
 	if run.State == outcome.Exited && len(run.Survivors) == 0 {
@@ -83,6 +87,9 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 		if !m.waitGroupGone(name, run.RunID, grace) {
 			// Re-identify before escalating: the group must still be ours.
 			again, err := m.Get(name, run.RunID)
+			if err == nil {
+				again = m.settled(again)
+			}
 			if err == nil && again.Verdict.Signalable {
 				if err := unix.Kill(-pgid, unix.SIGKILL); err == nil {
 					res.Escalated = true
@@ -98,31 +105,60 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 	return res, nil
 }
 
-// waitGroupGone waits until no process of the run's group is alive.
+// waitGroupGone waits until no process of the run may be alive. A run
+// that reads "exiting" (leader dead, exit not yet written) is not gone: the
+// members of its group that ignored the signal are counted once the exit
+// is recorded.
 func (m *Manager) waitGroupGone(name, runID string, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {
 		r, err := m.Get(name, runID)
-		if err != nil || (!r.Verdict.Signalable) {
+		if err != nil || !r.Verdict.MayBeAlive {
 			return true
 		}
 		if time.Now().After(deadline) {
 			return false
 		}
+		// Survivors that die write no record: poll.
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// settleLimit bounds how long a kill waits for a supervisor to write an
+// exit it has already seen.
+const settleLimit = 2 * time.Second
+
+// settled returns run once it is no longer "exiting", or as it is after
+// settleLimit.
+func (m *Manager) settled(run Run) Run {
+	if run.Verdict.Reason != outcome.ReasonExiting {
+		return run
+	}
+	return m.waitUntil(run.Name, run.RunID, settleLimit, func(r Run) bool { return r.Verdict.Reason != outcome.ReasonExiting }, run)
 }
 
 // waitRecorded waits until the run's exit is recorded and its output
 // drained (or the supervisor is gone), at most d.
 func (m *Manager) waitRecorded(name, runID string, d time.Duration) {
+	m.waitUntil(name, runID, d, func(r Run) bool { return r.Ended() && r.LogFinal() }, Run{})
+}
+
+// waitUntil waits, at most d, until done holds for the run, waking on
+// every replacement of its record. It returns the run as last read, or
+// last if it could not be read at all.
+func (m *Manager) waitUntil(name, runID string, d time.Duration, done func(Run) bool, last Run) Run {
 	deadline := time.Now().Add(d)
+	// Watch before reading, so that a record written in between wakes us.
 	watch := watchDir(m.Store.RunDir(name, runID), watchRecord)
 	defer watch.Close()
 	for {
 		r, err := m.Get(name, runID)
-		if err != nil || (r.Ended() && r.LogFinal()) || !time.Now().Before(deadline) {
-			return
+		if err != nil {
+			return last
+		}
+		last = r
+		if done(r) || !time.Now().Before(deadline) {
+			return last
 		}
 		watch.Wait(context.Background(), time.Until(deadline))
 	}

@@ -240,7 +240,11 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 		facts.Supervisor = idx.probe(rec.SupervisorPID, rec.SupervisorStartTime, true)
 		run.supAlive = facts.Supervisor == outcome.Same
 	}
-	if in.ExitRecorded && in.HasChild && facts.Child != outcome.Reused {
+	// Survivors: once the leader's exit is recorded, or while a live
+	// supervisor is about to record it (a kill must reach the members that
+	// ignored its signal without waiting for the record).
+	exiting := !in.ExitRecorded && facts.Child == outcome.Gone && run.supAlive
+	if in.HasChild && facts.Child != outcome.Reused && (in.ExitRecorded || exiting) {
 		run.Survivors = idx.members(rec)
 		facts.Survivors = len(run.Survivors)
 	}
@@ -275,7 +279,11 @@ func describe(r outcome.Reason, rec *runrecord.Record, survivors []int) string {
 	case outcome.ReasonUnsupervised:
 		return "running, but its supervisor is gone: its exit will not be recorded"
 	case outcome.ReasonExiting:
-		return "process gone; its supervisor is about to record the exit"
+		s := "process gone; its supervisor is about to record the exit"
+		if len(survivors) > 0 {
+			s += fmt.Sprintf("; %d process(es) of its group still running: %s", len(survivors), joinInts(survivors))
+		}
+		return s
 	case outcome.ReasonSupervisorLost:
 		return "process and supervisor are gone and no exit was recorded"
 	case outcome.ReasonStarting:

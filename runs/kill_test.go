@@ -1,0 +1,93 @@
+package runs
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-box/agent-box/proc"
+)
+
+// TestHelperFakeSupervisor is not a test: with AGENT_BOX_FAKE_SUP=1 it
+// plays a supervisor that started a child in its own group and has not yet
+// written the exit: it prints the child's pid and never reaps it.
+func TestHelperFakeSupervisor(t *testing.T) {
+	if os.Getenv("AGENT_BOX_FAKE_SUP") != "1" {
+		t.Skip("helper process")
+	}
+	c := exec.Command("/bin/sh", "-c", `(trap "" TERM; exec sleep 30) & wait`)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		os.Exit(1)
+	}
+	os.Stdout.WriteString(strconv.Itoa(c.Process.Pid) + "\n")
+	time.Sleep(30 * time.Second)
+	os.Exit(0)
+}
+
+// process_kill with grace_ms must SIGKILL a group member that ignores TERM,
+// also when the leader died of the TERM and the run reads "exiting" (its
+// exit not yet written) for the whole grace period.
+func TestKillGraceEscalatesWhileExitIsBeingRecorded(t *testing.T) {
+	sys, err := NewLiveSystem()
+	require.NoError(t, err)
+	store := newStore(t)
+
+	sup := exec.Command(os.Args[0], "-test.run=^TestHelperFakeSupervisor$")
+	sup.Env = append(os.Environ(), "AGENT_BOX_FAKE_SUP=1")
+	sup.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, err := sup.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, sup.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	pgid, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Kill(-pgid, unix.SIGKILL); sup.Process.Kill(); sup.Wait() })
+
+	var member int
+	for deadline := time.Now().Add(5 * time.Second); member == 0; time.Sleep(10 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "background member never appeared")
+		ms, _ := proc.GroupMembers(pgid)
+		for _, p := range ms {
+			if p != pgid {
+				member = p
+			}
+		}
+	}
+	supStart, err := proc.StartTime(sup.Process.Pid)
+	require.NoError(t, err)
+	childStart, err := proc.StartTime(pgid)
+	require.NoError(t, err)
+	rec := record(store, sys.BootID())
+	rec.Name = "k"
+	rec.LogPath = store.LogPath(rec.Name, rec.RunID)
+	rec.SupervisorPID, rec.SupervisorStartTime = sup.Process.Pid, supStart
+	rec.PID, rec.PIDStartTime = pgid, childStart
+	require.NoError(t, store.Create(rec))
+
+	m := &Manager{Store: store, Sys: sys}
+	run, err := m.Get("k", "")
+	require.NoError(t, err)
+	require.Equal(t, "running", run.Reason, "setup")
+
+	res, err := m.Kill("k", "", unix.SIGTERM, 300*time.Millisecond)
+	require.NoError(t, err)
+	t.Logf("kill: %s (escalated=%v)", res.Message, res.Escalated)
+	require.True(t, res.Escalated, "kill: %s", res.Message)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, err := proc.ReadStat(member)
+		if err != nil || st.Dead() {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "group member %d ignoring TERM is still alive after TERM + grace_ms; kill said %q", member, res.Message)
+	}
+}
