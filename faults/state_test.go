@@ -368,6 +368,25 @@ func TestRemoveKeepsRunsItCannotRead(t *testing.T) {
 		ids, _ := (&runrecord.Store{Root: state}).RunIDs(name)
 		assert.True(t, err == nil && len(ids) == 1, "process_remove all_finished deleted run %q, whose record it cannot read", name)
 	}
+
+	// Nor does such a run free its name: starting another run under it
+	// could put two live runs under one name. Removing it by name alone is
+	// refused too; by its run id, the caller vouches that it is over.
+	for _, name := range []string{"newer", "corrupt"} {
+		ids, err := (&runrecord.Store{Root: state}).RunIDs(name)
+		require.NoError(t, err)
+		require.Len(t, ids, 1)
+		st := s.Call("process_start", map[string]any{"name": name, "command": "true"})
+		assert.True(t, st.IsError, "process_start reused the name of unreadable run %q: %s", name, cut(st.Text, 200))
+		assert.Contains(t, st.Text, "cannot read")
+		assert.Contains(t, st.Text, ids[0], "the refusal names the run id to remove")
+		r := s.Call("process_remove", map[string]any{"name": name})
+		assert.True(t, r.IsError, "process_remove by name removed unreadable run %q", name)
+		s.OK("process_remove", map[string]any{"name": name, "run_id": ids[0]})
+		after, _ := (&runrecord.Store{Root: state}).RunIDs(name)
+		assert.Empty(t, after)
+		s.OK("process_start", map[string]any{"name": name, "command": "true"})
+	}
 }
 
 // TestWriteRightAfterStart: process_start answers once the child runs, so

@@ -14,7 +14,7 @@ type RemoveResult struct {
 // finished: its record is readable, its exit is known or its processes
 // are provably gone, and nothing writes its log any more. A run whose
 // record cannot be read (corrupt, a newer version) is never removed by
-// all_finished: nothing proves it finished.
+// all_finished or by name alone: nothing proves it finished.
 func finished(r Run) bool { return r.rec != nil && !r.Verdict.MayBeAlive && r.LogFinal() }
 
 // Remove deletes finished runs' records and logs: one run (runID, or the
@@ -30,7 +30,10 @@ func (m *Manager) Remove(name, runID string, allFinished bool) (RemoveResult, er
 		if err != nil {
 			return res, err
 		}
-		if !finished(run) {
+		// A run whose record cannot be read is removed only when asked for
+		// by its run id: the caller then vouches for what agent-box cannot
+		// see, and that is the only way to free a name it blocks.
+		if !finished(run) && !(run.rec == nil && runID != "") {
 			return res, fmt.Errorf("%w: run %q (run id %s) is %s (%s); kill it and wait for it first",
 				ErrRunning, name, run.RunID, run.State, run.Reason)
 		}

@@ -352,6 +352,12 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 	defer unlock()
 
 	if prev, err := m.Get(req.Name, ""); err == nil {
+		if prev.rec == nil {
+			// Nothing proves a run whose record cannot be read is over: a
+			// newer agent-box may have written it for a live run.
+			return Run{}, fmt.Errorf("%w: the newest run of %q (run id %s) has a record this agent-box cannot read (%s), so it may still be running; choose another name, or if you know it is over, process_remove it by run_id",
+				ErrNameInUse, req.Name, prev.RunID, prev.Reason)
+		}
 		if prev.Verdict.MayBeAlive {
 			return Run{}, fmt.Errorf("%w: run %q (run id %s, pid %d) is %s (%s); kill it first or choose another name",
 				ErrNameInUse, req.Name, prev.RunID, prev.PID, prev.State, prev.Reason)

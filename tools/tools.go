@@ -81,7 +81,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.write)
 	add("process_remove", "Remove finished runs",
-		"Delete the records and logs of finished runs: one (name, optional run_id) or, with all_finished, every finished run. Refuses running ones.",
+		"Delete the records and logs of finished runs: one (name, optional run_id) or, with all_finished, every finished run. Refuses running ones. A run whose record cannot be read is removed only when named by its run_id.",
 		removeInput, removeOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.remove)
