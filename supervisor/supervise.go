@@ -49,10 +49,12 @@ func Main() error {
 	}()
 
 	// Inherited descriptors arrive without close-on-exec; the child must
-	// not hold the report pipe (process_start would wait for its EOF) nor
-	// the spec pipe.
-	syscall.CloseOnExec(SpecFD)
-	syscall.CloseOnExec(ReportFD)
+	// not hold the report pipe (process_start would wait for its EOF), the
+	// spec pipe, nor anything agent-box's own caller left open.
+	if err := proc.CloseOnExecFrom(SpecFD); err != nil {
+		syscall.CloseOnExec(SpecFD)
+		syscall.CloseOnExec(ReportFD)
+	}
 	specFile := os.NewFile(SpecFD, "spec")
 	report := os.NewFile(ReportFD, "report")
 	if specFile == nil || report == nil {

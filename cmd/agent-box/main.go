@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/runs"
 	"github.com/agent-box/agent-box/supervisor"
@@ -35,6 +36,9 @@ func main() {
 }
 
 func run(args []string) int {
+	// What our caller left open must not reach the supervisors and runs,
+	// which outlive us (a caller waiting for EOF on it would hang).
+	_ = proc.CloseOnExecFrom(3)
 	if len(args) > 0 && args[0] == "supervise" {
 		if err := supervisor.Main(); err != nil {
 			fmt.Fprintf(os.Stderr, "agent-box supervise: %v\n", err)
