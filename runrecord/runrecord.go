@@ -89,8 +89,9 @@ type Exit struct {
 }
 
 // Record is one run. Fields written at start by agent-box: everything up to
-// LogPath. The supervisor then adds its own pid, the child's pid, and later
-// Exit and the log status. Secrets never appear in a record in clear.
+// LogPath, and the supervisor's pid, which it started before the record
+// became visible. The supervisor then adds the child's pid, and later Exit
+// and the log status. Secrets never appear in a record in clear.
 type Record struct {
 	Version     int               `json:"version"`
 	Name        string            `json:"name"`
@@ -451,8 +452,15 @@ func validate(name, runID string) error {
 // Create makes the run's directory (0700) and writes its first record; it
 // fails if the run dir exists already.
 func (s *Store) Create(r *Record) error {
-	data, err := Encode(r) // validates name and run id before any path is built
-	if err != nil {
+	return s.CreateWith(r, nil)
+}
+
+// CreateWith is Create with a step before the record is written: prepare
+// gets the run dir, not yet visible under its name, may put files in it
+// and may fill in r. agent-box starts the supervisor there, so the first
+// record anybody can read already names the supervisor.
+func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
+	if _, err := Encode(r); err != nil { // validates name and run id before any path is built
 		return err
 	}
 	where := fmt.Sprintf("create run %s/%s", r.Name, r.RunID)
@@ -468,7 +476,17 @@ func (s *Store) Create(r *Record) error {
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	err = writeAtomic(tmp, recordFile, data)
+	var data []byte
+	var err error
+	if prepare != nil {
+		err = prepare(tmp)
+	}
+	if err == nil {
+		data, err = Encode(r)
+	}
+	if err == nil {
+		err = writeAtomic(tmp, recordFile, data)
+	}
 	if err == nil {
 		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE)
 		if errors.Is(err, unix.EEXIST) {

@@ -14,6 +14,7 @@ import (
 	"github.com/agent-box/agent-box/capture"
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/supervisor"
 )
@@ -407,9 +408,6 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 			rec.Env[k] = red.String(v)
 		}
 	}
-	if err := m.Store.Create(rec); err != nil {
-		return Run{}, fmt.Errorf("creating run record: %w", err)
-	}
 	spec := &supervisor.Spec{
 		StateDir:    m.Store.Root,
 		Name:        req.Name,
@@ -424,7 +422,27 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 		Stdin:       req.Stdin,
 		TimeoutS:    req.TimeoutS,
 	}
-	if _, err := m.spawn(spec); err != nil {
+	// The supervisor is started inside the run dir before the dir and its
+	// record become visible, so that the first record anybody reads names
+	// a supervisor: a run being started reads "starting", never
+	// "start_interrupted" (which frees its name and lets process_remove
+	// delete it).
+	var sup *launched
+	err = m.Store.CreateWith(rec, func(dir string) error {
+		var err error
+		if sup, err = m.launch(dir, spec); err != nil {
+			return err
+		}
+		rec.SupervisorPID, rec.SupervisorStartTime = sup.pid, sup.start
+		return nil
+	})
+	if err != nil {
+		if sup != nil {
+			sup.abort()
+		}
+		return Run{}, fmt.Errorf("creating run: %w", err)
+	}
+	if _, err := sup.report(spec, m.StartTimeout); err != nil {
 		return Run{}, err
 	}
 	run, err := m.Get(req.Name, runID)
@@ -437,25 +455,35 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 	return run, err
 }
 
-// spawn starts the supervisor in a session of its own and waits for its
-// start report.
-func (m *Manager) spawn(spec *supervisor.Spec) (int, error) {
-	runDir := m.Store.RunDir(spec.Name, spec.RunID)
+// launched is a supervisor started but not yet told what to run.
+type launched struct {
+	cmd   *exec.Cmd
+	pid   int
+	start uint64 // its start time (/proc/PID/stat field 22)
+	specW *os.File
+	repR  *os.File
+}
+
+// launch starts the supervisor in a session of its own, with its stderr
+// in runDir/supervisor.log. It waits on fd 3 for the spec that report
+// sends.
+func (m *Manager) launch(runDir string, spec *supervisor.Spec) (*launched, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer specR.Close()
-	defer specW.Close()
 	repR, repW, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		specW.Close()
+		return nil, err
 	}
-	defer repR.Close()
 	defer repW.Close()
 	supLog, err := os.OpenFile(filepath.Join(runDir, "supervisor.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return 0, fmt.Errorf("creating supervisor log: %w", err)
+		specW.Close()
+		repR.Close()
+		return nil, fmt.Errorf("creating supervisor log: %w", err)
 	}
 	defer supLog.Close()
 
@@ -473,17 +501,45 @@ func (m *Manager) spawn(spec *supervisor.Spec) (int, error) {
 	cmd.ExtraFiles = []*os.File{specR, repW} // fds 3 and 4
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("starting supervisor: %w", err)
+		specW.Close()
+		repR.Close()
+		return nil, fmt.Errorf("starting supervisor: %w", err)
 	}
+	// Not reaped before its start time is read: it cannot be gone from
+	// /proc yet, and its pid cannot have been handed out again. (systemd-run
+	// --scope execs the supervisor in its own process: same pid, same
+	// start time.)
+	st, err := proc.ReadStat(cmd.Process.Pid)
 	// Reap it if it ends while we live; after we are gone, init does.
 	go cmd.Wait()
-	specR.Close()
-	repW.Close()
-	if err := supervisor.EncodeSpec(specW, spec); err != nil {
+	l := &launched{cmd: cmd, pid: cmd.Process.Pid, start: st.StartTime, specW: specW, repR: repR}
+	if err != nil {
+		l.abort()
+		return nil, fmt.Errorf("reading the supervisor's start time: %w", err)
+	}
+	return l, nil
+}
+
+// abort ends a supervisor that was never sent its spec.
+func (l *launched) abort() {
+	// Without a spec it exits by itself; the kill is for one that hangs.
+	// Safe: the process is our unreaped child or a zombie, so the pid is
+	// still its own.
+	l.specW.Close()
+	l.repR.Close()
+	_ = l.cmd.Process.Kill()
+}
+
+// report sends the supervisor its spec and waits for its start report:
+// the child's pid, or why it could not be started.
+func (l *launched) report(spec *supervisor.Spec, timeout time.Duration) (int, error) {
+	defer l.repR.Close()
+	err := supervisor.EncodeSpec(l.specW, spec)
+	l.specW.Close()
+	if err != nil {
 		return 0, fmt.Errorf("sending spec to supervisor: %w", err)
 	}
-	specW.Close()
-
+	repR := l.repR
 	type result struct {
 		pid int
 		err error
@@ -493,7 +549,6 @@ func (m *Manager) spawn(spec *supervisor.Spec) (int, error) {
 		pid, err := supervisor.ReadReport(repR)
 		done <- result{pid, err}
 	}()
-	timeout := m.StartTimeout
 	if timeout <= 0 {
 		timeout = 15 * time.Second
 	}
@@ -504,6 +559,6 @@ func (m *Manager) spawn(spec *supervisor.Spec) (int, error) {
 		}
 		return r.pid, nil
 	case <-time.After(timeout):
-		return 0, fmt.Errorf("supervisor (pid %d) did not report within %s", cmd.Process.Pid, timeout)
+		return 0, fmt.Errorf("supervisor (pid %d) did not report within %s", l.pid, timeout)
 	}
 }

@@ -156,12 +156,16 @@ func (s *supervisor) run(report *os.File) error {
 		writeReport(report, 0, err)
 		return err
 	}
-	if err := s.writeRecord(func(r *runrecord.Record) {
-		r.SupervisorPID = self
-		r.SupervisorStartTime = selfStat.StartTime
-	}); err != nil {
-		writeReport(report, 0, err)
-		return err
+	// agent-box records our pid before the record is visible; a launcher
+	// that forked instead of exec'ing us would leave another pid there.
+	if rec.SupervisorPID != self || rec.SupervisorStartTime != selfStat.StartTime {
+		if err := s.writeRecord(func(r *runrecord.Record) {
+			r.SupervisorPID = self
+			r.SupervisorStartTime = selfStat.StartTime
+		}); err != nil {
+			writeReport(report, 0, err)
+			return err
+		}
 	}
 
 	// Set aside room for the exit before the child can fill the disk.
