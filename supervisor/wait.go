@@ -100,7 +100,9 @@ func (s *supervisor) recordExit(ws unix.WaitStatus, timedOut bool) {
 	exit := &runrecord.Exit{At: now, TimedOut: timedOut}
 	switch {
 	case ws.Signaled():
-		exit.Signal = unix.SignalName(ws.Signal())
+		// runrecord owns the field's format: it names every signal,
+		// real-time ones too (unix.SignalName has no name for them).
+		exit.Signal = runrecord.SignalName(ws.Signal())
 	default:
 		code := ws.ExitStatus()
 		exit.Code = &code
