@@ -16,10 +16,12 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
+	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/runs"
 )
 
@@ -52,9 +54,10 @@ func Run(m *runs.Manager, args []string, stdout, stderr io.Writer) int {
 }
 
 type cmd struct {
-	m   *runs.Manager
-	out io.Writer
-	err io.Writer
+	m     *runs.Manager
+	out   io.Writer
+	err   io.Writer
+	usage string // the subcommand's arguments, for its usage line
 }
 
 func (c *cmd) fail(err error) int {
@@ -65,14 +68,58 @@ func (c *cmd) fail(err error) int {
 	return ExitError
 }
 
+// flags returns the subcommand's flag set. It prints nothing itself: every
+// usage error goes through c.bad, which says on one line what was wrong.
 func (c *cmd) flags(name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(c.err)
-	fs.Usage = func() {
-		fmt.Fprintf(c.err, "usage: agent-box %s %s\n", name, usage)
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	c.usage = usage
 	return fs
+}
+
+// help prints the subcommand's usage and flags on stderr.
+func (c *cmd) help(fs *flag.FlagSet) {
+	fmt.Fprintf(c.err, "usage: agent-box %s %s\n", fs.Name(), c.usage)
+	fs.SetOutput(c.err)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// bad reports a usage error: one line saying what was wrong, then the
+// usage.
+func (c *cmd) bad(fs *flag.FlagSet, format string, args ...any) int {
+	fmt.Fprintf(c.err, "agent-box %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	c.help(fs)
+	return ExitUsage
+}
+
+// badFlags reports an error of parse; -h and --help are no error.
+func (c *cmd) badFlags(fs *flag.FlagSet, err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		c.help(fs)
+		return 0
+	}
+	return c.bad(fs, "%v", err)
+}
+
+// oneName checks that the positional arguments are exactly one NAME.
+func (c *cmd) oneName(fs *flag.FlagSet, pos []string) (string, int, bool) {
+	switch len(pos) {
+	case 0:
+		return "", c.bad(fs, "missing NAME"), false
+	case 1:
+		return pos[0], 0, true
+	}
+	return "", c.bad(fs, "expected one NAME, got %d arguments: %s", len(pos), quoted(pos)), false
+}
+
+func quoted(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = fmt.Sprintf("%q", a)
+	}
+	return strings.Join(q, " ")
 }
 
 // parse parses flags that may come before or after the positional args.
@@ -105,8 +152,11 @@ func (c *cmd) ps(args []string) int {
 	all := fs.Bool("a", false, "include older runs of each name")
 	asJSON := fs.Bool("json", false, "print JSON, as process_list's structured content")
 	pos, err := parse(fs, args)
-	if err != nil || len(pos) > 1 {
-		return ExitUsage
+	if err != nil {
+		return c.badFlags(fs, err)
+	}
+	if len(pos) > 1 {
+		return c.bad(fs, "expected at most one NAME, got %d arguments: %s", len(pos), quoted(pos))
 	}
 	name := ""
 	if len(pos) == 1 {
@@ -131,7 +181,8 @@ func (c *cmd) ps(args []string) int {
 		if r.StartedAt != nil {
 			started = r.StartedAt.Local().Format("01-02 15:04:05")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.RunID, stateWord(r), r.PID, started, size(r.LogBytes), commandOf(r))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", visible(r.Name, 0), visible(r.RunID, 0), visible(stateWord(r), 0),
+			r.PID, started, size(r.LogBytes), commandOf(r))
 	}
 	tw.Flush()
 	return 0
@@ -149,6 +200,9 @@ func stateWord(r runs.Run) string {
 	return string(r.State)
 }
 
+// commandWidth is where ps cuts a command, in characters.
+const commandWidth = 60
+
 func commandOf(r runs.Run) string {
 	var s string
 	if len(r.Argv) > 0 {
@@ -156,12 +210,55 @@ func commandOf(r runs.Run) string {
 	} else {
 		s = r.Command
 	}
-	// One line a run: a newline in a command must not fake another row.
-	s = strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(s)
-	if len(s) > 60 {
-		s = s[:57] + "..."
+	return visible(s, commandWidth)
+}
+
+// visible makes s safe to print on a terminal as one cell of a row: every
+// character that is not printable is escaped — \n, \r, \t; other C0
+// controls and DEL as \x1b; C1 controls and other non-printing characters
+// (format characters such as bidi overrides, non-ASCII spaces) as \u009b;
+// each byte of invalid UTF-8 as \xff. So a record's field can neither move
+// the cursor, nor clear or recolour the screen, nor fake another row.
+//
+// With limit > 0, a longer result is cut to limit characters, the last
+// three being "...", and never inside an escape or a character.
+func visible(s string, limit int) string {
+	var b strings.Builder
+	chars := 0 // characters in b
+	cut, cutAt := false, 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		var tok string
+		switch {
+		case r == utf8.RuneError && size == 1:
+			tok = fmt.Sprintf(`\x%02x`, s[i])
+		case r == '\n':
+			tok = `\n`
+		case r == '\r':
+			tok = `\r`
+		case r == '\t':
+			tok = `\t`
+		case r < utf8.RuneSelf && (r < 0x20 || r == 0x7f):
+			tok = fmt.Sprintf(`\x%02x`, r)
+		case r == ' ' || unicode.IsPrint(r):
+			tok = s[i : i+size]
+		case r <= 0xffff:
+			tok = fmt.Sprintf(`\u%04x`, r)
+		default:
+			tok = fmt.Sprintf(`\U%08x`, r)
+		}
+		i += size
+		n := utf8.RuneCountInString(tok)
+		if limit > 0 && !cut && chars+n > limit-3 {
+			cut, cutAt = true, b.Len() // where "..." goes if s is too long
+		}
+		b.WriteString(tok)
+		chars += n
+		if limit > 0 && chars > limit {
+			return b.String()[:cutAt] + "..."
+		}
 	}
-	return s
+	return b.String()
 }
 
 func size(n int64) string {
@@ -183,7 +280,7 @@ func status(r runs.Run) int {
 		return *r.ExitCode
 	}
 	if r.Signal != "" {
-		if sig := unix.SignalNum(r.Signal); sig != 0 {
+		if sig, ok := runrecord.SignalNumber(r.Signal); ok {
 			return 128 + int(sig)
 		}
 		return 128
@@ -197,12 +294,34 @@ func (c *cmd) logs(args []string) int {
 	stream := fs.String("stream", "", "framed runs: only stdout or stderr")
 	runID := fs.String("run-id", "", "an older run of NAME")
 	pos, err := parse(fs, args)
-	if err != nil || len(pos) != 1 {
-		fs.Usage()
-		return ExitUsage
+	if err != nil {
+		return c.badFlags(fs, err)
+	}
+	name, code, ok := c.oneName(fs, pos)
+	if !ok {
+		return code
 	}
 	if *stream != "" && *stream != "stdout" && *stream != "stderr" {
 		return c.fail(fmt.Errorf("%w: --stream must be stdout or stderr", runs.ErrInvalid))
+	}
+	// The run, pinned by its id: how to read its log depends on its format.
+	run, err := c.m.Get(name, *runID)
+	if err != nil {
+		return c.fail(err)
+	}
+	*runID = run.RunID
+	framed := run.Record() != nil && run.Record().LogFormat == logframe.FormatName
+	if *stream != "" && !framed {
+		return c.fail(fmt.Errorf("%w: run %s is %s; --stream needs a framed run", runs.ErrInvalid, run.RunID, run.CaptureMode))
+	}
+	// Both streams of a framed run, interleaved as written and byte for
+	// byte: exact decoded windows hold each stream apart (and text windows
+	// are not exact), so read the frames as stored and decode them here.
+	raw := framed && *stream == ""
+	demux := logframe.NewDemuxer(0)
+	emit := func(f logframe.Frame) error {
+		_, err := c.out.Write(f.Payload)
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -212,29 +331,29 @@ func (c *cmd) logs(args []string) int {
 		if *follow {
 			wait = 10 * time.Second
 		}
-		res, err := c.m.Tail(ctx, runs.TailRequest{Name: pos[0], RunID: *runID, Wait: wait,
-			Request: logread.Request{Offset: off, MaxBytes: logread.MaxWindow, Exact: true}})
+		res, err := c.m.Tail(ctx, runs.TailRequest{Name: name, RunID: *runID, Wait: wait,
+			Request: logread.Request{Offset: off, MaxBytes: logread.MaxWindow, Exact: true, Raw: raw}})
 		if err != nil {
 			return c.fail(err)
 		}
-		if *stream != "" && res.Run.CaptureMode != "framed" {
-			return c.fail(fmt.Errorf("%w: run %s is %s; --stream needs a framed run", runs.ErrInvalid, res.Run.RunID, res.Run.CaptureMode))
-		}
 		w := res.Window
 		switch {
-		case res.Run.CaptureMode != "framed":
+		case !framed:
 			c.out.Write(w.Bytes)
 		case *stream == "stdout":
 			c.out.Write(w.StdoutBytes)
 		case *stream == "stderr":
 			c.out.Write(w.StderrBytes)
 		default:
-			for _, ch := range w.Chunks {
-				io.WriteString(c.out, ch.Text)
+			if err := demux.Feed(w.Bytes, emit); err != nil {
+				return c.fail(fmt.Errorf("log of run %s is damaged: %w", *runID, err))
 			}
 		}
-		*runID = res.Run.RunID
 		off = w.EndOffset
+		if res.EOF && demux.Pending() > 0 {
+			// A crash or a full disk cut the last frame.
+			fmt.Fprintf(c.err, "agent-box: log of run %s ends with %d bytes of a cut frame, left out\n", *runID, demux.Pending())
+		}
 		if res.EOF || ctx.Err() != nil {
 			if *follow {
 				return status(res.Run)
@@ -254,11 +373,19 @@ func (c *cmd) start(args []string) int {
 	timeout := fs.Int("timeout", 0, "kill the run after this many seconds")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return ExitUsage
+		return c.badFlags(fs, err)
 	}
-	if len(pos) < 3 || pos[1] != "--" {
-		fs.Usage()
-		return ExitUsage
+	switch {
+	case len(pos) == 0:
+		return c.bad(fs, "missing NAME and -- CMD")
+	case pos[0] == "--":
+		return c.bad(fs, "missing NAME before --")
+	case len(pos) == 1:
+		return c.bad(fs, "missing -- CMD after NAME %q", pos[0])
+	case pos[1] != "--":
+		return c.bad(fs, "expected -- after NAME %q, got %q (the command goes after --)", pos[0], pos[1])
+	case len(pos) == 2:
+		return c.bad(fs, "missing the command after --")
 	}
 	if *cwd == "" {
 		*cwd, _ = os.Getwd()
@@ -280,15 +407,18 @@ func (c *cmd) kill(args []string) int {
 	sigName := fs.String("s", "TERM", "signal: "+strings.Join(runs.SignalNames, " "))
 	grace := fs.Int("grace", 0, "milliseconds before SIGKILL if the group is still alive")
 	pos, err := parse(fs, args)
-	if err != nil || len(pos) != 1 {
-		fs.Usage()
-		return ExitUsage
+	if err != nil {
+		return c.badFlags(fs, err)
+	}
+	name, code, ok := c.oneName(fs, pos)
+	if !ok {
+		return code
 	}
 	sig, err := runs.ParseSignal(*sigName)
 	if err != nil {
 		return c.fail(err)
 	}
-	res, err := c.m.Kill(pos[0], "", sig, time.Duration(*grace)*time.Millisecond)
+	res, err := c.m.Kill(name, "", sig, time.Duration(*grace)*time.Millisecond)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -299,14 +429,17 @@ func (c *cmd) kill(args []string) int {
 func (c *cmd) wait(args []string) int {
 	fs := c.flags("wait", "NAME")
 	pos, err := parse(fs, args)
-	if err != nil || len(pos) != 1 {
-		fs.Usage()
-		return ExitUsage
+	if err != nil {
+		return c.badFlags(fs, err)
+	}
+	name, code, ok := c.oneName(fs, pos)
+	if !ok {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	for {
-		res, err := c.m.Wait(ctx, pos[0], "", runs.MaxWaitTimeout, nil)
+		res, err := c.m.Wait(ctx, name, "", runs.MaxWaitTimeout, nil)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -314,7 +447,8 @@ func (c *cmd) wait(args []string) int {
 			return ExitError
 		}
 		if !res.TimedOut {
-			fmt.Fprintf(c.out, "%s %s: %s (%s)\n", res.Run.Name, res.Run.RunID, stateWord(res.Run), res.Duration.Round(time.Millisecond))
+			fmt.Fprintf(c.out, "%s %s: %s (%s)\n", visible(res.Run.Name, 0), visible(res.Run.RunID, 0), visible(stateWord(res.Run), 0),
+				res.Duration.Round(time.Millisecond))
 			return status(res.Run)
 		}
 	}
