@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/capture"
+	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 )
 
@@ -43,12 +44,15 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	defer tick.Stop()
 	var lastStatus capture.Status
 
+	// The deadline is the whole group's, not only the leader's: a member
+	// that ignores the TERM outlives a leader that dies of it, and is
+	// killed when the grace ends, even when it let go of the output (the
+	// supervisor stays for the grace while the group has members).
 	childDone, outputDone := false, false
-	for !childDone || !outputDone {
+	for !childDone || !outputDone || (grace != nil && groupInSession(pid)) {
 		select {
 		case ws := <-exited:
 			childDone = true
-			timeout, grace = nil, nil
 			s.recordExit(ws, timedOut)
 			if stdin != nil {
 				stdin.Close()
@@ -59,7 +63,7 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 		case <-timeout:
 			timedOut = true
 			timeout = nil
-			unix.Kill(-pid, unix.SIGTERM)
+			signalGroup(pid, unix.SIGTERM, childDone)
 			g := time.Duration(sp.KillGraceMS) * time.Millisecond
 			if g <= 0 {
 				g = DefaultKillGrace
@@ -67,7 +71,7 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 			grace = time.After(g)
 		case <-grace:
 			grace = nil
-			unix.Kill(-pid, unix.SIGKILL)
+			signalGroup(pid, unix.SIGKILL, childDone)
 		case <-tick.C:
 			if st := s.log.Status(); st != lastStatus {
 				lastStatus = st
@@ -133,6 +137,34 @@ func drain(r io.Reader, w io.Writer) {
 			return
 		}
 	}
+}
+
+// signalGroup sends sig to the run's process group, whose id is the
+// leader's pid. Once the leader is reaped that pid may be handed out again,
+// and the group id with it once the group is empty: then the group is ours
+// only if it still has members in our session (a process group never spans
+// sessions, and no process can join ours).
+func signalGroup(pgid int, sig unix.Signal, leaderReaped bool) {
+	if leaderReaped && !groupInSession(pgid) {
+		return
+	}
+	unix.Kill(-pgid, sig)
+}
+
+// groupInSession reports whether process group pgid has a live member in
+// the supervisor's session.
+func groupInSession(pgid int) bool {
+	sid, err := unix.Getsid(0)
+	if err != nil {
+		return false
+	}
+	members, _ := proc.GroupMembers(pgid)
+	for _, m := range members {
+		if st, err := proc.ReadStat(m); err == nil && st.SID == sid && !st.Dead() {
+			return true
+		}
+	}
+	return false
 }
 
 // reap waits for every child of the supervisor — as a subreaper it also

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/internal/abtest"
+	"github.com/agent-box/agent-box/proc"
+)
+
+// timeout_s kills the whole group: a member that ignores TERM outlives the
+// leader that died of it, and still gets the KILL when the grace ends, even
+// though it let go of the output and the run's exit is already recorded.
+func TestTimeoutKillsGroupMemberThatOutlivesTheLeader(t *testing.T) {
+	state := t.TempDir()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s := connect(t, state)
+	s.OK("process_start", map[string]any{"name": "to", "timeout_s": 1,
+		"command": `sh -c 'trap "" TERM; exec sleep 60' >/dev/null 2>&1 & echo $! > ` + pidFile + `; sleep 100`})
+	w := s.OK("process_wait", map[string]any{"name": "to", "timeout_ms": 30000})
+	run := w.Data["run"].(map[string]any)
+	require.Equal(t, "SIGTERM", run["signal"], w.Text)
+	require.Equal(t, true, run["timed_out"], w.Text)
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	// The grace is 5 s; the member would live for 60.
+	abtest.WaitFor(t, "the TERM-ignoring member to be killed after the grace", 30*time.Second, func() bool {
+		st, err := proc.ReadStat(pid)
+		return err != nil || st.Dead() // a zombie is dead, whoever reaps it
+	})
+}
