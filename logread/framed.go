@@ -15,7 +15,7 @@ type hold int
 const (
 	holdNone  hold = iota
 	holdRunes      // where both streams end with a whole UTF-8 sequence
-	holdLines      // where both streams end with a newline (or are empty)
+	holdLines      // where both streams end with a newline (or are empty); else as holdRunes
 )
 
 // chunkRef is a run of adjacent frames of one stream: bytes [start, end) of
@@ -50,10 +50,15 @@ func (d *decoded) buf(s logframe.Stream) *[]byte {
 }
 
 type decodeOpts struct {
-	base   int64 // log offset of buf[0], a frame boundary
-	skip   int   // payload bytes of the first frame to drop (tail_lines)
-	hold   hold
-	frames bool
+	base int64 // log offset of buf[0], a frame boundary
+	skip int   // payload bytes of the first frame to drop (tail_lines)
+	hold hold
+	// growing says buf reaches the end of a log that can still grow, so
+	// that a stream ending inside a character there is one a writer is
+	// still writing: the window then ends before it even if that leaves
+	// no frame.
+	growing bool
+	frames  bool
 }
 
 // decodeFrames decodes the frame lines of buf. Every line but the last ends
@@ -63,7 +68,11 @@ type decodeOpts struct {
 // cut line is damage the reader must report, not a reason to fail.
 //
 // With a hold mode, the frames after the last boundary that satisfies it
-// are dropped again, unless that would leave no frame.
+// are dropped again, unless that would leave no frame; holdLines falls back
+// to the last boundary where neither stream is inside a character. When the
+// frames reach the end of a growing log (o.growing) and a stream ends inside
+// a character, they are dropped back to the last boundary where neither is,
+// even if that leaves no frame: the character is still being written.
 func decodeFrames(buf []byte, o decodeOpts) (*decoded, error) {
 	// Size the stream buffers from the line lengths, so that decoding never
 	// reallocates: a frame line of n bytes carries at most (n-3)/4*3 bytes.
@@ -82,14 +91,12 @@ func decodeFrames(buf []byte, o decodeOpts) (*decoded, error) {
 	}
 	d := &decoded{out: make([]byte, 0, nOut), errb: make([]byte, 0, nErr), end: o.base}
 
-	type snapshot struct {
-		end                          int64
-		nOut, nErr, nChunks, lastEnd int
-		nFrames                      int
-	}
-	var snap snapshot // the empty window: never restored
-	complete := [3]bool{true, true, true}
-	restore := false
+	// The last boundaries where both streams end with a newline and with a
+	// whole character; at first the empty window.
+	lineMark := mark{end: o.base}
+	runeMark := lineMark
+	lines := [3]bool{true, true, true}
+	runes := lines
 
 	off := o.base
 	for pos := 0; pos < len(buf); {
@@ -126,30 +133,48 @@ func decodeFrames(buf []byte, o decodeOpts) (*decoded, error) {
 		off += int64(n)
 		pos += n
 
-		switch o.hold {
-		case holdNone:
+		if o.hold == holdNone {
 			continue
-		case holdRunes:
-			complete[s] = incompleteTail(*dst) == len(*dst)
-		case holdLines:
-			complete[s] = len(*dst) == 0 || (*dst)[len(*dst)-1] == '\n'
 		}
-		if complete[logframe.Stdout] && complete[logframe.Stderr] {
-			snap = snapshot{off, len(d.out), len(d.errb), len(d.chunks), d.chunks[len(d.chunks)-1].end, len(d.frames)}
-			restore = false
-		} else {
-			restore = true
+		here := mark{off, len(d.out), len(d.errb), len(d.chunks), d.chunks[len(d.chunks)-1].end, len(d.frames)}
+		runes[s] = incompleteTail(*dst) == len(*dst)
+		if runes[logframe.Stdout] && runes[logframe.Stderr] {
+			runeMark = here
+		}
+		if o.hold == holdLines {
+			lines[s] = len(*dst) == 0 || (*dst)[len(*dst)-1] == '\n'
+			if lines[logframe.Stdout] && lines[logframe.Stderr] {
+				lineMark = here
+			}
 		}
 	}
 	d.end = off
-	if restore && snap.end > o.base {
-		d.end = snap.end
-		d.out, d.errb = d.out[:snap.nOut], d.errb[:snap.nErr]
-		d.chunks = d.chunks[:snap.nChunks]
-		d.chunks[len(d.chunks)-1].end = snap.lastEnd
-		d.frames = d.frames[:snap.nFrames]
+	switch {
+	case o.hold == holdLines && lineMark.end < off && lineMark.end > o.base:
+		d.restore(lineMark)
+	case o.hold != holdNone && runeMark.end < off && (runeMark.end > o.base || o.growing):
+		d.restore(runeMark)
 	}
 	return d, nil
+}
+
+// mark is a frame boundary decodeFrames may cut back to: the log offset and
+// the decoded lengths there.
+type mark struct {
+	end                          int64
+	nOut, nErr, nChunks, lastEnd int
+	nFrames                      int
+}
+
+// restore drops the frames decoded after m.
+func (d *decoded) restore(m mark) {
+	d.end = m.end
+	d.out, d.errb = d.out[:m.nOut], d.errb[:m.nErr]
+	d.chunks = d.chunks[:m.nChunks]
+	if m.nChunks > 0 {
+		d.chunks[m.nChunks-1].end = m.lastEnd
+	}
+	d.frames = d.frames[:m.nFrames]
 }
 
 // fill sets the decoded fields of w from d.
@@ -241,17 +266,20 @@ func (d *decoded) fill(w *Window, exact bool) {
 //
 // In text mode the window ends at the last frame boundary where neither
 // stream is inside a UTF-8 sequence, so that a character split across
-// frames is not split across windows; if there is no such boundary after the
-// window's start, the window keeps all its frames and the split character is
-// replaced (Lossy).
+// frames is not split across windows. If there is no such boundary after the
+// window's start, then: a window that reaches the end of a growing log is
+// empty, since the writer is still inside the character; a window cut by
+// max_bytes keeps all its frames and the split character is replaced
+// (Lossy), so that it makes progress; at the end of a Final log the
+// character can no longer complete and is replaced.
 func windowFramed(r io.ReaderAt, size int64, req Request, w *Window) error {
-	buf, atEnd, release, err := framesAt(r, w.Offset, size, req)
+	buf, to, release, err := framesAt(r, w.Offset, size, req)
 	if err != nil {
 		return err
 	}
 	defer release()
-	o := decodeOpts{base: w.Offset}
-	if !req.Exact && !atEnd {
+	o := decodeOpts{base: w.Offset, growing: to == reachGrowing}
+	if !req.Exact && to != reachFinal {
 		o.hold = holdRunes
 	}
 	d, err := decodeFrames(buf, o)

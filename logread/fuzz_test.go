@@ -117,15 +117,18 @@ func FuzzWindow(f *testing.F) {
 		if req.Framed || req.Grep != nil {
 			return // decoded reassembly is FuzzFramedWindow's
 		}
-		if d.last.EndOffset != size {
-			t.Fatalf("drain stopped at %d of %d", d.last.EndOffset, size)
+		// A text drain of a growing log stops before an incomplete last
+		// character, which the writer may still complete.
+		end := d.last.EndOffset
+		if end != size && !heldAtEnd(log, d.lastReq, end) {
+			t.Fatalf("drain stopped at %d of %d", end, size)
 		}
 		from := d.first.Offset
 		if req.Exact && !bytes.Equal(d.bytes, log[from:]) {
 			t.Fatalf("exact drain from %d: %q, want %q", from, d.bytes, log[from:])
 		}
-		if !req.Exact && !d.lossy && !bytes.Equal(d.text, log[from:]) {
-			t.Fatalf("text drain from %d: %q, want %q", from, d.text, log[from:])
+		if !req.Exact && !d.lossy && !bytes.Equal(d.text, log[from:end]) {
+			t.Fatalf("text drain from %d: %q, want %q", from, d.text, log[from:end])
 		}
 	})
 }
@@ -242,14 +245,18 @@ func FuzzFramedWindow(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e := d.last.EndOffset; e != size && bytes.IndexByte(log[e:], '\n') >= 0 {
+		// A drain stops before the end only at a growing log's incomplete
+		// last line, or, in text, where a stream is inside a character that
+		// the writer may still complete.
+		e := d.last.EndOffset
+		if e != size && bytes.IndexByte(log[e:], '\n') >= 0 && !heldAtEnd(log, d.lastReq, e) {
 			t.Fatalf("drain stopped at %d of %d with complete frames left", e, size)
 		}
 		if req.Grep != nil {
 			return
 		}
-		if from := d.first.Offset; from > 0 {
-			stdout, stderr, _ = reference(t, log[from:], req.Final)
+		if from := d.first.Offset; from > 0 || e < size {
+			stdout, stderr, _ = reference(t, log[from:e], req.Final && e == size)
 		}
 		if req.Exact {
 			if !bytes.Equal(d.stdout, stdout) || !bytes.Equal(d.stderr, stderr) {

@@ -75,20 +75,21 @@ func grepText(r io.ReaderAt, size int64, req Request, w *Window) error {
 // stderr frames. The window ends at the last frame boundary where both
 // streams end with a newline, so that a line is matched whole in one window;
 // with no such boundary after the window's start (a line longer than the
-// window, or an unterminated last line of a growing log), the window keeps
-// its frames and the line's parts are matched separately.
+// window, or an unterminated last line of a growing log), the line's parts
+// are matched separately, and the window ends where neither stream is inside
+// a character, as a text window does (windowFramed).
 //
 // Gaps are whole frames, because a frame boundary is the only place a framed
 // read can resume: a frame holding any part of a matching line counts as
 // returned.
 func grepFramed(r io.ReaderAt, size int64, req Request, w *Window) error {
-	buf, atEnd, release, err := framesAt(r, w.Offset, size, req)
+	buf, to, release, err := framesAt(r, w.Offset, size, req)
 	if err != nil {
 		return err
 	}
 	defer release()
-	o := decodeOpts{base: w.Offset, frames: true}
-	if !atEnd {
+	o := decodeOpts{base: w.Offset, frames: true, growing: to == reachGrowing}
+	if to != reachFinal {
 		o.hold = holdLines
 	}
 	d, err := decodeFrames(buf, o)

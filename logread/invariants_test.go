@@ -62,12 +62,9 @@ func checkWindow(log []byte, req logread.Request, w logread.Window) string {
 		}
 	}
 	// Progress: a window that starts before the end returns something,
-	// except when all that is left of a growing framed log is its incomplete
-	// last line.
-	if req.TailLines == 0 && w.Offset < size && w.EndOffset == w.Offset {
-		if !framed || req.Final || bytes.IndexByte(log[w.Offset:], '\n') >= 0 {
-			return fmt.Sprintf("no progress at %d", w.Offset)
-		}
+	// except while a writer is still inside what is left.
+	if req.TailLines == 0 && w.Offset < size && w.EndOffset == w.Offset && !heldAtEnd(log, req, w.Offset) {
+		return fmt.Sprintf("no progress at %d", w.Offset)
 	}
 	if req.Grep != nil {
 		if w.Content != "" || w.Bytes != nil {
@@ -104,6 +101,62 @@ func checkWindow(log []byte, req logread.Request, w logread.Window) string {
 		return fmt.Sprintf("chunks %q do not make Content %q", joined.String(), w.Content)
 	}
 	return ""
+}
+
+// heldAtEnd reports whether all that is left of a growing log past off is
+// what a writer is still writing, so that a window at off may be empty: an
+// incomplete last frame line, or, in text, an incomplete last character
+// (framed: complete frames within the window's reach after which one stream
+// or the other is inside a character at every frame boundary).
+func heldAtEnd(log []byte, req logread.Request, off int64) bool {
+	if req.Final {
+		return false
+	}
+	rest := log[off:]
+	text := !req.Exact || req.Grep != nil
+	if !req.Framed {
+		return text && len(rest) > 0 && !utf8.FullRune(rest)
+	}
+	complete := rest[:bytes.LastIndexByte(rest, '\n')+1]
+	if len(complete) == 0 {
+		return true
+	}
+	if req.Raw || !text {
+		return false
+	}
+	// The window must reach the end of the log, or it is cut by max_bytes
+	// and keeps its frames.
+	if len(rest) > req.MaxBytes && (bytes.Count(rest, []byte("\n")) > 1 || len(complete) < len(rest)) {
+		return false
+	}
+	var streams [3][]byte
+	for p := complete; len(p) > 0; {
+		i := bytes.IndexByte(p, '\n')
+		s, b, err := logframe.ParseLine(nil, p[:i+1])
+		if err != nil {
+			return false
+		}
+		streams[s] = append(streams[s], b...)
+		if !endsInside(streams[logframe.Stdout]) && !endsInside(streams[logframe.Stderr]) {
+			return false // a boundary where neither stream is inside a character
+		}
+		p = p[i+1:]
+	}
+	return true
+}
+
+// endsInside reports whether p ends with a prefix of a UTF-8 sequence that
+// more bytes could complete.
+func endsInside(p []byte) bool {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-(utf8.UTFMax-1); i-- {
+		if p[i] < utf8.RuneSelf {
+			return false
+		}
+		if utf8.RuneStart(p[i]) {
+			return !utf8.FullRune(p[i:])
+		}
+	}
+	return false
 }
 
 func gapStarts(gs []logread.Gap) []int64 {
@@ -160,6 +213,7 @@ type drained struct {
 	windows                int
 	first                  logread.Window
 	last                   logread.Window
+	lastReq                logread.Request // the request that got last
 }
 
 // drain reads log from req.Offset to its end, window after window, taking
@@ -179,7 +233,7 @@ func drain(log []byte, req logread.Request, next func() int) (drained, error) {
 		if d.windows == 0 {
 			d.first = w
 		}
-		d.last = w
+		d.last, d.lastReq = w, req
 		d.windows++
 		d.bytes = append(d.bytes, w.Bytes...)
 		d.stdout = append(d.stdout, w.StdoutBytes...)

@@ -21,9 +21,15 @@
 // a positive offset.
 //
 // Every window that starts before the end of the log makes progress,
-// except one: a framed log whose only bytes past Offset are an incomplete
-// last frame line, which a writer is still writing, gives an empty window
-// with Truncated set until the line is complete or the caller says Final.
+// except where a writer is still inside the only bytes it could return: an
+// incomplete last frame line of a framed log, or, in text, an incomplete
+// last character (see below). The window is then empty, EndOffset ==
+// Offset with Truncated set, until the writer finishes or the caller says
+// Final; returning those bytes now would lose them, since the client
+// resumes past them. Such a window says there is nothing to return yet,
+// not that the client should call again at once: tail_log's wait_ms waits
+// for the rest instead of returning it, and the log becoming Final ends
+// the wait, so a follower never spins.
 //
 // # Text and characters
 //
@@ -31,13 +37,17 @@
 // byte that does not start a valid sequence becomes U+FFFD and sets Lossy.
 // A combined text window does not end inside a character that more bytes
 // could complete; it ends before it, and the character starts the next
-// window. Two exceptions keep every window non-empty: when MaxBytes is
-// smaller than the character at the window's start, the window grows by up
-// to 3 bytes to hold it whole; when that character is also the end of a
-// growing log, it is returned as U+FFFD. A negative offset in text mode moves
-// forward past at most 3 continuation bytes to a character boundary. Exact
-// windows are cut exactly at MaxBytes, so a text and an Exact request at the
-// same offset may end at different offsets; both resume exactly.
+// window. When MaxBytes is smaller than the character at the window's
+// start, the window grows by up to 3 bytes to hold it whole. When the
+// character is the end of a growing log (a writer's flush cut it), the
+// window ends before it even if that leaves it empty, and EndOffset is the
+// character's first byte. Only at the end of a Final log, where nothing can
+// complete it, is an incomplete character returned, as U+FFFD (Lossy); bytes
+// that no continuation could make valid are replaced at once, growing log or
+// not. A negative offset in text mode moves forward past at most 3
+// continuation bytes to a character boundary. Exact windows are cut exactly
+// at MaxBytes, so a text and an Exact request at the same offset may end at
+// different offsets; both resume exactly.
 //
 // # Framed logs
 //
@@ -56,8 +66,13 @@
 // split across two frames of a stream decodes whole when both are in the
 // window. In text mode a window ends at the last frame boundary where
 // neither stream is inside a character, so that splits across frames do not
-// become splits across windows; if no such boundary follows the window's
-// start, the split character is replaced (Lossy). Chunks merge adjacent
+// become splits across windows. If no such boundary follows the window's
+// start, a window that reaches the end of a growing log is empty: a stream
+// ends inside a character that its writer is still writing, and the frames
+// after it, of either stream, wait with it until it completes, the log is
+// Final, or more than MaxBytes of frames follow it. A window that MaxBytes
+// cuts before the end keeps its frames instead and replaces the split
+// character (Lossy), so that it makes progress. Chunks merge adjacent
 // frames of one stream; a character split around frames of the other
 // stream is moved whole into the chunk holding its last byte. Exact fills
 // only StdoutBytes and StderrBytes, not the text fields or Chunks.
@@ -74,8 +89,8 @@
 // returned line's start (framed: the frame holding it; the payload before the
 // line in that frame ends an earlier line and is not returned). EndOffset is
 // the size, or the last frame boundary; a combined text answer of a growing
-// log ends before an incomplete last character. Offset must be 0, and
-// TailLines cannot be combined with Grep.
+// log ends before an incomplete last character, even if that leaves no
+// text. Offset must be 0, and TailLines cannot be combined with Grep.
 //
 // # grep
 //
@@ -86,8 +101,9 @@
 // it is the whole window, is matched in parts. Skipped lists each maximal run
 // of non-matching lines. In a framed log lines are lines of each stream, a
 // match's Offset is the frame where its line starts, the window ends where
-// both streams end with a newline (else lines are matched in parts, as
-// above), and gaps are whole frames: a frame holding part of a matching line
+// both streams end with a newline (else lines are matched in parts, cut
+// where neither stream is inside a character, as above), and gaps are whole
+// frames: a frame holding part of a matching line
 // counts as returned. Matches hold at most MaxBytes of text; only U+FFFD
 // replacements can exceed that, and then the window ends before the first
 // match that does not fit.

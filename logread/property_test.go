@@ -77,11 +77,16 @@ func TestResumeReassemblesCombined(t *testing.T) {
 				txt, err := drain(log, logread.Request{Offset: start, Final: final}, sizes(rng, 16))
 				require.NoError(t, err)
 				from = txt.first.Offset
+				// Only a growing log's incomplete last character is left.
+				end := txt.last.EndOffset
+				if end != int64(len(log)) {
+					require.True(t, heldAtEnd(log, txt.lastReq, end), "trial %d: drain stopped at %d of %d", trial, end, len(log))
+				}
 				if utf8.Valid(log) {
 					require.False(t, txt.lossy, "trial %d", trial)
 					require.Equal(t, string(log[from:]), string(txt.text), "trial %d text", trial)
 				} else if !txt.lossy {
-					require.Equal(t, string(log[from:]), string(txt.text), "trial %d text", trial)
+					require.Equal(t, string(log[from:end]), string(txt.text), "trial %d text", trial)
 				}
 			}
 		}
@@ -148,8 +153,15 @@ func TestResumeReassemblesFramed(t *testing.T) {
 			require.False(t, txt.lossy, "trial %d", trial)
 		}
 		if !txt.lossy {
-			require.Equal(t, string(stdout), string(txt.outText), "trial %d", trial)
-			require.Equal(t, string(stderr), string(txt.errText), "trial %d", trial)
+			// The drain may stop where a stream is inside a character that
+			// the writer may still complete.
+			o, e := stdout, stderr
+			if end := txt.last.EndOffset; end != int64(len(log)) {
+				require.True(t, heldAtEnd(log, txt.lastReq, end), "trial %d: drain stopped at %d of %d", trial, end, len(log))
+				o, e = demuxAll(t, log[:end], false)
+			}
+			require.Equal(t, string(o), string(txt.outText), "trial %d", trial)
+			require.Equal(t, string(e), string(txt.errText), "trial %d", trial)
 		}
 
 		raw, err := drain(log, logread.Request{Framed: true, Raw: true}, sizes(rng, 120))

@@ -77,9 +77,9 @@ func tailText(r io.ReaderAt, size int64, req Request) (Window, error) {
 		}
 	}
 	if req.text() && !req.Final && !raw {
-		if i := incompleteTail(bb.slice(start, end)); i > 0 {
-			end = start + int64(i) // the writer may be inside a character
-		}
+		// The writer may be inside a character: leave it for a later call,
+		// even if that leaves no text.
+		end = start + int64(incompleteTail(bb.slice(start, end)))
 	}
 	w.Offset, w.EndOffset = start, end
 	w.Truncated = end < size

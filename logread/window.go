@@ -143,13 +143,18 @@ func windowCombined(r io.ReaderAt, size int64, req Request, w *Window) error {
 // does not end inside a UTF-8 sequence that more bytes could complete:
 //
 //   - the window ends before such a sequence, which then starts the next
-//     window, unless the log is Final and the sequence is its last bytes;
+//     window, unless the log is Final and the sequence is its last bytes
+//     (it can no longer complete, and is returned as U+FFFD);
 //   - if the sequence is the whole window (MaxBytes smaller than it), the
 //     window grows by up to UTFMax-1 bytes to hold the whole character,
 //     so that every window makes progress and text still reassembles;
-//   - if it is the whole window and also the end of a growing log, it is
-//     returned as U+FFFD rather than as an empty window that would make a
-//     client loop until the writer finishes the character.
+//   - if the sequence is the end of a growing log, it is left for a later
+//     call even when that leaves the window empty: the writer is inside the
+//     character, which a flush cut, and will finish it. Returning U+FFFD
+//     instead would lose the character for good, since the client resumes
+//     past it. The empty window makes no progress, which the caller sees
+//     (EndOffset == Offset with Truncated): tail_log's wait_ms then waits
+//     for the rest of the character instead of returning.
 //
 // buf must have capacity for UTFMax-1 more bytes.
 func fitRunes(r io.ReaderAt, buf []byte, start, size int64, final bool) ([]byte, error) {
@@ -161,10 +166,8 @@ func fitRunes(r io.ReaderAt, buf []byte, start, size int64, final bool) ([]byte,
 	switch {
 	case end == size && final:
 		return buf, nil
-	case i > 0:
+	case i > 0 || end == size:
 		return buf[:i], nil
-	case end == size:
-		return buf, nil
 	}
 	n := min(size-end, int64(utf8.UTFMax-len(buf)))
 	more := buf[len(buf) : len(buf)+int(n)]
@@ -173,7 +176,11 @@ func fitRunes(r io.ReaderAt, buf []byte, start, size int64, final bool) ([]byte,
 	}
 	buf = buf[:len(buf)+int(n)]
 	if !utf8.FullRune(buf) {
-		return buf, nil // the log ends inside the character
+		// The log ends inside the character.
+		if final {
+			return buf, nil
+		}
+		return buf[:0], nil
 	}
 	_, k := utf8.DecodeRune(buf)
 	return buf[:k], nil
@@ -293,19 +300,35 @@ func completeEnd(r io.ReaderAt, size int64) (int64, error) {
 	return lastBoundary(r, size, size)
 }
 
+// reach says how far a framed window's frames go.
+type reach int
+
+const (
+	reachMid     reach = iota // max_bytes cut the window before the end of the log
+	reachGrowing              // to the end of a growing log (its complete frames)
+	reachFinal                // to the end of a Final log
+)
+
 // framesAt reads the frame lines of a window that starts at start: cut
-// before a partial last line unless the log is Final, and atEnd when the
-// window reaches the end of a Final log. release gives the buffer back.
-func framesAt(r io.ReaderAt, start, size int64, req Request) (buf []byte, atEnd bool, release func(), err error) {
+// before a partial last line unless the log is Final, and how far they
+// reach. release gives the buffer back.
+func framesAt(r io.ReaderAt, start, size int64, req Request) (buf []byte, to reach, release func(), err error) {
 	mem, release := lineBuf(req.MaxBytes)
 	buf, partial, err := frameWindow(r, start, size, req.MaxBytes, mem)
 	if err != nil {
 		release()
-		return nil, false, nil, err
+		return nil, reachMid, nil, err
 	}
-	atEnd = req.Final && start+int64(len(buf)) == size
+	switch {
+	case start+int64(len(buf)) < size:
+		to = reachMid
+	case req.Final:
+		to = reachFinal
+	default:
+		to = reachGrowing
+	}
 	if !req.Final {
 		buf = buf[:len(buf)-partial]
 	}
-	return buf, atEnd, release, nil
+	return buf, to, release, nil
 }

@@ -91,6 +91,11 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 		if err != nil {
 			return TailResult{}, mapReadErr(err, run)
 		}
+		// An empty window of a log that can still grow has nothing to return
+		// yet: either nothing past Offset, or only bytes the writer is still
+		// inside (an incomplete last frame line or character), which logread
+		// holds back instead of replacing. Wait for them; Final, read again
+		// after the run ends, returns whatever is left.
 		progressed := w.EndOffset > w.Offset || len(w.Skipped) > 0
 		left := time.Until(deadline)
 		if progressed || final || left <= 0 || ctx.Err() != nil || req.TailLines > 0 || req.Offset < 0 {
