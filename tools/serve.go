@@ -30,6 +30,7 @@ func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out i
 	g := &gate{gone: make(chan struct{})}
 	g.cond = sync.NewCond(&g.mu)
 	m.Gone = g.gone
+	m.blocking = make(chan struct{}, MaxBlockingCalls)
 
 	s := server.NewMCPServer("agent-box", version,
 		server.WithToolCapabilities(false),
@@ -42,6 +43,9 @@ func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out i
 	go g.pump(in, pw)
 	stdio := server.NewStdioServer(s)
 	stdio.SetErrorLogger(log.New(&lostReplies{g: g, w: errLog.Writer()}, errLog.Prefix(), errLog.Flags()))
+	// mcp-go serves 5 tool calls at once by default: five waits would hold
+	// back every other call, a process_kill included.
+	server.WithWorkerPoolSize(Workers)(stdio)
 	return stdio.Listen(ctx, pr, &gatedWriter{g: g, w: out})
 }
 

@@ -34,6 +34,35 @@ type Handlers struct {
 	// Gone is closed when the client has gone (stdin EOF): blocking calls
 	// then answer at once instead of holding the process up.
 	Gone <-chan struct{}
+	// blocking holds a token per call that waits (process_wait, tail_log
+	// with wait_ms); nil means no bound.
+	blocking chan struct{}
+}
+
+// MaxBlockingCalls bounds the calls of one connection that may wait at
+// once. Each holds one of the server's Workers until it returns (up to ten
+// minutes), so the bound keeps Workers-MaxBlockingCalls free for the calls
+// that answer at once: a process_kill must never queue behind waits.
+const MaxBlockingCalls = 48
+
+// Workers is the number of tool calls one connection serves at once.
+const Workers = 64
+
+// errTooManyWaits refuses a blocking call over MaxBlockingCalls.
+var errTooManyWaits = fmt.Errorf("%w: %d calls that wait are in progress on this connection already, the most it serves at once; "+
+	"wait for one of them to return, or call without waiting (timeout_ms 0 or wait_ms 0)", runs.ErrInvalid, MaxBlockingCalls)
+
+// waitSlot takes a slot for a call that may block; release gives it back.
+func (h *Handlers) waitSlot() (release func(), err error) {
+	if h.blocking == nil {
+		return func() {}, nil
+	}
+	select {
+	case h.blocking <- struct{}{}:
+		return func() { <-h.blocking }, nil
+	default:
+		return nil, errTooManyWaits
+	}
 }
 
 func hint(v bool) *bool { return &v }
@@ -305,6 +334,13 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if a.TailLines != 0 && a.Offset != 0 {
 		return fail(fmt.Errorf("%w: tail_lines reads from the end; leave offset out", runs.ErrInvalid)), nil
 	}
+	if a.WaitMS > 0 {
+		release, err := h.waitSlot()
+		if err != nil {
+			return fail(err), nil
+		}
+		defer release()
+	}
 	ctx, cancel := h.untilGone(ctx)
 	defer cancel()
 	res, err := h.M.Tail(ctx, runs.TailRequest{Name: a.Name, RunID: a.RunID, Request: lr, Wait: time.Duration(a.WaitMS) * time.Millisecond})
@@ -388,6 +424,13 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 				"message":       fmt.Sprintf("%s still running after %s", a.Name, elapsed.Round(time.Second)),
 			})
 		}
+	}
+	if timeout > 0 {
+		release, err := h.waitSlot()
+		if err != nil {
+			return fail(err), nil
+		}
+		defer release()
 	}
 	ctx, cancel := h.untilGone(ctx)
 	defer cancel()
