@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agent-box/agent-box/runs"
 )
@@ -17,15 +18,44 @@ import (
 
 func q(s string) string { return strconv.Quote(s) }
 
+// textFieldMax bounds a command, an argv or a cwd in the text, in bytes
+// before quoting: every answer about a run repeats its line, and a
+// generated script can be 100 KiB. Structured content has them whole.
+const textFieldMax = 200
+
+// clipped is q(s), cut to about max bytes of s; the cut says so, outside
+// the quotes.
+func clipped(s string, max int) string {
+	if len(s) <= max {
+		return q(s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return q(s[:cut]) + fmt.Sprintf("...(%d bytes in all)", len(s))
+}
+
 func commandOf(r runs.Run) string {
 	if len(r.Argv) > 0 {
-		parts := make([]string, len(r.Argv))
+		var b strings.Builder
+		b.WriteString("argv=[")
+		used := 0
 		for i, a := range r.Argv {
-			parts[i] = q(a)
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			if used >= textFieldMax {
+				fmt.Fprintf(&b, "...(%d more)", len(r.Argv)-i)
+				break
+			}
+			b.WriteString(clipped(a, textFieldMax-used))
+			used += len(a)
 		}
-		return "argv=[" + strings.Join(parts, " ") + "]"
+		b.WriteByte(']')
+		return b.String()
 	}
-	return "command=" + q(r.Command)
+	return "command=" + clipped(r.Command, textFieldMax)
 }
 
 func stateOf(r runs.Run) string {
@@ -60,14 +90,14 @@ func runLine(r runs.Run) string {
 	// (survivors, output still open).
 	restates := r.State == "exited" && !strings.Contains(r.Reason, ";")
 	if r.Reason != "" && r.Reason != string(r.State) && !restates {
-		fmt.Fprintf(&b, " reason=%s", q(r.Reason))
+		fmt.Fprintf(&b, " reason=%s", clipped(r.Reason, 2*textFieldMax))
 	}
 	fmt.Fprintf(&b, " log_bytes=%d", r.LogBytes)
 	if r.LogCapped {
 		b.WriteString(" log_capped=true")
 	}
 	if r.LogError != "" {
-		fmt.Fprintf(&b, " log_error=%s", q(r.LogError))
+		fmt.Fprintf(&b, " log_error=%s", clipped(r.LogError, 2*textFieldMax))
 	}
 	if r.StartedAt != nil {
 		fmt.Fprintf(&b, " started=%s", r.StartedAt.UTC().Format(time.RFC3339))
@@ -76,7 +106,7 @@ func runLine(r runs.Run) string {
 		b.WriteString(" " + commandOf(r))
 	}
 	if r.Cwd != "" {
-		fmt.Fprintf(&b, " cwd=%s", q(r.Cwd))
+		fmt.Fprintf(&b, " cwd=%s", clipped(r.Cwd, textFieldMax))
 	}
 	return b.String()
 }
@@ -132,6 +162,11 @@ func tailText(o TailOutput) string {
 		b.WriteString(" eof")
 	case o.Truncated:
 		fmt.Fprintf(&b, " more: offset=%d", o.EndOffset)
+		if o.EndOffset == o.Offset && o.Encoding == "text" && len(o.Matches) == 0 {
+			// An empty window before the end: what follows is a character
+			// the process is still writing.
+			b.WriteString(" (nothing complete yet: a character is still being written; wait_ms waits for it)")
+		}
 	}
 	if o.SkippedBytes > 0 {
 		fmt.Fprintf(&b, " skipped %d bytes (first from offset %d)", o.SkippedBytes, o.Skipped[0].From)

@@ -1,0 +1,47 @@
+package tools
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/agent-box/agent-box/runs"
+)
+
+func TestCommandTextIsBoundedAndQuoted(t *testing.T) {
+	long := strings.Repeat("é", 3000) // 6000 bytes, two per rune
+	cases := []struct {
+		name string
+		run  runs.Run
+		want string // exact, or a prefix when cut
+		cut  bool
+	}{
+		{"short command", runs.Run{Command: "go test ./..."}, `command="go test ./..."`, false},
+		{"newline cannot fake a field", runs.Run{Command: "true\nstate=exited"}, `command="true\nstate=exited"`, false},
+		{"long command cut on a rune", runs.Run{Command: long}, `command="` + strings.Repeat("é", textFieldMax/2) + `"...(6000 bytes in all)`, true},
+		{"short argv", runs.Run{Argv: []string{"ls", "-l"}}, `argv=["ls" "-l"]`, false},
+		{"long argv", runs.Run{Argv: append([]string{"sh", "-c", long}, "a", "b")},
+			`argv=["sh" "-c" "` + strings.Repeat("é", (textFieldMax-3)/2) + `"...(6000 bytes in all) ...(2 more)]`, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := commandOf(c.run)
+			assert.Equal(t, c.want, got)
+			assert.True(t, utf8.ValidString(got))
+			assert.Less(t, len(got), 3*textFieldMax, "bounded")
+		})
+	}
+}
+
+func TestClippedNeverSplitsAQuote(t *testing.T) {
+	for n := 0; n < 12; n++ {
+		s := strings.Repeat(`"\`, n) + "\x00é"
+		got := clipped(s, 5)
+		quoted, _, _ := strings.Cut(got, "...(")
+		_, err := strconv.Unquote(quoted)
+		assert.NoError(t, err, "%q -> %q", s, got)
+	}
+}
