@@ -42,7 +42,7 @@ const startInput = `{
     "cwd": {"type": "string", "description": "Working directory (must exist); default: the home directory."},
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 1024, "description": "Variables set over the inherited environment."},
     "secret_env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 64, "description": "Variables whose values are masked as [redacted] in the log, tail_log, process_list and the record."},
-    "capture_mode": {"type": "string", "enum": ["combined", "framed"], "default": "combined", "description": "combined: one byte stream as a terminal shows it. framed: stdout and stderr kept apart (tail_log returns them separately)."},
+    "capture_mode": {"type": "string", "enum": ["combined", "framed"], "default": "combined", "description": "combined: one byte stream as a terminal shows it, in the exact order written. framed: stdout and stderr kept apart, each byte-exact (tail_log returns them separately); writes to the two that come close together may swap places in the interleaved view."},
     "stdin": {"type": "string", "enum": ["null", "pipe"], "default": "null", "description": "pipe: keep stdin open for process_write."},
     "timeout_s": {"type": "integer", "minimum": 0, "maximum": 604800, "description": "Kill the whole process group after this many seconds (TERM, 5 s grace, KILL). 0: no timeout."},
     "max_log_bytes": {"type": "integer", "minimum": 0, "maximum": 1099511627776, "description": "Stop writing the log past this size (output is still drained). Default 1 GiB."}
