@@ -3,6 +3,8 @@ package runs
 import (
 	"errors"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/agent-box/agent-box/supervisor"
 )
@@ -16,6 +18,10 @@ type WriteResult struct {
 
 // Write sends data to a piped run's stdin through its supervisor, which is
 // reachable from any agent-box, not only the one that started the run.
+//
+// A write can fail after part of the data went in (the child stops reading
+// and the write times out, or it exits): the error then says how many
+// bytes of how many were written, and the result's Written is that count.
 func (m *Manager) Write(name, runID string, data []byte, closeIt bool) (WriteResult, error) {
 	if len(data) == 0 && !closeIt {
 		return WriteResult{}, invalid("nothing to do: give data, close=true, or both")
@@ -34,12 +40,63 @@ func (m *Manager) Write(name, runID string, data []byte, closeIt bool) (WriteRes
 	if run.Ended() || !run.supAlive {
 		return WriteResult{}, fmt.Errorf("%w: run %q (run id %s) is %s (%s); its stdin is gone", ErrNoStdin, name, run.RunID, run.State, run.Reason)
 	}
-	reply, err := supervisor.WriteStdin(m.Store.RunDir(name, run.RunID), run.rec.SupervisorPID, data, closeIt)
+	reply, err := supervisor.WriteStdin(m.Store.RunDir(name, run.RunID), run.rec.SupervisorPID, data, closeIt, stdinWriteTimeout())
+	res := WriteResult{Run: run, Written: reply.Written, Closed: reply.Closed}
 	if err != nil {
 		if errors.Is(err, supervisor.ErrStdinClosed) {
-			return WriteResult{}, fmt.Errorf("%w: stdin of run %q (run id %s) was closed by an earlier process_write", ErrNoStdin, name, run.RunID)
+			return res, fmt.Errorf("%w: stdin of run %q (run id %s) was closed by an earlier process_write; nothing was written", ErrNoStdin, name, run.RunID)
 		}
-		return WriteResult{}, fmt.Errorf("writing to stdin of run %q: %w", name, err)
+		var we *supervisor.WriteError
+		if errors.As(err, &we) {
+			return res, partialWriteError(name, we)
+		}
+		return res, fmt.Errorf("writing to stdin of run %q: %w", name, err)
 	}
-	return WriteResult{Run: run, Written: reply.Written, Closed: reply.Closed}, nil
+	return res, nil
 }
+
+// stdinWriteTimeoutEnv overrides supervisor.StdinWriteTimeout for the
+// writes of this agent-box (a Go duration, e.g. "30s"); the tests shorten
+// it so that a write to a child that is not reading fails quickly.
+const stdinWriteTimeoutEnv = "AGENT_BOX_STDIN_WRITE_TIMEOUT"
+
+func stdinWriteTimeout() time.Duration {
+	d, err := time.ParseDuration(os.Getenv(stdinWriteTimeoutEnv))
+	if err != nil || d <= 0 {
+		return supervisor.StdinWriteTimeout
+	}
+	return d
+}
+
+// partialWriteError says, for the agent, exactly which part of the data is
+// in the run's stdin and which is not, so that it resends only the rest.
+// It wraps the supervisor's error (and its sentinel) and, when nobody
+// reads the pipe any more, ErrNoStdin.
+func partialWriteError(name string, we *supervisor.WriteError) error {
+	var msg string
+	switch {
+	case we.Total == 0:
+		msg = fmt.Sprintf("stdin of run %q: %v", name, we.Err)
+	case we.Written == 0:
+		msg = fmt.Sprintf("wrote none of the %d bytes to stdin of run %q: %v", we.Total, name, we.Err)
+	default:
+		msg = fmt.Sprintf("wrote %d of %d bytes to stdin of run %q before %v; the remaining %d bytes were not written",
+			we.Written, we.Total, name, we.Err, we.Total-we.Written)
+	}
+	if we.CloseAsked {
+		msg += "; stdin was not closed"
+	}
+	errs := []error{we}
+	if errors.Is(we, supervisor.ErrStdinBroken) {
+		errs = append(errs, ErrNoStdin)
+	}
+	return &writeError{msg: msg, errs: errs}
+}
+
+type writeError struct {
+	msg  string
+	errs []error
+}
+
+func (e *writeError) Error() string   { return e.msg }
+func (e *writeError) Unwrap() []error { return e.errs }

@@ -9,7 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -46,30 +46,113 @@ const StdinSocket = "stdin.sock"
 // MaxWrite bounds the data of one process_write request.
 const MaxWrite = 1 << 20
 
+// StdinWriteTimeout bounds one process_write request in the supervisor:
+// waiting for an earlier request to the same run, then writing. A write
+// returns as soon as all its data is in the pipe, which is at once for a
+// child that reads its stdin (or for up to 64 KiB, the pipe's size); only
+// a child that stops reading makes it wait.
+//
+// Why block at all, rather than return a partial count as soon as the pipe
+// is full: a child that reads at its own pace (a REPL busy for a moment, a
+// compiler reading a large input) would then make most large writes come
+// back short and every agent loop on them. Why 10 s: long enough for such
+// pauses, short enough that the tool call answers well within the request
+// timeouts of MCP clients. A write that still cannot finish fails with a
+// WriteError saying exactly how many bytes went in, so the agent resends
+// only the rest.
+const StdinWriteTimeout = 10 * time.Second
+
+// MaxStdinWriteTimeout caps the timeout a request may ask for.
+const MaxStdinWriteTimeout = time.Minute
+
+// replySlack is the time the supervisor's reply may take beyond the write
+// deadline; the client waits that much longer than the write may last.
+const replySlack = 5 * time.Second
+
 // WriteRequest is one request on the stdin socket; one per connection.
 type WriteRequest struct {
 	Data  []byte `json:"data"` // base64 in JSON
 	Close bool   `json:"close"`
+	// TimeoutMS is how long the supervisor may take (StdinWriteTimeout if
+	// 0 or beyond MaxStdinWriteTimeout).
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
-// WriteReply answers a WriteRequest.
+// WriteReply answers a WriteRequest. Written is exact even when Error is
+// set: the first Written bytes of the data are in the child's stdin, the
+// rest is not, and stdin was closed only if Closed.
 type WriteReply struct {
 	Written int    `json:"written"`
 	Closed  bool   `json:"closed"`
 	Error   string `json:"error,omitempty"`
+	// Reason classifies Error: one of the reason* constants, or empty.
+	Reason string `json:"reason,omitempty"`
 }
+
+// Values of WriteReply.Reason.
+const (
+	reasonClosed  = "closed"      // stdin closed by an earlier request
+	reasonTimeout = "timeout"     // the child is not reading its stdin
+	reasonBroken  = "broken_pipe" // EPIPE: the child closed its stdin or exited
+)
 
 // Errors callers of WriteStdin branch on.
 var (
 	ErrStdinClosed      = errors.New("stdin of this run was closed")
 	ErrStdinUnreachable = errors.New("the run's supervisor is not listening (run exited or supervisor lost)")
+	// ErrStdinTimeout: the child did not read its stdin fast enough.
+	ErrStdinTimeout = errors.New("the write to stdin timed out")
+	// ErrStdinBroken: nobody reads the pipe any more (EPIPE).
+	ErrStdinBroken = errors.New("the process closed its stdin or exited")
+	// ErrStdinNoReply: the request was sent but no reply came back, so
+	// how much of the data was written is not known.
+	ErrStdinNoReply = errors.New("no reply from the run's supervisor")
 )
 
+// WriteError is a write the supervisor answered with a failure. Written of
+// Total bytes (the first ones) are in the child's stdin, the rest is not;
+// Err says why and wraps one of the sentinels above when one applies.
+type WriteError struct {
+	Written, Total int
+	CloseAsked     bool // close was asked for; it was not done
+	Err            error
+}
+
+func (e *WriteError) Error() string {
+	var s string
+	switch {
+	case e.Total == 0:
+		s = e.Err.Error()
+	case e.Written == 0:
+		s = fmt.Sprintf("wrote none of the %d bytes to stdin: %v", e.Total, e.Err)
+	default:
+		s = fmt.Sprintf("wrote %d of %d bytes to stdin before %v; the remaining %d bytes were not written",
+			e.Written, e.Total, e.Err, e.Total-e.Written)
+	}
+	if e.CloseAsked {
+		s += "; stdin was not closed"
+	}
+	return s
+}
+
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// reasonError is the supervisor's text for a failure, wrapping the
+// sentinel its reason stands for.
+type reasonError struct {
+	text     string
+	sentinel error
+}
+
+func (e *reasonError) Error() string { return e.text }
+func (e *reasonError) Unwrap() error { return e.sentinel }
+
 type stdinServer struct {
-	ln     net.Listener
-	mu     sync.Mutex
-	w      *os.File // nil once closed
-	closed bool
+	ln net.Listener
+	// sem (capacity 1) serializes requests; unlike a mutex, waiting for
+	// it counts against the request's deadline.
+	sem chan struct{}
+	w   *os.File // nil once closed; guarded by sem
 }
 
 func serveStdin(runDir string, w *os.File) (*stdinServer, error) {
@@ -79,7 +162,7 @@ func serveStdin(runDir string, w *os.File) (*stdinServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &stdinServer{ln: ln, w: w}
+	s := &stdinServer{ln: ln, w: w, sem: make(chan struct{}, 1)}
 	go s.accept()
 	return s, nil
 }
@@ -102,26 +185,57 @@ func (s *stdinServer) handle(c net.Conn) {
 	if err := json.NewDecoder(io.LimitReader(c, 2*MaxWrite)).Decode(&req); err != nil {
 		reply.Error = fmt.Sprintf("bad request: %v", err)
 	} else {
-		reply = s.write(req)
+		timeout := requestTimeout(req.TimeoutMS)
+		deadline := time.Now().Add(timeout)
+		c.SetDeadline(deadline.Add(replySlack))
+		reply = s.write(req, deadline, timeout)
 	}
 	json.NewEncoder(c).Encode(reply)
 }
 
-func (s *stdinServer) write(req WriteRequest) WriteReply {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func requestTimeout(ms int64) time.Duration {
+	d := time.Duration(ms) * time.Millisecond
+	if d <= 0 || d > MaxStdinWriteTimeout {
+		return StdinWriteTimeout
+	}
+	return d
+}
+
+// write serves req, all of it before deadline, which is timeout after the
+// request came in.
+func (s *stdinServer) write(req WriteRequest, deadline time.Time, timeout time.Duration) WriteReply {
+	wait := time.NewTimer(time.Until(deadline))
+	defer wait.Stop()
+	select {
+	case s.sem <- struct{}{}:
+	case <-wait.C:
+		return WriteReply{Reason: reasonTimeout, Error: fmt.Sprintf(
+			"timed out after %s waiting for an earlier write to the same stdin to finish (the process is not reading its stdin)", timeout)}
+	}
+	defer func() { <-s.sem }()
 	if s.w == nil {
-		return WriteReply{Closed: true, Error: ErrStdinClosed.Error()}
+		return WriteReply{Closed: true, Reason: reasonClosed, Error: ErrStdinClosed.Error()}
 	}
 	var reply WriteReply
 	if len(req.Data) > 0 {
 		// A child that does not read its stdin would block this write
-		// forever once the pipe is full; bound it.
-		s.w.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		// forever once the pipe is full; bound it (see StdinWriteTimeout).
+		// On any error, n is still exactly what the pipe took.
+		s.w.SetWriteDeadline(deadline)
 		n, err := s.w.Write(req.Data)
 		reply.Written = n
+		switch {
+		case err == nil:
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			reply.Reason = reasonTimeout
+			reply.Error = fmt.Sprintf("the write timed out after %s (the process is not reading its stdin)", timeout)
+		case errors.Is(err, syscall.EPIPE):
+			reply.Reason = reasonBroken
+			reply.Error = "the process closed its stdin or exited (broken pipe)"
+		default:
+			reply.Error = fmt.Sprintf("the write failed: %v", err)
+		}
 		if err != nil {
-			reply.Error = fmt.Sprintf("writing to stdin: %v", err)
 			return reply
 		}
 	}
@@ -133,11 +247,12 @@ func (s *stdinServer) write(req WriteRequest) WriteReply {
 	return reply
 }
 
-// Close stops listening and closes the child's stdin.
+// Close stops listening and closes the child's stdin, after the write in
+// progress if any.
 func (s *stdinServer) Close() {
 	s.ln.Close()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.sem <- struct{}{}
+	defer func() { <-s.sem }()
 	if s.w != nil {
 		s.w.Close()
 		s.w = nil
@@ -150,11 +265,17 @@ var ErrStdinImpostor = errors.New("the stdin socket does not belong to the run's
 // WriteStdin sends data (and optionally closes stdin) to the supervisor of
 // the run in runDir, which must be process supervisorPID: the socket is not
 // followed if it is a symlink, and the peer is checked with SO_PEERCRED
-// before any byte is sent.
-func WriteStdin(runDir string, supervisorPID int, data []byte, closeIt bool) (WriteReply, error) {
+// before any byte is sent. timeout bounds the supervisor's side (0 means
+// StdinWriteTimeout).
+//
+// When the supervisor answered with a failure the error is a *WriteError
+// and the reply's Written is exact. Errors before the request was sent
+// mean nothing was written; ErrStdinNoReply means it is not known.
+func WriteStdin(runDir string, supervisorPID int, data []byte, closeIt bool, timeout time.Duration) (WriteReply, error) {
 	if len(data) > MaxWrite {
-		return WriteReply{}, fmt.Errorf("data is %d bytes, at most %d per call", len(data), MaxWrite)
+		return WriteReply{}, fmt.Errorf("data is %d bytes, at most %d per call; nothing was written", len(data), MaxWrite)
 	}
+	timeout = requestTimeout(timeout.Milliseconds())
 	path := filepath.Join(runDir, StdinSocket)
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -171,23 +292,49 @@ func WriteStdin(runDir string, supervisorPID int, data []byte, closeIt bool) (Wr
 	if pid, err := peerPID(c); err != nil || pid != supervisorPID {
 		return WriteReply{}, fmt.Errorf("%w (peer pid %d, supervisor pid %d)", ErrStdinImpostor, pid, supervisorPID)
 	}
-	c.SetDeadline(time.Now().Add(15 * time.Second))
-	if err := json.NewEncoder(c).Encode(WriteRequest{Data: data, Close: closeIt}); err != nil {
-		return WriteReply{}, fmt.Errorf("sending to supervisor: %w", err)
+	// Wait longer than the supervisor may take (a supervisor from before
+	// TimeoutMS takes StdinWriteTimeout), so that a reply is never given
+	// up on while the supervisor may still be writing.
+	c.SetDeadline(time.Now().Add(max(timeout, StdinWriteTimeout) + 2*replySlack))
+	req, err := json.Marshal(WriteRequest{Data: data, Close: closeIt, TimeoutMS: timeout.Milliseconds()})
+	if err != nil {
+		return WriteReply{}, err
+	}
+	req = append(req, '\n')
+	if n, err := c.Write(req); err != nil {
+		// The supervisor acts only on a whole JSON object; without its
+		// closing brace it writes nothing.
+		if n < len(req)-1 {
+			return WriteReply{}, fmt.Errorf("sending to supervisor: %w; nothing was written", err)
+		}
+		// Only the newline is missing: a reply may still come.
 	}
 	var reply WriteReply
 	line, err := bufio.NewReader(c).ReadBytes('\n')
 	if err != nil {
-		return WriteReply{}, fmt.Errorf("reading supervisor reply: %w", err)
+		return WriteReply{}, fmt.Errorf("%w (%v): it is not known how many of the %d bytes were written to stdin; check the process's output before resending",
+			ErrStdinNoReply, err, len(data))
 	}
 	if err := json.Unmarshal(line, &reply); err != nil {
-		return WriteReply{}, fmt.Errorf("bad supervisor reply: %w", err)
+		return WriteReply{}, fmt.Errorf("%w (bad reply: %v): it is not known how many of the %d bytes were written to stdin; check the process's output before resending",
+			ErrStdinNoReply, err, len(data))
 	}
-	if reply.Error != "" {
-		if reply.Closed && reply.Written == 0 {
-			return reply, ErrStdinClosed
-		}
-		return reply, errors.New(reply.Error)
+	if reply.Error == "" {
+		return reply, nil
 	}
-	return reply, nil
+	var sentinel error
+	switch {
+	case reply.Reason == reasonClosed,
+		reply.Reason == "" && reply.Closed && reply.Written == 0: // a supervisor before Reason
+		sentinel = ErrStdinClosed
+	case reply.Reason == reasonTimeout:
+		sentinel = ErrStdinTimeout
+	case reply.Reason == reasonBroken:
+		sentinel = ErrStdinBroken
+	}
+	var why error = &reasonError{text: reply.Error, sentinel: sentinel}
+	if sentinel == nil {
+		why = errors.New(reply.Error)
+	}
+	return reply, &WriteError{Written: reply.Written, Total: len(data), CloseAsked: closeIt && !reply.Closed, Err: why}
 }
