@@ -208,9 +208,11 @@ func TestFileSizeLimitBelowTheRecord(t *testing.T) {
 		return s, state, r
 	}
 
+	// The first record names the supervisor: agent-box starts it before
+	// the record becomes visible.
 	t.Run("first record", func(t *testing.T) {
 		t.Parallel()
-		s, state, r := start(t, func(sz recordSizes) int { return sz.created[0] - 1 })
+		s, state, r := start(t, func(sz recordSizes) int { return sz.supervised[0] - 1 })
 		require.True(t, r.IsError, "process_start must fail when its record cannot be written: %s", r.Text)
 		assert.Contains(t, r.Text, "file too large")
 		assert.Contains(t, r.Text, "record")
@@ -222,10 +224,10 @@ func TestFileSizeLimitBelowTheRecord(t *testing.T) {
 		}
 	})
 
-	t.Run("supervisor's record", func(t *testing.T) {
+	t.Run("pid record", func(t *testing.T) {
 		t.Parallel()
-		s, _, r := start(t, func(sz recordSizes) int { return sz.created[1] + 1 })
-		require.True(t, r.IsError, "the supervisor cannot record itself; process_start must say so: %s", r.Text)
+		s, _, r := start(t, func(sz recordSizes) int { return sz.supervised[1] + 1 })
+		require.True(t, r.IsError, "the supervisor cannot record the child's pid; process_start must say so: %s", r.Text)
 		assert.Contains(t, r.Text, "file too large")
 		// The run that was created is provably not running: it must not
 		// block its name, and must not claim to be running.
