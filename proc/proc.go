@@ -186,42 +186,81 @@ func Probe(pid int, start uint64) outcome.Liveness {
 	}
 }
 
-// GroupMembers returns the pids of live (non-zombie) processes whose
-// process group is pgid, sorted ascending.
-//
-// It scans every /proc/PID, so it is a snapshot: processes that exit during
-// the scan are skipped, and one forked during the scan may be missed
-// (callers that kill a group loop until it is empty).
-func GroupMembers(pgid int) ([]int, error) {
-	if pgid <= 0 {
-		return nil, fmt.Errorf("process group %d: %w", pgid, ErrNoProcess)
-	}
+// Processes returns the live (non-zombie) processes, a snapshot: those
+// that exit during the scan are left out, and one forked during the scan
+// may be missed.
+func Processes() ([]Stat, error) {
 	dir, err := os.Open(procRoot)
 	if err != nil {
-		return nil, fmt.Errorf("scan process group %d: %w", pgid, err)
+		return nil, fmt.Errorf("scan processes: %w", err)
 	}
 	defer dir.Close()
 	names, err := dir.Readdirnames(-1)
 	if err != nil {
-		return nil, fmt.Errorf("scan process group %d: %w", pgid, err)
+		return nil, fmt.Errorf("scan processes: %w", err)
 	}
-	var members []int
+	out := make([]Stat, 0, len(names))
 	for _, name := range names {
 		pid, err := parseNonNegative([]byte(name))
 		if err != nil || pid == 0 {
 			continue // "self", "sys", "meminfo", ...
 		}
 		st, err := ReadStat(pid)
-		if errors.Is(err, ErrNoProcess) {
-			continue // exited since the directory was read
+		if err != nil || st.Dead() {
+			// Exited since the directory was read, or unreadable: either
+			// way nothing agent-box could show to be its own.
+			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("scan process group %d: %w", pgid, err)
-		}
-		if st.PGID == pgid && !st.Dead() {
-			members = append(members, pid)
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// GroupMembers returns the pids of live (non-zombie) processes whose
+// process group is pgid, sorted ascending. It is a snapshot (Processes):
+// callers that kill a group loop until it is empty.
+func GroupMembers(pgid int) ([]int, error) {
+	if pgid <= 0 {
+		return nil, fmt.Errorf("process group %d: %w", pgid, ErrNoProcess)
+	}
+	procs, err := Processes()
+	if err != nil {
+		return nil, fmt.Errorf("process group %d: %w", pgid, err)
+	}
+	var members []int
+	for _, st := range procs {
+		if st.PGID == pgid {
+			members = append(members, st.PID)
 		}
 	}
 	slices.Sort(members)
 	return members, nil
+}
+
+// Descendants returns, from the snapshot procs, the processes whose chain
+// of parents leads to root (root itself excluded), sorted by pid. For a
+// child subreaper such as a run's supervisor these are every process the
+// run started and that still lives, whatever its process group or session:
+// orphans are reparented to the subreaper, not to init.
+func Descendants(procs []Stat, root int) []Stat {
+	children := make(map[int][]Stat, len(procs))
+	for _, p := range procs {
+		children[p.PPID] = append(children[p.PPID], p)
+	}
+	var out []Stat
+	seen := map[int]bool{root: true} // a snapshot taken across a reparenting could hold a cycle
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			if !seen[c.PID] {
+				seen[c.PID] = true
+				out = append(out, c)
+				queue = append(queue, c.PID)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Stat) int { return a.PID - b.PID })
+	return out
 }

@@ -471,3 +471,34 @@ func FuzzParseStat(f *testing.F) {
 		}
 	})
 }
+
+func TestDescendants(t *testing.T) {
+	procs := []proc.Stat{
+		{PID: 1, PPID: 0},
+		{PID: 10, PPID: 1},                     // the supervisor
+		{PID: 11, PPID: 10},                    // the leader
+		{PID: 12, PPID: 11, PGID: 12, SID: 12}, // setsid'd grandchild
+		{PID: 13, PPID: 10},                    // orphan reparented to the subreaper
+		{PID: 14, PPID: 13},
+		{PID: 20, PPID: 1}, // someone else
+		{PID: 21, PPID: 20},
+	}
+	pids := func(ss []proc.Stat) []int {
+		var out []int
+		for _, s := range ss {
+			out = append(out, s.PID)
+		}
+		return out
+	}
+	if got := pids(proc.Descendants(procs, 10)); !slices.Equal(got, []int{11, 12, 13, 14}) {
+		t.Errorf("descendants of 10: %v", got)
+	}
+	if got := proc.Descendants(procs, 14); len(got) != 0 {
+		t.Errorf("descendants of a leaf: %v", got)
+	}
+	// A snapshot taken while a process was reparented can hold a cycle.
+	cyc := []proc.Stat{{PID: 2, PPID: 3}, {PID: 3, PPID: 2}}
+	if got := pids(proc.Descendants(cyc, 2)); !slices.Equal(got, []int{3}) {
+		t.Errorf("cycle: %v", got)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/proc"
 )
 
 // Signals process_kill accepts, by the names agents use.
@@ -42,6 +43,7 @@ type KillResult struct {
 	Run        Run    `json:"run"`
 	Signal     string `json:"signal,omitempty"`
 	Signalled  []int  `json:"signalled_groups,omitempty"` // process group ids signalled
+	Outside    []int  `json:"signalled_pids,omitempty"`   // processes of the run outside its group, signalled one by one
 	Escalated  bool   `json:"escalated,omitempty"`        // SIGKILL followed after grace
 	AlreadyEnd bool   `json:"already_exited,omitempty"`
 	Message    string `json:"message"`
@@ -73,25 +75,34 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 			ErrNotSignalable, name, run.RunID, run.State, run.Reason, run.PID)
 	}
 	pgid := run.PID
-	if err := unix.Kill(-pgid, sig); err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			res.Run, _ = m.Get(name, run.RunID)
-			res.Message = fmt.Sprintf("process group %d was already gone; nothing signalled", pgid)
-			return res, nil
-		}
-		return KillResult{}, fmt.Errorf("signalling process group %d: %w", pgid, err)
+	group, outside, err := m.signalRun(run, sig)
+	if err != nil {
+		return KillResult{}, err
 	}
-	res.Signalled = []int{pgid}
-	res.Message = fmt.Sprintf("sent %s to process group %d", res.Signal, pgid)
+	if !group && len(outside) == 0 {
+		res.Run, _ = m.Get(name, run.RunID)
+		res.Message = fmt.Sprintf("process group %d was already gone; nothing signalled", pgid)
+		return res, nil
+	}
+	if group {
+		res.Signalled = []int{pgid}
+		res.Message = fmt.Sprintf("sent %s to process group %d", res.Signal, pgid)
+	} else {
+		res.Message = fmt.Sprintf("sent %s", res.Signal)
+	}
+	if len(outside) > 0 {
+		res.Outside = outside
+		res.Message += fmt.Sprintf(" and to %d process(es) of the run outside it: %s", len(outside), joinInts(outside))
+	}
 	if grace > 0 && sig != unix.SIGKILL {
 		if !m.waitGroupGone(name, run.RunID, grace) {
-			// Re-identify before escalating: the group must still be ours.
+			// Re-identify before escalating: the processes must still be ours.
 			again, err := m.Get(name, run.RunID)
 			if err == nil {
 				again = m.settled(again)
 			}
 			if err == nil && again.Verdict.Signalable {
-				if err := unix.Kill(-pgid, unix.SIGKILL); err == nil {
+				if g, o, err := m.signalRun(again, unix.SIGKILL); err == nil && (g || len(o) > 0) {
 					res.Escalated = true
 					res.Message += fmt.Sprintf("; still alive after %s, sent SIGKILL", grace)
 				}
@@ -103,6 +114,52 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 	m.waitRecorded(name, run.RunID, 2*time.Second)
 	res.Run, _ = m.Get(name, run.RunID)
 	return res, nil
+}
+
+// signalRun sends sig to the run's processes: the leader's process group,
+// and each process of the run outside it (one that made a group or a
+// session of its own). Those a live supervisor can name, as its
+// descendants: as their subreaper it is their parent once their own
+// parent is gone. group reports whether the group was there to signal.
+//
+// The group's id is the leader's pid. Once the leader is gone, an empty
+// group's id may be handed out again, so the group is signalled only when
+// a process of the run is known to be in it.
+func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int, err error) {
+	pgid := run.PID
+	leaderGone := run.State == outcome.Exited || run.Verdict.Reason == outcome.ReasonExiting
+	inGroup := !leaderGone
+	procs, perr := m.Sys.Processes()
+	if perr == nil && run.rec != nil {
+		if run.supAlive {
+			for _, p := range proc.Descendants(procs, run.rec.SupervisorPID) {
+				if p.PGID == pgid {
+					inGroup = true
+				} else if unix.Kill(p.PID, sig) == nil {
+					outside = append(outside, p.PID)
+				}
+			}
+		}
+		// Without the supervisor, a member of the group is still ours
+		// when it is in the supervisor's session (a group never spans
+		// sessions) and started no earlier than the leader.
+		for _, p := range procs {
+			if p.PGID == pgid && p.SID == run.rec.SupervisorPID && p.StartTime >= run.rec.PIDStartTime {
+				inGroup = true
+			}
+		}
+	}
+	if !inGroup {
+		return false, outside, nil
+	}
+	switch err := unix.Kill(-pgid, sig); {
+	case err == nil:
+		return true, outside, nil
+	case errors.Is(err, unix.ESRCH):
+		return false, outside, nil
+	default:
+		return false, outside, fmt.Errorf("signalling process group %d: %w", pgid, err)
+	}
 }
 
 // waitGroupGone waits until no process of the run may be alive. A run

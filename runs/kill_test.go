@@ -23,6 +23,10 @@ func TestHelperFakeSupervisor(t *testing.T) {
 	if os.Getenv("AGENT_BOX_FAKE_SUP") != "1" {
 		t.Skip("helper process")
 	}
+	// A subreaper, as the real supervisor is: the leader's orphans come to it.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		os.Exit(1)
+	}
 	c := exec.Command("/bin/sh", "-c", `(trap "" TERM; exec sleep 30) & wait`)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,6 +97,7 @@ type procIndex struct {
 	bulk   bool // answer Probe from one snapshot
 	loaded bool
 	ok     bool
+	procs  []proc.Stat
 	byPID  map[int]proc.Stat
 	byPGID map[int][]proc.Stat
 }
@@ -110,6 +112,7 @@ func (x *procIndex) load() {
 		return
 	}
 	x.ok = true
+	x.procs = procs
 	x.byPID = make(map[int]proc.Stat, len(procs))
 	x.byPGID = make(map[int][]proc.Stat)
 	for _, p := range procs {
@@ -140,19 +143,32 @@ func (x *procIndex) probe(pid int, start uint64, confirmGone bool) outcome.Liven
 	return x.sys.Probe(pid, start)
 }
 
-func (x *procIndex) members(rec *runrecord.Record) []int {
-	if !x.bulk && !x.sys.GroupAlive(rec.PID) {
+// members returns the run's processes other than its leader, once the
+// leader is gone. While the supervisor lives these are its descendants:
+// as a child subreaper it inherits every orphan of the run, so whatever
+// group or session a process made for itself, it is found. Without the
+// supervisor, only the leader's group can still be found: its members in
+// the supervisor's session.
+func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
+	var pids []int
+	if supAlive {
+		x.load()
+		for _, p := range proc.Descendants(x.procs, rec.SupervisorPID) {
+			if p.PID != rec.PID {
+				pids = append(pids, p.PID)
+			}
+		}
+	} else if !x.bulk && !x.sys.GroupAlive(rec.PID) {
 		// kill(-pgid, 0) says no process is left in the group: no need
 		// to scan /proc for its members.
 		return nil
 	}
 	x.load()
-	var pids []int
 	for _, p := range x.byPGID[rec.PID] {
 		// A pgid number can only come back to a new group once every
 		// member of ours is gone; the session (the supervisor's) and a
 		// start no earlier than the leader's tie a member to this run.
-		if p.PID != rec.PID && p.SID == rec.SupervisorPID && p.StartTime >= rec.PIDStartTime {
+		if p.PID != rec.PID && p.SID == rec.SupervisorPID && p.StartTime >= rec.PIDStartTime && !slices.Contains(pids, p.PID) {
 			pids = append(pids, p.PID)
 		}
 	}
@@ -234,10 +250,12 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 	if in.HasChild {
 		facts.Child = idx.probe(rec.PID, rec.PIDStartTime, !in.ExitRecorded)
 	}
-	// With the exit recorded the supervisor only matters while it may
-	// still be writing the log.
-	if in.HasSupervisor && (!in.ExitRecorded || !rec.OutputClosed) {
-		facts.Supervisor = idx.probe(rec.SupervisorPID, rec.SupervisorStartTime, true)
+	// After the exit the supervisor lives on while it may still write the
+	// log, and while processes of the run outlive the leader (it is their
+	// subreaper). Once the exit is recorded a supervisor missing from a
+	// snapshot cannot come back.
+	if in.HasSupervisor {
+		facts.Supervisor = idx.probe(rec.SupervisorPID, rec.SupervisorStartTime, !in.ExitRecorded || !rec.OutputClosed)
 		run.supAlive = facts.Supervisor == outcome.Same
 	}
 	// Survivors: once the leader's exit is recorded, or while a live
@@ -245,7 +263,7 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 	// ignored its signal without waiting for the record).
 	exiting := !in.ExitRecorded && facts.Child == outcome.Gone && run.supAlive
 	if in.HasChild && facts.Child != outcome.Reused && (in.ExitRecorded || exiting) {
-		run.Survivors = idx.members(rec)
+		run.Survivors = idx.members(rec, run.supAlive)
 		facts.Survivors = len(run.Survivors)
 	}
 	return in, facts

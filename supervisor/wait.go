@@ -33,7 +33,11 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	go func() { wg.Wait(); close(drained) }()
 
 	exited := make(chan unix.WaitStatus, 1)
-	go reap(pid, exited)
+	allReaped := make(chan struct{})
+	go func() {
+		reap(pid, exited)
+		close(allReaped)
+	}()
 
 	var timeout, grace <-chan time.Time
 	timedOut := false
@@ -44,12 +48,11 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	defer tick.Stop()
 	var lastStatus capture.Status
 
-	// The deadline is the whole group's, not only the leader's: a member
+	// The deadline is the whole run's, not only the leader's: a process
 	// that ignores the TERM outlives a leader that dies of it, and is
-	// killed when the grace ends, even when it let go of the output (the
-	// supervisor stays for the grace while the group has members).
+	// killed when the grace ends, even when it let go of the output.
 	childDone, outputDone := false, false
-	for !childDone || !outputDone || (grace != nil && groupInSession(pid)) {
+	for !childDone || !outputDone || (grace != nil && len(descendants()) > 0) {
 		select {
 		case ws := <-exited:
 			childDone = true
@@ -63,7 +66,7 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 		case <-timeout:
 			timedOut = true
 			timeout = nil
-			signalGroup(pid, unix.SIGTERM, childDone)
+			signalRun(pid, unix.SIGTERM, childDone)
 			g := time.Duration(sp.KillGraceMS) * time.Millisecond
 			if g <= 0 {
 				g = DefaultKillGrace
@@ -71,7 +74,7 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 			grace = time.After(g)
 		case <-grace:
 			grace = nil
-			signalGroup(pid, unix.SIGKILL, childDone)
+			signalRun(pid, unix.SIGKILL, childDone)
 		case <-tick.C:
 			if st := s.log.Status(); st != lastStatus {
 				lastStatus = st
@@ -84,10 +87,17 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 		os.Remove(s.reserve)
 	}
 	st := s.log.Status()
-	return errors.Join(cerr, s.writeRecord(func(r *runrecord.Record) {
+	err := errors.Join(cerr, s.writeRecord(func(r *runrecord.Record) {
 		applyStatus(r, st)
 		r.OutputClosed = true
 	}))
+	// Processes of the run that outlive the leader and let go of the
+	// output (a daemon it started, a job in a session of its own) are
+	// still ours: as their subreaper we are their parent, so agent-box can
+	// find them as our descendants, report them and kill them. Stay until
+	// the last one is gone; without us they would go to init, untraceable.
+	<-allReaped
+	return err
 }
 
 func applyStatus(r *runrecord.Record, st capture.Status) {
@@ -139,32 +149,33 @@ func drain(r io.Reader, w io.Writer) {
 	}
 }
 
-// signalGroup sends sig to the run's process group, whose id is the
-// leader's pid. Once the leader is reaped that pid may be handed out again,
-// and the group id with it once the group is empty: then the group is ours
-// only if it still has members in our session (a process group never spans
-// sessions, and no process can join ours).
-func signalGroup(pgid int, sig unix.Signal, leaderReaped bool) {
-	if leaderReaped && !groupInSession(pgid) {
-		return
+// descendants are the live processes of the run: every descendant of the
+// supervisor, which as a child subreaper inherits the orphans among them.
+func descendants() []proc.Stat {
+	procs, err := proc.Processes()
+	if err != nil {
+		return nil
 	}
-	unix.Kill(-pgid, sig)
+	return proc.Descendants(procs, os.Getpid())
 }
 
-// groupInSession reports whether process group pgid has a live member in
-// the supervisor's session.
-func groupInSession(pgid int) bool {
-	sid, err := unix.Getsid(0)
-	if err != nil {
-		return false
-	}
-	members, _ := proc.GroupMembers(pgid)
-	for _, m := range members {
-		if st, err := proc.ReadStat(m); err == nil && st.SID == sid && !st.Dead() {
-			return true
+// signalRun sends sig to every process of the run: the leader's process
+// group, and each descendant outside it (one that made a group or a
+// session of its own). Once the leader is reaped its pid, which is the
+// group's id, may be handed out again when the group is empty, so the
+// group is signalled only while one of our descendants is in it.
+func signalRun(pgid int, sig unix.Signal, leaderReaped bool) {
+	inGroup := !leaderReaped
+	for _, d := range descendants() {
+		if d.PGID == pgid {
+			inGroup = true
+			continue
 		}
+		unix.Kill(d.PID, sig)
 	}
-	return false
+	if inGroup {
+		unix.Kill(-pgid, sig)
+	}
 }
 
 // reap waits for every child of the supervisor — as a subreaper it also

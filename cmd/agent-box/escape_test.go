@@ -1,0 +1,86 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/internal/abtest"
+	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+func syscallKill(pid int) { syscall.Kill(pid, syscall.SIGKILL) }
+
+func dead(pid int) bool {
+	st, err := proc.ReadStat(pid)
+	return err != nil || st.Dead()
+}
+
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	abtest.WaitFor(t, "the child to write its pid", 10*time.Second, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	return pid
+}
+
+// A process that leaves the run's process group and session (setsid) is
+// still the run's: it is reported as running after the leader's exit, and
+// process_kill reaches it.
+func TestProcessInASessionOfItsOwnIsReportedAndKilled(t *testing.T) {
+	state := t.TempDir()
+	s := connect(t, state)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	st := s.OK("process_start", map[string]any{"name": "d",
+		"command": `setsid sleep 1001 >/dev/null 2>&1 & echo $! > ` + pidFile + `; exit 0`})
+	pid := readPID(t, pidFile)
+	t.Cleanup(func() { syscallKill(pid) })
+
+	w := s.OK("process_wait", map[string]any{"name": "d", "timeout_ms": 30000})
+	run := w.Data["run"].(map[string]any)
+	assert.Equal(t, "exited", run["state"], w.Text)
+	assert.Equal(t, int64(0), abtest.Num(run["exit_code"]))
+	require.Equal(t, []any{float64(pid)}, run["survivors"], "the setsid'd process is reported: %s", w.Text)
+	assert.Contains(t, run["reason"], "still running")
+
+	k := s.OK("process_kill", map[string]any{"name": "d"})
+	assert.Equal(t, []any{float64(pid)}, k.Data["signalled_pids"], k.Text)
+	abtest.WaitFor(t, "the setsid'd process to die of the kill", 10*time.Second, func() bool { return dead(pid) })
+	rec, err := (&runrecord.Store{Root: state}).Read("d", abtest.Str(st.Data["run_id"]))
+	require.NoError(t, err)
+	abtest.WaitFor(t, "the supervisor to leave with the run's last process", 10*time.Second, func() bool { return dead(rec.SupervisorPID) })
+	l := abtest.RunOf(t, s.OK("process_list", nil), "d")
+	assert.Equal(t, "exited", l["state"])
+	assert.Nil(t, l["survivors"])
+}
+
+// process_kill of a running run reaches the processes that left its group.
+func TestKillReachesProcessesOutsideTheGroup(t *testing.T) {
+	s := connect(t, t.TempDir())
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s.OK("process_start", map[string]any{"name": "d",
+		"command": `setsid sleep 1001 & echo $! > ` + pidFile + `; sleep 1000`})
+	pid := readPID(t, pidFile)
+	t.Cleanup(func() { syscallKill(pid) })
+	k := s.OK("process_kill", map[string]any{"name": "d", "grace_ms": 5000})
+	assert.Contains(t, k.Data["signalled_pids"], float64(pid), k.Text)
+	abtest.WaitFor(t, "the setsid'd process to die of the kill", 10*time.Second, func() bool { return dead(pid) })
+	w := s.OK("process_wait", map[string]any{"name": "d", "timeout_ms": 30000})
+	run := w.Data["run"].(map[string]any)
+	assert.Equal(t, "SIGTERM", run["signal"], w.Text)
+	assert.Nil(t, run["survivors"], w.Text)
+}
