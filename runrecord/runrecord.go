@@ -653,15 +653,19 @@ func runEntries(dir *os.File) ([]fs.DirEntry, error) {
 // dropped and never a panic.
 //
 // List of a name with no runs is ErrNotFound, as for RunIDs; List("") of an
-// empty store is no entries and no error. A symlink where a name dir should
-// be is listed as one Entry with an empty RunID and Err wrapping ErrSymlink.
+// empty store is no entries and no error. A name dir that cannot be listed
+// (a symlink, never followed, or a dir without read permission) is listed
+// as one Entry with an empty RunID and Err saying why (for a symlink,
+// wrapping ErrSymlink); List of that name alone is that error.
 func (s *Store) List(name string) ([]Entry, error) {
 	return s.ListWhere(name, nil)
 }
 
 // ListWhere is List reading only the records of the runs want accepts
 // (all when want is nil); a run it refuses is left out without its record
-// being opened. Entries for unreadable names are always listed.
+// being opened. A name dir that cannot be listed is offered to want as
+// (name, ""), the name itself, and left out if refused: a paged listing
+// (runs.Manager.ListPage) shows it on one page, not on every page.
 func (s *Store) ListWhere(name string, want func(name, runID string) bool) ([]Entry, error) {
 	if name != "" {
 		if err := ValidName(name); err != nil {
@@ -669,34 +673,101 @@ func (s *Store) ListWhere(name string, want func(name, runID string) bool) ([]En
 		}
 		return s.listName(name, want)
 	}
+	var out []Entry
+	err := s.eachName(func(n string, bad error) error {
+		if bad == nil {
+			var got []Entry
+			got, bad = s.listName(n, want)
+			if errors.Is(bad, ErrNotFound) {
+				return nil // a name dir holding only its lock
+			}
+			out = append(out, got...)
+		}
+		if bad != nil && (want == nil || want(n, "")) {
+			out = append(out, Entry{Name: n, Err: bad})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// eachName calls fn for every valid name in runs/, sorted, with nil, or
+// with why the name's directory cannot be listed when it is a symlink
+// (never followed); stray files and invalid names are skipped. The error
+// is fn's or the listing of runs/'s.
+func (s *Store) eachName(fn func(name string, bad error) error) error {
 	ents, err := os.ReadDir(s.runsPath())
 	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+		return fmt.Errorf("list runs: %w", err)
 	}
-	var out []Entry
-	for _, e := range ents {
+	for _, e := range ents { // os.ReadDir sorts
 		n := e.Name()
 		if ValidName(n) != nil {
 			continue
 		}
-		if e.Type()&fs.ModeSymlink != 0 {
-			out = append(out, Entry{Name: n, Err: notDirError(s.nameDir(n), "run name directory", e.Type())})
-			continue
-		}
-		if !e.IsDir() {
+		var bad error
+		switch {
+		case e.Type()&fs.ModeSymlink != 0:
+			bad = notDirError(s.nameDir(n), "run name directory", e.Type())
+		case !e.IsDir():
 			continue // a stray file, not a run name
 		}
-		got, err := s.listName(n, want)
-		if errors.Is(err, ErrNotFound) {
-			continue // a name dir holding only its lock
+		if err := fn(n, bad); err != nil {
+			return err
 		}
-		if err != nil {
-			out = append(out, Entry{Name: n, Err: err})
-			continue
-		}
-		out = append(out, got...)
 	}
-	return out, nil
+	return nil
+}
+
+// NameRuns is one name of an Index: its run ids, or why its directory
+// cannot be listed.
+type NameRuns struct {
+	Name string
+	IDs  []string // sorted, the oldest first; nil when Err != nil
+	Err  error    // the name dir cannot be listed, as List reports it
+}
+
+// Index returns the run ids of name (of every name when name is ""),
+// sorted by name, from the directory listings alone: no record is opened.
+// A name dir that cannot be listed (a symlink, no read permission) is a
+// NameRuns with Err set, never dropped; a name with no runs is left out,
+// and Index of that name alone is ErrNotFound, as for RunIDs.
+func (s *Store) Index(name string) ([]NameRuns, error) {
+	one := func(n string) (NameRuns, error) {
+		dir, ents, err := s.openRuns(n)
+		if err != nil {
+			return NameRuns{Name: n, Err: err}, err
+		}
+		defer dir.Close()
+		ids := make([]string, len(ents))
+		for i, e := range ents {
+			ids[i] = e.Name()
+		}
+		return NameRuns{Name: n, IDs: ids}, nil
+	}
+	if name != "" {
+		if err := ValidName(name); err != nil {
+			return nil, err
+		}
+		nr, err := one(name)
+		if errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		return []NameRuns{nr}, nil
+	}
+	var out []NameRuns
+	err := s.eachName(func(n string, bad error) error {
+		nr := NameRuns{Name: n, Err: bad}
+		if bad == nil {
+			nr, bad = one(n)
+			if errors.Is(bad, ErrNotFound) {
+				return nil // a name dir holding only its lock
+			}
+		}
+		out = append(out, nr)
+		return nil
+	})
+	return out, err
 }
 
 // listName reads every run of one name. The run dirs' types come from the
