@@ -264,3 +264,34 @@ func Descendants(procs []Stat, root int) []Stat {
 	slices.SortFunc(out, func(a, b Stat) int { return a.PID - b.PID })
 	return out
 }
+
+// Children returns the pids of pid's children, from
+// /proc/PID/task/*/children (a child belongs to the thread that forked
+// it). It reads a few small files where a scan of /proc reads hundreds;
+// kernels without CONFIG_PROC_CHILDREN have no such files, which is an
+// error here.
+func Children(pid int) ([]int, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("%s/%d/task", procRoot, pid))
+	if err != nil {
+		return nil, fmt.Errorf("children of %d: %w", pid, err)
+	}
+	var kids []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("%s/%d/task/%s/children", procRoot, pid, t.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, serr := os.Stat(fmt.Sprintf("%s/%d/task/%s", procRoot, pid, t.Name())); serr != nil {
+				continue // the thread ended since the directory was read
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("children of %d: %w", pid, err)
+		}
+		for _, f := range bytes.Fields(b) {
+			if k, err := parseNonNegative(f); err == nil {
+				kids = append(kids, k)
+			}
+		}
+	}
+	slices.Sort(kids)
+	return kids, nil
+}

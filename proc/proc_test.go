@@ -502,3 +502,21 @@ func TestDescendants(t *testing.T) {
 		t.Errorf("cycle: %v", got)
 	}
 }
+
+func TestChildren(t *testing.T) {
+	c := exec.Command("sleep", "30")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Process.Kill(); c.Wait() }()
+	kids, err := proc.Children(os.Getpid())
+	if err != nil {
+		t.Skipf("no /proc/PID/task/TID/children here: %v", err)
+	}
+	if !slices.Contains(kids, c.Process.Pid) {
+		t.Errorf("children of the test %v lack the child %d", kids, c.Process.Pid)
+	}
+	if kids, err := proc.Children(c.Process.Pid); err != nil || len(kids) != 0 {
+		t.Errorf("children of sleep: %v, %v", kids, err)
+	}
+}

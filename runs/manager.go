@@ -26,6 +26,8 @@ type System interface {
 	// GroupAlive reports whether process group pgid may have a member
 	// (kill(-pgid, 0) did not say ESRCH); a cheap test before a scan.
 	GroupAlive(pgid int) bool
+	// Children lists pid's children; a cheap test before a scan.
+	Children(pid int) ([]int, error)
 }
 
 // Manager does everything to runs in one state directory.
@@ -151,6 +153,14 @@ func (x *procIndex) probe(pid int, start uint64, confirmGone bool) outcome.Liven
 // the supervisor's session.
 func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 	var pids []int
+	if supAlive && !x.bulk {
+		// The run's processes are all descendants of the supervisor: if
+		// its only child is the leader (or a zombie of it), there are none
+		// to find, and no need to scan /proc.
+		if kids, err := x.sys.Children(rec.SupervisorPID); err == nil && !slices.ContainsFunc(kids, func(k int) bool { return k != rec.PID }) {
+			return nil
+		}
+	}
 	if supAlive {
 		x.load()
 		for _, p := range proc.Descendants(x.procs, rec.SupervisorPID) {

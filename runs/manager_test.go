@@ -24,6 +24,7 @@ func (f *fakeSys) BootID() string                               { return f.boot 
 func (f *fakeSys) Probe(pid int, start uint64) outcome.Liveness { return f.probe(pid, start) }
 func (f *fakeSys) Processes() ([]proc.Stat, error)              { return nil, nil }
 func (f *fakeSys) GroupAlive(int) bool                          { return false }
+func (f *fakeSys) Children(int) ([]int, error)                  { return nil, nil }
 
 var _ System = (*fakeSys)(nil)
 

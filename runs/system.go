@@ -29,6 +29,8 @@ func (s *LiveSystem) Probe(pid int, start uint64) outcome.Liveness { return proc
 
 func (s *LiveSystem) Processes() ([]proc.Stat, error) { return proc.Processes() }
 
+func (s *LiveSystem) Children(pid int) ([]int, error) { return proc.Children(pid) }
+
 func (s *LiveSystem) GroupAlive(pgid int) bool {
 	return pgid > 0 && !errors.Is(unix.Kill(-pgid, 0), unix.ESRCH)
 }
