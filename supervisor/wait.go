@@ -51,8 +51,22 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	// The deadline is the whole run's, not only the leader's: a process
 	// that ignores the TERM outlives a leader that dies of it, and is
 	// killed when the grace ends, even when it let go of the output.
+	onTimeout := func(leaderReaped bool) {
+		timedOut = true
+		timeout = nil
+		signalRun(pid, unix.SIGTERM, leaderReaped)
+		g := time.Duration(sp.KillGraceMS) * time.Millisecond
+		if g <= 0 {
+			g = DefaultKillGrace
+		}
+		grace = time.After(g)
+	}
+	onGrace := func(leaderReaped bool) {
+		grace = nil
+		signalRun(pid, unix.SIGKILL, leaderReaped)
+	}
 	childDone, outputDone := false, false
-	for !childDone || !outputDone || (grace != nil && len(descendants()) > 0) {
+	for !childDone || !outputDone {
 		select {
 		case ws := <-exited:
 			childDone = true
@@ -64,17 +78,9 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 			outputDone = true
 			drained = nil
 		case <-timeout:
-			timedOut = true
-			timeout = nil
-			signalRun(pid, unix.SIGTERM, childDone)
-			g := time.Duration(sp.KillGraceMS) * time.Millisecond
-			if g <= 0 {
-				g = DefaultKillGrace
-			}
-			grace = time.After(g)
+			onTimeout(childDone)
 		case <-grace:
-			grace = nil
-			signalRun(pid, unix.SIGKILL, childDone)
+			onGrace(childDone)
 		case <-tick.C:
 			if st := s.log.Status(); st != lastStatus {
 				lastStatus = st
@@ -95,9 +101,18 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	// output (a daemon it started, a job in a session of its own) are
 	// still ours: as their subreaper we are their parent, so agent-box can
 	// find them as our descendants, report them and kill them. Stay until
-	// the last one is gone; without us they would go to init, untraceable.
-	<-allReaped
-	return err
+	// the last one is gone (without us they would go to init, untraceable),
+	// and hold them to the run's deadline.
+	for {
+		select {
+		case <-allReaped:
+			return err
+		case <-timeout:
+			onTimeout(true)
+		case <-grace:
+			onGrace(true)
+		}
+	}
 }
 
 func applyStatus(r *runrecord.Record, st capture.Status) {

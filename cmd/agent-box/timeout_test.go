@@ -39,3 +39,27 @@ func TestTimeoutKillsGroupMemberThatOutlivesTheLeader(t *testing.T) {
 		return err != nil || st.Dead() // a zombie is dead, whoever reaps it
 	})
 }
+
+// The deadline holds for the run's processes that outlive its leader, also
+// one in a session of its own that let go of the output: the leader exits
+// at once, with code 0, and the deadline still ends the rest.
+func TestTimeoutEndsProcessesThatOutliveTheLeader(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "to", "timeout_s": 1,
+		"command": `setsid sh -c 'trap "" TERM; exec sleep 60' >/dev/null 2>&1 </dev/null & echo $! > ` + pidFile + `; exit 0`})
+	w := s.OK("process_wait", map[string]any{"name": "to", "timeout_ms": 30000})
+	run := w.Data["run"].(map[string]any)
+	require.Equal(t, int64(0), abtest.Num(run["exit_code"]), w.Text)
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	abtest.WaitFor(t, "the deadline (1 s, then 5 s of grace) to end the process that outlived the leader", 30*time.Second, func() bool {
+		st, err := proc.ReadStat(pid)
+		return err != nil || st.Dead()
+	})
+	l := abtest.RunOf(t, s.OK("process_list", nil), "to")
+	require.Nil(t, l["survivors"], "%v", l)
+}
