@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,11 +21,11 @@ import (
 // child lives on: process_start must answer promptly that the supervisor
 // died, not wait out its whole StartTimeout.
 //
-// Fails today (in about 15 s), because of the descriptor leak that
-// TestChildInheritsOnlyItsStdio pins: the child holds the write end of the
-// report pipe, so agent-box never sees EOF on it and answers only at the
-// timeout ("did not report within 15s"), with the child running unknown to
-// the agent that was told the start failed. Slow, so behind the tag.
+// It failed (in about 15 s) while the child inherited the write end of the
+// report pipe (the leak TestChildInheritsOnlyItsStdio pins): agent-box
+// never saw EOF on it and answered only at the timeout ("did not report
+// within 15s"), with the child running unknown to the agent that was told
+// the start failed. Slow, so behind the tag.
 func TestStartFailsFastWhenSupervisorDies(t *testing.T) {
 	bin := agentBox(t)
 	dir := t.TempDir()
@@ -65,8 +66,10 @@ func TestStartFailsFastWhenSupervisorDies(t *testing.T) {
 			}
 			switch {
 			case ev.wd == nameWD && ev.mask&unix.IN_ISDIR != 0 && runWD < 0:
-				runID = ev.name
-				runWD, _ = w.add(filepath.Join(nameDir, runID), unix.IN_MOVED_TO)
+				// The run dir is made as .new-<run id> and renamed into
+				// place; the watch follows it across the rename.
+				runID = strings.TrimPrefix(ev.name, ".new-")
+				runWD, _ = w.add(filepath.Join(nameDir, ev.name), unix.IN_MOVED_TO)
 			case ev.wd == runWD && ev.name == "record.json":
 				if r, err := store.Read(name, runID); err == nil && r.PID > 0 {
 					rec = r
