@@ -16,6 +16,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/agent-box/agent-box/outcome"
@@ -242,7 +243,10 @@ func GroupMembers(pgid int) ([]int, error) {
 // child subreaper such as a run's supervisor these are every process the
 // run started and that still lives, whatever its process group or session:
 // orphans are reparented to the subreaper, not to init.
-func Descendants(procs []Stat, root int) []Stat {
+//
+// A process for which prune returns true is left out with everything
+// below it (prune may be nil).
+func Descendants(procs []Stat, root int, prune func(Stat) bool) []Stat {
 	children := make(map[int][]Stat, len(procs))
 	for _, p := range procs {
 		children[p.PPID] = append(children[p.PPID], p)
@@ -254,7 +258,7 @@ func Descendants(procs []Stat, root int) []Stat {
 		pid := queue[0]
 		queue = queue[1:]
 		for _, c := range children[pid] {
-			if !seen[c.PID] {
+			if !seen[c.PID] && (prune == nil || !prune(c)) {
 				seen[c.PID] = true
 				out = append(out, c)
 				queue = append(queue, c.PID)
@@ -294,4 +298,17 @@ func Children(pid int) ([]int, error) {
 	}
 	slices.Sort(kids)
 	return kids, nil
+}
+
+// Cmdline returns the arguments of pid (/proc/PID/cmdline).
+func Cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d/cmdline", procRoot, pid))
+	if err != nil {
+		return nil, err
+	}
+	b = bytes.TrimSuffix(b, []byte{0})
+	if len(b) == 0 {
+		return nil, nil
+	}
+	return strings.Split(string(b), "\x00"), nil
 }

@@ -490,15 +490,19 @@ func TestDescendants(t *testing.T) {
 		}
 		return out
 	}
-	if got := pids(proc.Descendants(procs, 10)); !slices.Equal(got, []int{11, 12, 13, 14}) {
+	if got := pids(proc.Descendants(procs, 10, nil)); !slices.Equal(got, []int{11, 12, 13, 14}) {
 		t.Errorf("descendants of 10: %v", got)
 	}
-	if got := proc.Descendants(procs, 14); len(got) != 0 {
+	if got := proc.Descendants(procs, 14, nil); len(got) != 0 {
 		t.Errorf("descendants of a leaf: %v", got)
+	}
+	// A pruned process goes with everything below it.
+	if got := pids(proc.Descendants(procs, 10, func(p proc.Stat) bool { return p.PID == 13 })); !slices.Equal(got, []int{11, 12}) {
+		t.Errorf("descendants of 10 without 13's subtree: %v", got)
 	}
 	// A snapshot taken while a process was reparented can hold a cycle.
 	cyc := []proc.Stat{{PID: 2, PPID: 3}, {PID: 3, PPID: 2}}
-	if got := pids(proc.Descendants(cyc, 2)); !slices.Equal(got, []int{3}) {
+	if got := pids(proc.Descendants(cyc, 2, nil)); !slices.Equal(got, []int{3}) {
 		t.Errorf("cycle: %v", got)
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
+	"github.com/agent-box/agent-box/supervisor"
 )
 
 // Signals process_kill accepts, by the names agents use.
@@ -131,8 +133,8 @@ func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int
 	inGroup := !leaderGone
 	procs, perr := m.Sys.Processes()
 	if perr == nil && run.rec != nil {
-		if run.supAlive {
-			for _, p := range proc.Descendants(procs, run.rec.SupervisorPID) {
+		if run.supAlive && supervisorIn(procs, run.rec) {
+			for _, p := range proc.Descendants(procs, run.rec.SupervisorPID, supervisor.IsSupervisor) {
 				if p.PGID == pgid {
 					inGroup = true
 				} else if unix.Kill(p.PID, sig) == nil {
@@ -160,6 +162,17 @@ func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int
 	default:
 		return false, outside, fmt.Errorf("signalling process group %d: %w", pgid, err)
 	}
+}
+
+// supervisorIn reports whether the snapshot holds rec's supervisor: its
+// pid with its start time.
+func supervisorIn(procs []proc.Stat, rec *runrecord.Record) bool {
+	for _, p := range procs {
+		if p.PID == rec.SupervisorPID {
+			return p.StartTime == rec.SupervisorStartTime
+		}
+	}
+	return false
 }
 
 // waitGroupGone waits until no process of the run may be alive. A run

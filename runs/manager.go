@@ -13,6 +13,7 @@ import (
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
+	"github.com/agent-box/agent-box/supervisor"
 )
 
 // System is the live system as the outcome matrix sees it. The real one
@@ -163,7 +164,12 @@ func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 	}
 	if supAlive {
 		x.load()
-		for _, p := range proc.Descendants(x.procs, rec.SupervisorPID) {
+		if sup, ok := x.byPID[rec.SupervisorPID]; !ok || sup.StartTime != rec.SupervisorStartTime {
+			supAlive = false // gone since the probe: no descendants to vouch for
+		}
+	}
+	if supAlive {
+		for _, p := range proc.Descendants(x.procs, rec.SupervisorPID, supervisor.IsSupervisor) {
 			if p.PID != rec.PID {
 				pids = append(pids, p.PID)
 			}
@@ -271,8 +277,11 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 	// Survivors: once the leader's exit is recorded, or while a live
 	// supervisor is about to record it (a kill must reach the members that
 	// ignored its signal without waiting for the record).
-	exiting := !in.ExitRecorded && facts.Child == outcome.Gone && run.supAlive
-	if in.HasChild && facts.Child != outcome.Reused && (in.ExitRecorded || exiting) {
+	// A live supervisor vouches for them (its descendants) even when the
+	// leader's pid was handed out again; without it they are found by the
+	// leader's group, whose id a Reused pid no longer names.
+	exiting := !in.ExitRecorded && facts.Child != outcome.Same && run.supAlive
+	if in.HasChild && (facts.Child != outcome.Reused || run.supAlive) && (in.ExitRecorded || exiting) {
 		run.Survivors = idx.members(rec, run.supAlive)
 		facts.Survivors = len(run.Survivors)
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agent-box/agent-box/supervisor"
 )
 
 // Launch modes for the supervisor. setsid alone survives the SSH session's
@@ -105,7 +107,7 @@ func killUserProcesses() bool {
 }
 
 // SupervisorBinary is the name of the lean supervisor executable.
-const SupervisorBinary = "agent-box-supervisor"
+const SupervisorBinary = supervisor.BinaryName
 
 // SupervisorCommand is how agent-box at exe starts supervisors: the lean
 // agent-box-supervisor installed beside it when there is one (it starts

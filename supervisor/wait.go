@@ -66,18 +66,29 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 		signalRun(pid, unix.SIGKILL, leaderReaped)
 	}
 	childDone, outputDone := false, false
+	leaderExited := func(ws unix.WaitStatus) {
+		childDone = true
+		s.recordExit(ws, timedOut)
+		if stdin != nil {
+			stdin.Close()
+		}
+	}
 	for !childDone || !outputDone {
 		select {
 		case ws := <-exited:
-			childDone = true
-			s.recordExit(ws, timedOut)
-			if stdin != nil {
-				stdin.Close()
-			}
+			leaderExited(ws)
 		case <-drained:
 			outputDone = true
 			drained = nil
 		case <-timeout:
+			// A leader that exited just as the deadline came did so on its
+			// own: record that, and signal only what it left behind (its
+			// group, once reaped, only while one of ours is in it).
+			select {
+			case ws := <-exited:
+				leaderExited(ws)
+			default:
+			}
 			onTimeout(childDone)
 		case <-grace:
 			onGrace(childDone)
@@ -171,7 +182,7 @@ func descendants() []proc.Stat {
 	if err != nil {
 		return nil
 	}
-	return proc.Descendants(procs, os.Getpid())
+	return proc.Descendants(procs, os.Getpid(), IsSupervisor)
 }
 
 // signalRun sends sig to every process of the run: the leader's process

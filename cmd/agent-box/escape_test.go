@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -83,4 +84,34 @@ func TestKillReachesProcessesOutsideTheGroup(t *testing.T) {
 	run := w.Data["run"].(map[string]any)
 	assert.Equal(t, "SIGTERM", run["signal"], w.Text)
 	assert.Nil(t, run["survivors"], w.Text)
+}
+
+// A run may start other runs (an agent's script calling agent-box start).
+// Their supervisors end up below the outer run's supervisor, its
+// subreaper, but each is a run of its own: killing the outer run leaves
+// the inner one running, and the inner one does not keep the outer one's
+// name in use.
+func TestKillingARunSparesARunItStarted(t *testing.T) {
+	state := t.TempDir()
+	script := fmt.Sprintf("%s --state-dir %s start inner -- sleep 60; exec sleep 60", binary, state)
+	_, errOut, code := agentBox(t, state, "start", "outer", "--", "sh", "-c", script)
+	require.Equal(t, 0, code, errOut)
+	t.Cleanup(func() {
+		agentBox(t, state, "kill", "-s", "KILL", "inner")
+		agentBox(t, state, "kill", "-s", "KILL", "outer")
+	})
+	s := connect(t, state)
+	abtest.WaitFor(t, "the inner run to start", 10*time.Second, func() bool {
+		l := s.Call("process_list", map[string]any{"name": "inner"})
+		return !l.IsError && abtest.RunOf(t, l, "inner")["state"] == "running"
+	})
+	k := s.OK("process_kill", map[string]any{"name": "outer", "grace_ms": 5000})
+	assert.Nil(t, k.Data["signalled_pids"], "nothing outside the outer run's group: %s", k.Text)
+	w := s.OK("process_wait", map[string]any{"name": "outer", "timeout_ms": 30000})
+	outer := w.Data["run"].(map[string]any)
+	assert.Equal(t, "SIGTERM", outer["signal"], w.Text)
+	assert.Nil(t, outer["survivors"], "the inner run is not the outer run's survivor: %s", w.Text)
+	inner := abtest.RunOf(t, s.OK("process_list", map[string]any{"name": "inner"}), "inner")
+	assert.Equal(t, "running", inner["state"], "inner run after killing the outer one: %v", inner)
+	s.OK("process_start", map[string]any{"name": "outer", "command": "true"})
 }
