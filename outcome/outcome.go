@@ -76,15 +76,18 @@ type Verdict struct {
 // same way); then start failure; then the liveness of child and supervisor.
 func Decide(run Run, facts Facts) Verdict {
 	sameBoot := run.BootID != "" && run.BootID == facts.BootID
+	supervised := run.HasSupervisor && facts.Supervisor == Same
 
 	if run.ExitRecorded {
-		// Survivors are counted in the group whose id is the leader's pid.
-		// While any member lives the kernel keeps that pid allocated, so a
-		// Gone leader with live members means the members are still ours;
-		// a Reused leader means the number was handed out again and the
-		// count is about someone else. Another boot makes the count
-		// meaningless altogether.
-		if sameBoot && run.HasChild && facts.Child != Reused && facts.Survivors > 0 {
+		// Survivors are the run's processes that outlive its leader. A
+		// live supervisor vouches for them: they are its descendants.
+		// Without it they are counted in the group whose id is the
+		// leader's pid: while any member lives the kernel keeps that pid
+		// allocated, so a Gone leader with live members means the members
+		// are still ours, and a Reused leader means the number was handed
+		// out again and the count is about someone else. Another boot
+		// makes the count meaningless altogether.
+		if sameBoot && run.HasChild && facts.Survivors > 0 && (facts.Child != Reused || supervised) {
 			return Verdict{State: Exited, Reason: ReasonExitedSurvivors, MayBeAlive: true, Signalable: true}
 		}
 		return Verdict{State: Exited, Reason: ReasonExited}
@@ -93,8 +96,6 @@ func Decide(run Run, facts Facts) Verdict {
 	if !sameBoot {
 		return Verdict{State: Unknown, Reason: ReasonRebooted}
 	}
-
-	supervised := run.HasSupervisor && facts.Supervisor == Same
 
 	if !run.HasChild {
 		// A recorded child pid beats StartFailed (a contradictory record),
@@ -117,12 +118,11 @@ func Decide(run Run, facts Facts) Verdict {
 	case supervised:
 		// The leader is gone (or its pid reused) but the supervisor has not
 		// written the exit yet: it is between wait(2) and the record write.
-		// Members of the group that outlive the leader are ours for the
-		// reason given under ExitRecorded, so a kill can reach them now,
-		// not only once the exit is written; a Reused leader pid means the
-		// group is empty.
+		// The live supervisor vouches for the survivors, as under
+		// ExitRecorded, so a kill can reach them now, not only once the
+		// exit is written.
 		return Verdict{State: Running, Reason: ReasonExiting, MayBeAlive: true,
-			Signalable: facts.Child == Gone && facts.Survivors > 0}
+			Signalable: facts.Survivors > 0}
 	default:
 		return Verdict{State: Unknown, Reason: ReasonSupervisorLost}
 	}

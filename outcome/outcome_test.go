@@ -35,6 +35,8 @@ func TestDecide(t *testing.T) {
 			Verdict{Exited, ReasonExitedSurvivors, true, true}},
 		{"exit recorded, survivors, leader pid same", withExit(child), Facts{BootID: bootA, Child: Same, Survivors: 1},
 			Verdict{Exited, ReasonExitedSurvivors, true, true}},
+		{"exit recorded, survivors of the live supervisor, leader pid reused", withExit(child), Facts{BootID: bootA, Child: Reused, Supervisor: Same, Survivors: 1},
+			Verdict{Exited, ReasonExitedSurvivors, true, true}},
 		{"exit recorded, survivors, leader pid reused", withExit(child), Facts{BootID: bootA, Child: Reused, Survivors: 1},
 			Verdict{Exited, ReasonExited, false, false}},
 		{"exit recorded on another boot, survivors ignored", withExit(child), Facts{BootID: bootB, Child: Gone, Survivors: 3},
@@ -73,8 +75,8 @@ func TestDecide(t *testing.T) {
 			Verdict{Running, ReasonExiting, true, false}},
 		{"exiting, survivors", child, Facts{BootID: bootA, Child: Gone, Supervisor: Same, Survivors: 2},
 			Verdict{Running, ReasonExiting, true, true}},
-		{"exiting, child pid reused, survivors ignored", child, Facts{BootID: bootA, Child: Reused, Supervisor: Same, Survivors: 2},
-			Verdict{Running, ReasonExiting, true, false}},
+		{"exiting, child pid reused, survivors of the live supervisor", child, Facts{BootID: bootA, Child: Reused, Supervisor: Same, Survivors: 2},
+			Verdict{Running, ReasonExiting, true, true}},
 		{"supervisor lost, survivors ignored", child, Facts{BootID: bootA, Child: Gone, Supervisor: Gone, Survivors: 2},
 			Verdict{Unknown, ReasonSupervisorLost, false, false}},
 		{"supervisor lost", child, Facts{BootID: bootA, Child: Gone, Supervisor: Gone},
@@ -215,8 +217,8 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 		if !run.HasChild {
 			t.Errorf("%s: Signalable with no child pid to signal", where)
 		}
-		if facts.Child == Reused {
-			t.Errorf("%s: Signalable with a reused child pid", where)
+		if facts.Child == Reused && !(run.HasSupervisor && facts.Supervisor == Same && facts.Survivors > 0) {
+			t.Errorf("%s: Signalable with a reused child pid, and no live supervisor vouching for survivors", where)
 		}
 		if v.State == Unknown {
 			t.Errorf("%s: Signalable when the state is unknown", where)
@@ -228,8 +230,8 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 	if v.Reason == ReasonExitedSurvivors && facts.Survivors == 0 {
 		t.Errorf("%s: survivors reported with none counted", where)
 	}
-	if v.Reason == ReasonExiting && v.Signalable != (facts.Child == Gone && facts.Survivors > 0) {
-		t.Errorf("%s: an exiting run is signalable exactly when its gone leader left survivors", where)
+	if v.Reason == ReasonExiting && v.Signalable != (facts.Survivors > 0) {
+		t.Errorf("%s: an exiting run is signalable exactly when its leader left survivors", where)
 	}
 
 	// Facts that the record says are meaningless must not change anything.

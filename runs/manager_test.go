@@ -167,3 +167,44 @@ func TestListPageNewestFirstWithCursor(t *testing.T) {
 	_, err = m.ListPage(ListQuery{Name: "nope"})
 	assert.ErrorIs(t, err, ErrNotFound)
 }
+
+// reusedSys: the leader's pid (100) now names an unrelated process, while
+// the supervisor (99) is alive and the parent of a survivor (200) that
+// made a session of its own.
+type reusedSys struct{}
+
+func (reusedSys) BootID() string { return "boot" }
+func (reusedSys) Probe(pid int, start uint64) outcome.Liveness {
+	if pid == 99 {
+		return outcome.Same
+	}
+	return outcome.Reused
+}
+func (reusedSys) Processes() ([]proc.Stat, error) {
+	return []proc.Stat{
+		{PID: 99, PPID: 1, PGID: 99, SID: 99, StartTime: 1, State: 'S'},
+		{PID: 100, PPID: 1, PGID: 100, SID: 100, StartTime: 9999, State: 'S'},
+		{PID: 200, PPID: 99, PGID: 200, SID: 200, StartTime: 3, State: 'S'},
+	}, nil
+}
+func (reusedSys) GroupAlive(int) bool             { return true }
+func (reusedSys) Children(pid int) ([]int, error) { return []int{200}, nil }
+
+// The live supervisor vouches for its descendants even when the leader's
+// pid has been handed out again: they are still survivors, and the name is
+// still in use.
+func TestSurvivorsOfALiveSupervisorAfterLeaderPidReuse(t *testing.T) {
+	store := newStore(t)
+	rec := record(store, "boot")
+	code := 0
+	rec.Exit = &runrecord.Exit{Code: &code, At: time.Now().UTC()}
+	rec.FinishedAt = &rec.Exit.At
+	rec.OutputClosed = true
+	require.NoError(t, store.Create(rec))
+	m := &Manager{Store: store, Sys: reusedSys{}}
+	run, err := m.Get("r", "")
+	require.NoError(t, err)
+	assert.Equal(t, []int{200}, run.Survivors, "the supervisor's live child 200")
+	assert.True(t, run.Verdict.MayBeAlive, "the name is freed while 200 lives")
+	assert.True(t, run.Verdict.Signalable)
+}
