@@ -106,7 +106,7 @@ func TestOracle(t *testing.T) {
 		{"unknown", "process and supervisor are gone and no exit was recorded", "supervisor_lost"},
 		{"unknown", "start was interrupted before the process was recorded", "start_interrupted"},
 		{"exited", "exit code 3", "exited"},
-		{"exited", "killed by SIGKILL; 1 process(es) of its group still running: 7", "exited_survivors"},
+		{"exited", "killed by SIGKILL; 1 process(es) of the run still running: 7", "exited_survivors"},
 	} {
 		if got := reasonCode(c.state, c.reason); string(got) != c.code {
 			t.Errorf("reasonCode(%q, %q) = %q, want %q", c.state, c.reason, got, c.code)

@@ -176,9 +176,8 @@ func supervisorIn(procs []proc.Stat, rec *runrecord.Record) bool {
 }
 
 // waitGroupGone waits until no process of the run may be alive. A run
-// that reads "exiting" (leader dead, exit not yet written) is not gone: the
-// members of its group that ignored the signal are counted once the exit
-// is recorded.
+// that reads "exiting" (leader dead, exit not yet written) is not gone:
+// its processes that ignored the signal may live on.
 func (m *Manager) waitGroupGone(name, runID string, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {

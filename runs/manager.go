@@ -303,7 +303,7 @@ func describe(r outcome.Reason, rec *runrecord.Record, survivors []int) string {
 			s += " (timed out after " + strconv.Itoa(rec.TimeoutS) + "s)"
 		}
 		if len(survivors) > 0 {
-			s += fmt.Sprintf("; %d process(es) of its group still running: %s", len(survivors), joinInts(survivors))
+			s += fmt.Sprintf("; %d process(es) of the run still running: %s", len(survivors), joinInts(survivors))
 		}
 		if !rec.OutputClosed && len(survivors) == 0 {
 			s += "; output not closed yet (the supervisor is draining it, or a descendant holds it open)"
@@ -318,7 +318,7 @@ func describe(r outcome.Reason, rec *runrecord.Record, survivors []int) string {
 	case outcome.ReasonExiting:
 		s := "process gone; its supervisor is about to record the exit"
 		if len(survivors) > 0 {
-			s += fmt.Sprintf("; %d process(es) of its group still running: %s", len(survivors), joinInts(survivors))
+			s += fmt.Sprintf("; %d process(es) of the run still running: %s", len(survivors), joinInts(survivors))
 		}
 		return s
 	case outcome.ReasonSupervisorLost:

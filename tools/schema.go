@@ -17,7 +17,7 @@ const runProps = `{
   "exit_code": {"type": ["integer", "null"], "description": "exit status when the process exited normally; null when it was killed by a signal or has not exited"},
   "signal": {"type": "string", "description": "signal that killed it, e.g. SIGKILL"},
   "timed_out": {"type": "boolean"},
-  "survivors": {"type": "array", "items": {"type": "integer"}, "description": "pids of processes of its group still alive after it exited"},
+  "survivors": {"type": "array", "items": {"type": "integer"}, "description": "pids of the run's processes still alive after its leader exited (its group's members, and any that left the group)"},
   "command": {"type": "string"},
   "argv": {"type": "array", "items": {"type": "string"}},
   "cwd": {"type": "string"},
@@ -44,7 +44,7 @@ const startInput = `{
     "secret_env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 64, "description": "Variables whose values are masked as [redacted] in the log, tail_log, process_list and the record."},
     "capture_mode": {"type": "string", "enum": ["combined", "framed"], "default": "combined", "description": "combined: one byte stream as a terminal shows it, in the exact order written. framed: stdout and stderr kept apart, each byte-exact (tail_log returns them separately); writes to the two that come close together may swap places in the interleaved view."},
     "stdin": {"type": "string", "enum": ["null", "pipe"], "default": "null", "description": "pipe: keep stdin open for process_write."},
-    "timeout_s": {"type": "integer", "minimum": 0, "maximum": 604800, "description": "Kill the whole process group after this many seconds (TERM, 5 s grace, KILL). 0: no timeout."},
+    "timeout_s": {"type": "integer", "minimum": 0, "maximum": 604800, "description": "Kill every process of the run after this many seconds (TERM, 5 s grace, KILL), also those that outlive the leader. 0: no timeout."},
     "max_log_bytes": {"type": "integer", "minimum": 0, "maximum": 1099511627776, "description": "Stop writing the log past this size (output is still drained). Default 1 GiB."}
   },
   "required": ["name"],
@@ -85,7 +85,8 @@ const killInput = `{
 var killOutput = `{"type": "object", "properties": {
   "run": ` + runSchema + `,
   "signal": {"type": "string"},
-  "signalled_groups": {"type": "array", "items": {"type": "integer"}},
+  "signalled_groups": {"type": "array", "items": {"type": "integer"}, "description": "process group ids signalled"},
+  "signalled_pids": {"type": "array", "items": {"type": "integer"}, "description": "processes of the run outside its group, signalled one by one"},
   "escalated": {"type": "boolean"},
   "already_exited": {"type": "boolean"},
   "message": {"type": "string"}
@@ -100,7 +101,7 @@ const tailInput = `{
     "max_bytes": {"type": "integer", "minimum": 1, "maximum": 1048576, "default": 65536, "description": "Log bytes to read at most. Framed runs: whole frames only, so a window holds at least one frame even when that frame is longer."},
     "encoding": {"type": "string", "enum": ["text", "base64"], "default": "text", "description": "base64: exact bytes, for binary output."},
     "raw": {"type": "boolean", "default": false, "description": "Framed runs: return the frames as stored."},
-    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0, "description": "If nothing is past offset yet and the run is running, wait up to this long for output (follow mode)."},
+    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0, "description": "If nothing complete is past offset yet (no output, or only part of a UTF-8 character) and the log can still grow, wait up to this long for output (follow mode)."},
     "tail_lines": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Return the last N lines instead of reading from offset."},
     "grep": {"type": "string", "maxLength": 4096, "description": "RE2 regular expression: return only matching lines of the window, each with its byte offset."}
   },

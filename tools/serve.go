@@ -51,7 +51,7 @@ func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out i
 
 // Instructions is what the server tells the client about itself.
 const Instructions = `agent-box runs long processes on this machine that survive the connection. ` +
-	`Workflow: process_start (returns at once) -> process_wait (blocks until it ends; no polling) or tail_log with wait_ms (follow output) -> tail_log (read output by byte offset; continue from end_offset) -> process_kill (signals the whole process group). ` +
+	`Workflow: process_start (returns at once) -> process_wait (blocks until it ends; no polling) or tail_log with wait_ms (follow output) -> tail_log (read output by byte offset; continue from end_offset) -> process_kill (signals every process of the run). ` +
 	`After a reconnect, process_list shows every run and its true state.`
 
 type gate struct {

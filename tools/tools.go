@@ -89,8 +89,8 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		listInput, listOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.list)
-	add("process_kill", "Signal a process group",
-		"Send a signal (default TERM) to a run's whole process group, children included; with grace_ms, SIGKILL follows if it is still alive. Refuses when the pid cannot be proven to be the run's process. Killing an exited run does nothing and says so.",
+	add("process_kill", "Signal a run's processes",
+		"Send a signal (default TERM) to every process of a run: its process group, children included, and any process that left it (setsid); with grace_ms, SIGKILL follows for those still alive. Refuses when the pid cannot be proven to be the run's process. Killing an exited run whose processes are all gone does nothing and says so.",
 		killInput, killOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.kill)
