@@ -81,9 +81,9 @@ outlive the connection, and a CLI over the same runs.
 
   ssh box -- agent-box                    serve MCP on stdio (what an MCP client runs)
   agent-box ps [-a] [--json]              list runs
-  agent-box logs [-f] [--stream stdout|stderr] NAME
-  agent-box start NAME -- CMD [ARG...]    start a run
-  agent-box kill [-s SIG] NAME            signal a run's process group
+  agent-box logs [-f] [--stream stdout|stderr] [--run-id ID] NAME
+  agent-box start [--cwd DIR] [--framed] [--timeout S] NAME -- CMD [ARG...]
+  agent-box kill [-s SIG] [--grace MS] NAME   signal every process of a run
   agent-box wait NAME                     wait for a run; exit with its status
   agent-box version
 
