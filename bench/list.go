@@ -10,6 +10,7 @@ import (
 
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
+	"github.com/agent-box/agent-box/runs"
 )
 
 // runsPerName is how many runs each name of the generated store has: an
@@ -122,7 +123,7 @@ func (b *bench) benchList() []metric {
 		}
 		gen, added := time.Since(t0), n-have
 		have = n
-		// The default call answers the newest 1000 runs (and the total);
+		// The default call answers the newest runs.DefaultListLimit runs (and the total);
 		// limit=n asks for every run.
 		m, err := b.timeList(root, n, 0)
 		if err != nil {
@@ -151,7 +152,7 @@ func (b *bench) benchList() []metric {
 // a server-side cache could win.
 func (b *bench) timeList(root string, n, limit int) (metric, error) {
 	args := map[string]any{"all": true}
-	want := min(n, 1000) // process_list's default limit
+	want := min(n, runs.DefaultListLimit)
 	if limit > 0 {
 		args["limit"] = limit
 		want = min(n, limit)

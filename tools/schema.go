@@ -58,7 +58,7 @@ const listInput = `{
   "properties": {
     "name": {"type": "string", "description": "Only runs of this name."},
     "all": {"type": "boolean", "default": false, "description": "Include older runs of each name, not only the newest."},
-    "limit": {"type": "integer", "minimum": 1, "maximum": 100000, "default": 1000, "description": "At most this many runs, the newest."},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 100000, "default": 100, "description": "At most this many runs, the newest."},
     "before": {"type": "string", "description": "Only runs older than this run id: pass the previous answer's next_before to page on."}
   },
   "additionalProperties": false

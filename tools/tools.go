@@ -85,7 +85,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
 		h.start)
 	add("process_list", "List processes",
-		"List runs with their true state (running, exited with code or signal, or unknown and why), read from disk: also runs started by earlier connections. Only the newest run of each name unless all is true; at most limit runs (default 1000, the newest), older ones with before = the answer's next_before.",
+		"List runs with their true state (running, exited with code or signal, or unknown and why), read from disk: also runs started by earlier connections. Only the newest run of each name unless all is true; at most limit runs (default 100, the newest), older ones with before = the answer's next_before.",
 		listInput, listOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.list)
