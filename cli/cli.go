@@ -25,10 +25,14 @@ import (
 	"github.com/agent-box/agent-box/runs"
 )
 
-// Exit statuses of the CLI itself, besides a run's own status.
+// Exit statuses of the CLI itself, besides a run's own status. wait and
+// logs -f exit with the run's status, so agent-box's own failure must not
+// look like a run that exited 1: it is 125, as timeout(1) and env(1) use
+// for their own errors. A run that ended without a known status (unknown)
+// gets it too.
 const (
-	ExitError = 1 // the operation failed
-	ExitUsage = 2 // bad command line
+	ExitError = 125 // the operation failed, or the run's status is unknown
+	ExitUsage = 2   // bad command line
 )
 
 // Commands lists the subcommands Run knows.

@@ -236,6 +236,8 @@ func TestHostileArgumentValues(t *testing.T) {
 		{"tail_log", map[string]any{"name": "ok", "wait_ms": -1}, "wait_ms must be between"},
 		{"tail_log", map[string]any{"name": "ok", "wait_ms": 60001}, "wait_ms must be between"},
 		{"tail_log", map[string]any{"name": "ok", "tail_lines": -1}, "tail_lines must be between"},
+		{"tail_log", map[string]any{"name": "ok", "tail_lines": 0}, "tail_lines must be between"},
+		{"process_list", map[string]any{"limit": 0}, "limit 0 is out of range"},
 		{"tail_log", map[string]any{"name": "ok", "tail_lines": 10001}, "tail_lines must be between"},
 		{"tail_log", map[string]any{"name": "ok", "tail_lines": 5, "offset": 3}, "leave offset out"},
 		{"tail_log", map[string]any{"name": "ok", "tail_lines": 5, "grep": "x"}, "cannot be combined"},

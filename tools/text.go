@@ -2,6 +2,7 @@ package tools
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -126,13 +127,13 @@ func listText(page runs.Page) string {
 		fmt.Fprintf(&b, "%d of %d runs, the newest; older ones: process_list with before=%s\n", len(rs), page.Total, page.NextBefore)
 	}
 	if len(rs) > listTextMax {
-		shown = rs[len(rs)-listTextMax:]
+		shown = worthShowing(rs, listTextMax)
 		counts := map[string]int{}
 		for _, r := range rs {
 			counts[string(r.State)]++
 		}
-		fmt.Fprintf(&b, "%d runs (running %d, exited %d, unknown %d); the last %d below, all of them in structured content:\n",
-			len(rs), counts["running"], counts["exited"], counts["unknown"], listTextMax)
+		fmt.Fprintf(&b, "%d runs (running %d, exited %d, unknown %d); %d below: every running or unknown one first, then the newest; all of them in structured content:\n",
+			len(rs), counts["running"], counts["exited"], counts["unknown"], len(shown))
 	} else {
 		fmt.Fprintf(&b, "%d run(s):\n", len(rs))
 	}
@@ -143,6 +144,30 @@ func listText(page runs.Page) string {
 		b.WriteString(runLine(r))
 	}
 	return b.String()
+}
+
+// worthShowing picks n of rs for the text: the runs that are not over
+// (running, or unknown and worth a look) before any exited one, then the
+// newest. They keep rs's order (by name, then run id).
+func worthShowing(rs []runs.Run, n int) []runs.Run {
+	idx := make([]int, len(rs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool {
+		ra, rb := rs[idx[a]], rs[idx[b]]
+		if ea, eb := ra.State == "exited", rb.State == "exited"; ea != eb {
+			return !ea
+		}
+		return ra.RunID > rb.RunID // run ids sort by start time
+	})
+	idx = idx[:n]
+	sort.Ints(idx)
+	out := make([]runs.Run, len(idx))
+	for i, k := range idx {
+		out[i] = rs[k]
+	}
+	return out
 }
 
 // tailText puts our one header line first, then the output verbatim: the
@@ -204,17 +229,23 @@ func tailText(o TailOutput) string {
 	return b.String()
 }
 
-func waitText(res runs.WaitResult, timeout time.Duration) string {
+func waitText(res runs.WaitResult, waited time.Duration) string {
 	var b strings.Builder
 	if res.TimedOut {
-		fmt.Fprintf(&b, "still running after waiting %s; call process_wait again to keep waiting\n", timeout)
+		fmt.Fprintf(&b, "still running after waiting %s; call process_wait again to keep waiting\n", waited)
 	}
 	fmt.Fprintf(&b, "%s duration=%s\n", runLine(res.Run), res.Duration.Round(time.Millisecond))
+	// A capped log kept the start of the output: its last lines are not
+	// the last the process wrote, which may be the ones that matter.
+	capped := ""
+	if res.Run.LogCapped {
+		capped = fmt.Sprintf(" (the log was capped at %d bytes: output past the cap was not kept, so these are not the last lines written)", res.Run.LogBytes)
+	}
 	if res.Stderr != "" {
-		fmt.Fprintf(&b, "[last lines of stderr; %d bytes follow]\n%s", len(res.Stderr), res.Stderr)
+		fmt.Fprintf(&b, "[last lines of stderr%s; %d bytes follow]\n%s", capped, len(res.Stderr), res.Stderr)
 	}
 	if res.Output != "" {
-		fmt.Fprintf(&b, "[last lines of output; %d bytes follow]\n%s", len(res.Output), res.Output)
+		fmt.Fprintf(&b, "[last lines of output%s; %d bytes follow]\n%s", capped, len(res.Output), res.Output)
 	}
 	return b.String()
 }

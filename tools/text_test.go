@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,4 +45,20 @@ func TestClippedNeverSplitsAQuote(t *testing.T) {
 		_, err := strconv.Unquote(quoted)
 		assert.NoError(t, err, "%q -> %q", s, got)
 	}
+}
+
+// Past listTextMax runs the text shows every one that is not over before
+// the newest exited ones: the running run an agent looks for after a
+// reconnect is never left out because of its name.
+func TestListTextShowsRunningRunsFirst(t *testing.T) {
+	var rs []runs.Run
+	for i := range 300 {
+		rs = append(rs, runs.Run{Name: fmt.Sprintf("job-%03d", i), RunID: fmt.Sprintf("20260101T000000.%09dZ-000000", i), State: "exited"})
+	}
+	rs = append([]runs.Run{{Name: "aaa", RunID: "20250101T000000.000000000Z-000000", State: "running"}}, rs...)
+	text := listText(runs.Page{Runs: rs, Total: len(rs)})
+	assert.Contains(t, text, "aaa run_id=", "the running run, oldest and first by name")
+	assert.Contains(t, text, "job-299 ", "the newest")
+	assert.NotContains(t, text, "job-249 ", "older than the newest 49")
+	assert.Equal(t, listTextMax, strings.Count(text, " run_id="))
 }

@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -170,19 +169,7 @@ func argNames(dst any) []string {
 }
 
 func fail(err error) *mcp.CallToolResult {
-	return mcp.NewToolResultError(errorText(err))
-}
-
-// errorText says what went wrong and, for the states an agent can act on,
-// what to do.
-func errorText(err error) string {
-	switch {
-	case errors.Is(err, runs.ErrNameInUse):
-		return "name in use: " + err.Error()
-	case errors.Is(err, runs.ErrNotSignalable):
-		return err.Error()
-	}
-	return err.Error()
+	return mcp.NewToolResultError(err.Error())
 }
 
 func result(structured any, text string) *mcp.CallToolResult {
@@ -220,7 +207,7 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 type listArgs struct {
 	Name   string `json:"name"`
 	All    bool   `json:"all"`
-	Limit  int    `json:"limit"`
+	Limit  *int   `json:"limit"`
 	Before string `json:"before"`
 }
 
@@ -229,7 +216,14 @@ func (h *Handlers) list(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	page, err := h.M.ListPage(runs.ListQuery{Name: a.Name, All: a.All, Limit: a.Limit, Before: a.Before})
+	limit := 0 // the default
+	if a.Limit != nil {
+		if *a.Limit < 1 {
+			return fail(fmt.Errorf("%w: limit %d is out of range 1..%d", runs.ErrInvalid, *a.Limit, runs.MaxListLimit)), nil
+		}
+		limit = *a.Limit
+	}
+	page, err := h.M.ListPage(runs.ListQuery{Name: a.Name, All: a.All, Limit: limit, Before: a.Before})
 	if err != nil {
 		return fail(err), nil
 	}
@@ -274,7 +268,7 @@ type tailArgs struct {
 	Encoding  string `json:"encoding"`
 	Raw       bool   `json:"raw"`
 	WaitMS    int64  `json:"wait_ms"`
-	TailLines int    `json:"tail_lines"`
+	TailLines *int   `json:"tail_lines"`
 	Grep      string `json:"grep"`
 }
 
@@ -309,7 +303,13 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	lr := logread.Request{Offset: a.Offset, MaxBytes: 65536, Raw: a.Raw, TailLines: a.TailLines}
+	lr := logread.Request{Offset: a.Offset, MaxBytes: 65536, Raw: a.Raw}
+	if a.TailLines != nil {
+		if *a.TailLines < 1 || *a.TailLines > logread.MaxTailLines {
+			return fail(fmt.Errorf("%w: tail_lines must be between 1 and %d, not %d", runs.ErrInvalid, logread.MaxTailLines, *a.TailLines)), nil
+		}
+		lr.TailLines = *a.TailLines
+	}
 	if a.MaxBytes != nil {
 		lr.MaxBytes = *a.MaxBytes
 	}
@@ -331,7 +331,7 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		}
 		lr.Grep = re
 	}
-	if a.TailLines != 0 && a.Offset != 0 {
+	if lr.TailLines != 0 && a.Offset != 0 {
 		return fail(fmt.Errorf("%w: tail_lines reads from the end; leave offset out", runs.ErrInvalid)), nil
 	}
 	if a.WaitMS > 0 {
@@ -434,10 +434,13 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	}
 	ctx, cancel := h.untilGone(ctx)
 	defer cancel()
+	began := time.Now()
 	res, err := h.M.Wait(ctx, a.Name, a.RunID, timeout, progress)
 	if err != nil {
 		return fail(err), nil
 	}
+	// What was waited, not what was asked: a cancelled call ends early.
+	waited := time.Since(began).Round(time.Millisecond)
 	out := map[string]any{
 		"run":         res.Run,
 		"timed_out":   res.TimedOut,
@@ -448,9 +451,9 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		out["stderr_tail"] = res.Stderr
 	}
 	if res.TimedOut {
-		out["hint"] = fmt.Sprintf("still running after waiting %s; call process_wait again to keep waiting", timeout)
+		out["hint"] = fmt.Sprintf("still running after waiting %s; call process_wait again to keep waiting", waited)
 	}
-	return result(out, waitText(res, timeout)), nil
+	return result(out, waitText(res, waited)), nil
 }
 
 type writeArgs struct {

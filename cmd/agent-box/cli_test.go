@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/cli"
 	"github.com/agent-box/agent-box/internal/abtest"
 	"github.com/agent-box/agent-box/logframe"
 )
@@ -67,7 +68,7 @@ func TestCLIOnRunsStartedOverMCP(t *testing.T) {
 	assert.Equal(t, float64(5), list.Runs[0]["exit_code"])
 
 	_, errOut, code = agentBox(t, state, "logs", "nope")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, cli.ExitError, code, "not a status a run could have exited with")
 	assert.Contains(t, errOut, "no run named")
 }
 
