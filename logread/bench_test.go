@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/agent-box/agent-box/logframe"
@@ -172,6 +173,35 @@ func BenchmarkTailLines(b *testing.B) {
 			for b.Loop() {
 				if _, err := logread.Read(bc.r, bc.size, bc.req); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGrepScan measures one grep request with no match over the large
+// log at tail_log's default max_bytes: it scans the whole log (up to
+// GrepScanLimit), so MB/s says how long a grep of a big log takes.
+func BenchmarkGrepScan(b *testing.B) {
+	combined, csize := benchFile(b, combinedBlock())
+	framed, fsize := benchFile(b, framedBlock())
+	re := regexp.MustCompile("FAIL|panic")
+	for _, bc := range []struct {
+		name string
+		r    io.ReaderAt
+		size int64
+		req  logread.Request
+	}{
+		{"combined", combined, csize, logread.Request{MaxBytes: 64 << 10, Grep: re}},
+		{"framed", framed, fsize, logread.Request{MaxBytes: 64 << 10, Grep: re, Framed: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(min(bc.size, logread.GrepScanLimit))
+			b.ReportAllocs()
+			for b.Loop() {
+				w, err := logread.Read(bc.r, bc.size, bc.req)
+				if err != nil || len(w.Matches) > 0 {
+					b.Fatal(err, w.Matches)
 				}
 			}
 		})

@@ -55,8 +55,8 @@ func TestIncompleteCharacterAtEndOfGrowingLog(t *testing.T) {
 			logread.Window{Offset: 3, EndOffset: 4, Bytes: []byte("\xc3")}},
 		{"combined: grep: empty window", []byte("abc\xc3"), logread.Request{MaxBytes: 100, Offset: 3, Grep: dot},
 			logread.Window{Offset: 3, EndOffset: 3, Truncated: true}},
-		{"combined: grep: the line's part before it", []byte("abc\xc3"), logread.Request{MaxBytes: 100, Grep: dot},
-			logread.Window{EndOffset: 3, Truncated: true, Matches: []logread.Match{{Offset: 0, Line: "abc"}}}},
+		{"combined: grep: the unterminated line waits whole", []byte("abc\xc3"), logread.Request{MaxBytes: 100, Grep: dot},
+			logread.Window{EndOffset: 0, Truncated: true}},
 		{"combined: tail_lines: empty window at the line", []byte("x\n\xc3"), logread.Request{MaxBytes: 100, TailLines: 1},
 			logread.Window{Offset: 2, EndOffset: 2, Truncated: true, Skipped: []logread.Gap{{0, 2}}}},
 

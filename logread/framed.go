@@ -15,7 +15,7 @@ type hold int
 const (
 	holdNone  hold = iota
 	holdRunes      // where both streams end with a whole UTF-8 sequence
-	holdLines      // where both streams end with a newline (or are empty); else as holdRunes
+	holdLines      // where both streams end with a newline (or are empty); else as holdRunes, unless growing
 )
 
 // chunkRef is a run of adjacent frames of one stream: bytes [start, end) of
@@ -71,8 +71,9 @@ type decodeOpts struct {
 // are dropped again, unless that would leave no frame; holdLines falls back
 // to the last boundary where neither stream is inside a character. When the
 // frames reach the end of a growing log (o.growing) and a stream ends inside
-// a character, they are dropped back to the last boundary where neither is,
-// even if that leaves no frame: the character is still being written.
+// a character (holdLines: inside a line), they are dropped back to the last
+// boundary where neither is, even if that leaves no frame: the character
+// (the line) is still being written.
 func decodeFrames(buf []byte, o decodeOpts) (*decoded, error) {
 	// Size the stream buffers from the line lengths, so that decoding never
 	// reallocates: a frame line of n bytes carries at most (n-3)/4*3 bytes.
@@ -150,7 +151,7 @@ func decodeFrames(buf []byte, o decodeOpts) (*decoded, error) {
 	}
 	d.end = off
 	switch {
-	case o.hold == holdLines && lineMark.end < off && lineMark.end > o.base:
+	case o.hold == holdLines && lineMark.end < off && (lineMark.end > o.base || o.growing):
 		d.restore(lineMark)
 	case o.hold != holdNone && runeMark.end < off && (runeMark.end > o.base || o.growing):
 		d.restore(runeMark)

@@ -68,6 +68,9 @@ func FuzzWindow(f *testing.F) {
 	}
 	f.Add([]byte("ab\u20accd\n"), []byte{0, 1, 2}, int64(-3), uint8(0))
 	f.Add([]byte("\xe2\x82"), []byte{0}, int64(1), uint8(mGrep))
+	// A growing log's unterminated last line waits, whole (Raw is ignored
+	// for a combined log).
+	f.Add([]byte("00"), []byte("0"), int64(-60), uint8(mGrep|mRaw|mExact))
 	f.Fuzz(func(t *testing.T, log []byte, cuts []byte, off int64, mode uint8) {
 		req := logread.Request{
 			Exact:  mode&mExact != 0,
@@ -114,7 +117,13 @@ func FuzzWindow(f *testing.F) {
 		case err != nil:
 			t.Fatal(err)
 		}
-		if req.Framed || req.Grep != nil {
+		if req.Grep != nil {
+			if msg := checkGrepDrain(log, req, d); msg != "" {
+				t.Fatalf("grep drain %+v: %s", req, msg)
+			}
+			return
+		}
+		if req.Framed {
 			return // decoded reassembly is FuzzFramedWindow's
 		}
 		// A text drain of a growing log stops before an incomplete last
@@ -253,6 +262,9 @@ func FuzzFramedWindow(f *testing.F) {
 			t.Fatalf("drain stopped at %d of %d with complete frames left", e, size)
 		}
 		if req.Grep != nil {
+			if msg := checkGrepDrain(log, req, d); msg != "" {
+				t.Fatalf("grep drain %+v: %s", req, msg)
+			}
 			return
 		}
 		if from := d.first.Offset; from > 0 || e < size {

@@ -70,10 +70,10 @@ func checkWindow(log []byte, req logread.Request, w logread.Window) string {
 		if w.Content != "" || w.Bytes != nil {
 			return "grep returned content"
 		}
-		if !decoded {
-			return checkTiling(log, req, w)
+		if decoded {
+			return ""
 		}
-		return ""
+		return checkTiling(log, req, w)
 	}
 	if !decoded {
 		got := []byte(w.Content)
@@ -107,14 +107,21 @@ func checkWindow(log []byte, req logread.Request, w logread.Window) string {
 // what a writer is still writing, so that a window at off may be empty: an
 // incomplete last frame line, or, in text, an incomplete last character
 // (framed: complete frames within the window's reach after which one stream
-// or the other is inside a character at every frame boundary).
+// or the other is inside a character at every frame boundary); for grep, an
+// unterminated last line (combined: within the window's reach; framed:
+// complete frames within the window's reach after which one stream or the
+// other is inside a line at every frame boundary).
 func heldAtEnd(log []byte, req logread.Request, off int64) bool {
 	if req.Final {
 		return false
 	}
 	rest := log[off:]
 	text := !req.Exact || req.Grep != nil
+	grep := req.Grep != nil && !(req.Framed && req.Raw) // Raw is ignored for combined logs
 	if !req.Framed {
+		if grep && len(rest) <= req.MaxBytes && bytes.IndexByte(rest, '\n') < 0 {
+			return true
+		}
 		return text && len(rest) > 0 && !utf8.FullRune(rest)
 	}
 	complete := rest[:bytes.LastIndexByte(rest, '\n')+1]
@@ -129,6 +136,10 @@ func heldAtEnd(log []byte, req logread.Request, off int64) bool {
 	if len(rest) > req.MaxBytes && (bytes.Count(rest, []byte("\n")) > 1 || len(complete) < len(rest)) {
 		return false
 	}
+	inside := endsInside
+	if grep {
+		inside = insideLine
+	}
 	var streams [3][]byte
 	for p := complete; len(p) > 0; {
 		i := bytes.IndexByte(p, '\n')
@@ -137,13 +148,17 @@ func heldAtEnd(log []byte, req logread.Request, off int64) bool {
 			return false
 		}
 		streams[s] = append(streams[s], b...)
-		if !endsInside(streams[logframe.Stdout]) && !endsInside(streams[logframe.Stderr]) {
-			return false // a boundary where neither stream is inside a character
+		if !inside(streams[logframe.Stdout]) && !inside(streams[logframe.Stderr]) {
+			return false // a boundary where neither stream is inside a character (grep: a line)
 		}
 		p = p[i+1:]
 	}
 	return true
 }
+
+// insideLine reports whether p is inside a line: not empty and not ending
+// with a newline.
+func insideLine(p []byte) bool { return len(p) > 0 && p[len(p)-1] != '\n' }
 
 // endsInside reports whether p ends with a prefix of a UTF-8 sequence that
 // more bytes could complete.
@@ -168,26 +183,55 @@ func gapStarts(gs []logread.Gap) []int64 {
 }
 
 // checkTiling checks that a combined (or raw) grep answer accounts for every
-// byte of its window: matching lines and gaps tile it exactly.
+// byte of its window: matching lines and gaps tile it exactly. A match is a
+// line, or the part of a line up to the next match or gap (a line longer
+// than a window is matched in parts); its text is that line's or part's.
+// With req.MaxBytes set, it also checks that the matches, each counted with
+// its newline, fit in MaxBytes, unless there is only one.
 func checkTiling(log []byte, req logread.Request, w logread.Window) string {
-	type span struct{ from, to int64 }
+	type span struct {
+		from, to int64
+		m        *logread.Match
+	}
 	var spans []span
 	for _, g := range w.Skipped {
-		spans = append(spans, span{g.From, g.From + g.Bytes})
+		spans = append(spans, span{g.From, g.From + g.Bytes, nil})
 	}
-	for _, m := range w.Matches {
-		end := w.EndOffset
-		if i := bytes.IndexByte(log[m.Offset:w.EndOffset], '\n'); i >= 0 {
-			end = m.Offset + int64(i) + 1
+	for i := range w.Matches {
+		spans = append(spans, span{w.Matches[i].Offset, -1, &w.Matches[i]})
+	}
+	slices.SortStableFunc(spans, func(a, b span) int { return int(a.from - b.from) })
+	total := 0
+	for i := range spans {
+		s := &spans[i]
+		if s.m == nil {
+			continue
 		}
-		line := log[m.Offset:end]
-		line = bytes.TrimSuffix(line, []byte("\n"))
+		s.to = w.EndOffset
+		if i+1 < len(spans) {
+			s.to = min(s.to, spans[i+1].from)
+		}
+		if s.to < s.from {
+			return fmt.Sprintf("match %+v past the window's end %d or at another's offset", *s.m, w.EndOffset)
+		}
+		if j := bytes.IndexByte(log[s.from:s.to], '\n'); j >= 0 {
+			s.to = s.from + int64(j) + 1
+		}
+		line := bytes.TrimSuffix(log[s.from:s.to], []byte("\n"))
 		if !req.Grep.Match(line) {
-			return fmt.Sprintf("match %+v does not match %q", m, line)
+			return fmt.Sprintf("match %+v does not match %q", *s.m, line)
 		}
-		spans = append(spans, span{m.Offset, end})
+		if s.m.Line != valid(line) {
+			return fmt.Sprintf("match %+v is not the text of its line %q", *s.m, line)
+		}
+		total += len(s.m.Line)
+		if s.to > s.from && log[s.to-1] == '\n' {
+			total++
+		}
 	}
-	slices.SortFunc(spans, func(a, b span) int { return int(a.from - b.from) })
+	if req.MaxBytes > 0 && len(w.Matches) > 1 && total > req.MaxBytes {
+		return fmt.Sprintf("%d matches with %d bytes of text, max_bytes %d", len(w.Matches), total, req.MaxBytes)
+	}
 	pos := int64(0)
 	if req.Offset >= 0 {
 		pos = w.Offset
@@ -210,6 +254,7 @@ type drained struct {
 	text, outText, errText []byte // text: Content, or Stdout/Stderr
 	lossy                  bool
 	matches                []logread.Match
+	skipped                []logread.Gap
 	windows                int
 	first                  logread.Window
 	last                   logread.Window
@@ -243,11 +288,42 @@ func drain(log []byte, req logread.Request, next func() int) (drained, error) {
 		d.errText = append(d.errText, w.Stderr...)
 		d.lossy = d.lossy || w.Lossy
 		d.matches = append(d.matches, w.Matches...)
+		d.skipped = append(d.skipped, w.Skipped...)
 		if !w.Truncated || w.EndOffset == w.Offset {
 			return d, nil
 		}
 		req.Offset = w.EndOffset
 	}
+}
+
+// checkGrepDrain checks what a grep drain of log from req.Offset got as a
+// whole: combined (or raw), its matches and gaps tile the bytes it read past,
+// each match its line or a part of it, no byte twice; framed, its gaps are
+// ordered and disjoint, and no match starts in a gap.
+func checkGrepDrain(log []byte, req logread.Request, d drained) string {
+	if !req.Framed || req.Raw {
+		w := logread.Window{Offset: d.first.Offset, EndOffset: d.last.EndOffset, Matches: d.matches, Skipped: d.skipped}
+		req.MaxBytes = 0 // the bound is per answer
+		return checkTiling(log, req, w)
+	}
+	last := int64(-1)
+	for _, g := range d.skipped {
+		if g.From <= last {
+			return fmt.Sprintf("gaps %v overlap", d.skipped)
+		}
+		last = g.From + g.Bytes - 1
+		for _, m := range d.matches {
+			if m.Offset >= g.From && m.Offset <= last {
+				return fmt.Sprintf("match %+v in gap %+v", m, g)
+			}
+		}
+	}
+	for i := 1; i < len(d.matches); i++ {
+		if d.matches[i].Offset < d.matches[i-1].Offset {
+			return fmt.Sprintf("matches out of order: %v", d.matches)
+		}
+	}
+	return ""
 }
 
 // demuxAll is the reference decoder: the streams of a framed log's complete

@@ -5,7 +5,8 @@
 // It reads through io.ReaderAt and a size, so it never loads a whole log
 // and can be tested and fuzzed on in-memory logs. A window reads at most
 // MaxBytes of log plus a few bytes around it; the exceptions are named below
-// and are bounded by logframe.MaxLine.
+// and are bounded by logframe.MaxLine. A grep request reads window after
+// window, up to GrepScanLimit bytes, holding one window at a time.
 //
 // # Resuming
 //
@@ -22,8 +23,9 @@
 //
 // Every window that starts before the end of the log makes progress,
 // except where a writer is still inside the only bytes it could return: an
-// incomplete last frame line of a framed log, or, in text, an incomplete
-// last character (see below). The window is then empty, EndOffset ==
+// incomplete last frame line of a framed log, in text an incomplete last
+// character, and for grep an unterminated last line (see below). The window
+// is then empty, EndOffset ==
 // Offset with Truncated set, until the writer finishes or the caller says
 // Final; returning those bytes now would lose them, since the client
 // resumes past them. Such a window says there is nothing to return yet,
@@ -94,19 +96,61 @@
 //
 // # grep
 //
-// Grep scans the window cut as above and returns its matching lines, with
-// Content empty. A combined window ends after its last complete line, so a
-// line cut by the window's end is matched whole by the next window; a line
-// longer than MaxBytes, or the unterminated last line of a growing log when
-// it is the whole window, is matched in parts. Skipped lists each maximal run
-// of non-matching lines. In a framed log lines are lines of each stream, a
-// match's Offset is the frame where its line starts, the window ends where
-// both streams end with a newline (else lines are matched in parts, cut
-// where neither stream is inside a character, as above), and gaps are whole
-// frames: a frame holding part of a matching line
-// counts as returned. Matches hold at most MaxBytes of text; only U+FFFD
-// replacements can exceed that, and then the window ends before the first
-// match that does not fit.
+// Grep returns the matching lines, each with its offset, and Content empty;
+// Skipped lists the maximal runs of bytes that hold no part of a returned
+// match. It scans on past one window: from Offset it cuts window after
+// window, each as described below with MaxBytes as its size, accumulating
+// their matches and gaps (adjacent gaps merged), until the first of:
+//
+//   - the next match would take the matches past MaxBytes of text, each
+//     line counted with its newline (the first match of a request is
+//     returned whatever its size, so that a request progresses); EndOffset
+//     is then where the first match not returned starts (framed: see below),
+//     so that a client calling again from EndOffset gets every matching
+//     line exactly once, and Skipped ends before it;
+//   - GrepScanLimit bytes scanned: no window starts that far past Offset;
+//   - the end of the log;
+//   - a window that makes no progress (a growing log's unterminated last
+//     line, below).
+//
+// Truncated is EndOffset < Size, as always: a request that stopped for any
+// reason but the end of the log is resumed from EndOffset. Only one window
+// of log bytes is held at a time; the matches' text is copied out of it.
+//
+// A combined window ends after its last complete line, so that a line cut
+// by the window's end is matched whole by the next window. While the log can
+// grow, a window that reaches its end ends before its unterminated last
+// line, even if that leaves it empty (EndOffset is then the line's first
+// byte): the writer is still writing the line, and matching what is there
+// would consume it for good (tail_log's wait_ms waits for the rest). Once
+// the log is Final the line is matched as it is. A window that MaxBytes
+// cuts before the end of the log with no newline in it holds part of a line
+// longer than MaxBytes: the parts of such a line are matched separately,
+// each cut at a character boundary, so that every window progresses; the
+// part that reaches the end of a growing log waits as above. A negative
+// Offset moves back to the start of the line it falls in, so that the
+// lines holding the last -Offset bytes are matched whole, unless that start
+// is more than MaxBytes back; then it moves forward to a character
+// boundary, as in text.
+//
+// In a framed log, lines are lines of each stream, a match's Offset is the
+// frame where its line starts, and gaps are whole frames: a frame holding
+// part of a matching line counts as returned. A window ends at the last
+// frame boundary where both streams end with a newline (a line boundary).
+// If the window reaches the end of a growing log, it ends there even if
+// that leaves it empty: a stream's unterminated last line waits, and with
+// it the frames of either stream after the frame where it starts, until it
+// is complete or the log is Final. A window that MaxBytes cuts with no line
+// boundary in it keeps its frames, matches its lines' parts, and ends where
+// neither stream is inside a character, as in text. When the matches are
+// full, the request ends at the last line boundary at or before the frame
+// where the first match not returned starts, and the matches from there on
+// are left for the next call, so that no line of either stream is split;
+// only before the first line boundary after Offset, where such an end would
+// not progress, do the matches go past MaxBytes. A negative Offset aligns
+// to a frame boundary as above, so the first line of each stream may be a
+// part. Raw frame lines are lines as stored, in windows of whole frame
+// lines; an incomplete last line waits unless Final.
 package logread
 
 import (
@@ -141,7 +185,8 @@ type Request struct {
 	// TailLines > 0 returns the last N lines before the end of the log
 	// (Offset must then be 0 and is ignored); at most MaxTailLines.
 	TailLines int
-	// Grep, when set, returns only the lines of the window that match.
+	// Grep, when set, returns only the matching lines, scanning on from
+	// Offset through windows of MaxBytes (see the package comment).
 	Grep *regexp.Regexp
 
 	// Final says the log can no longer grow: a partial UTF-8 sequence (or a

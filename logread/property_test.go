@@ -234,8 +234,10 @@ func TestGrepDrain(t *testing.T) {
 			require.Equal(t, want, d.matches, "trial %d", trial)
 
 			// Any window sizes: every window's bytes are accounted for.
-			_, err = drain(log, logread.Request{Grep: re, Final: final}, sizes(rng, 30))
+			req := logread.Request{Grep: re, Final: final}
+			d, err = drain(log, req, sizes(rng, 30))
 			require.NoError(t, err)
+			require.Empty(t, checkGrepDrain(log, req, d), "trial %d", trial)
 		}
 	}
 }
@@ -269,8 +271,10 @@ func TestGrepFramedDrain(t *testing.T) {
 			require.LessOrEqual(t, w.Matches[i-1].Offset, w.Matches[i].Offset)
 		}
 		// Drains in small windows keep the window invariants.
-		_, err := drain(log, logread.Request{Framed: true, Grep: re}, sizes(rng, 100))
+		req := logread.Request{Framed: true, Grep: re}
+		d, err := drain(log, req, sizes(rng, 100))
 		require.NoError(t, err)
+		require.Empty(t, checkGrepDrain(log, req, d), "trial %d", trial)
 	}
 }
 

@@ -60,6 +60,22 @@ func resolveStart(r io.ReaderAt, size int64, req Request) (int64, error) {
 	if req.Framed {
 		return alignFrame(r, start, size)
 	}
+	if req.Grep != nil {
+		// Back to the start of the line the offset falls in, so that the
+		// lines holding the last -Offset bytes are matched whole, unless
+		// that line started more than a window earlier: then it is matched
+		// in parts anyway, from a character boundary.
+		limit := max(0, start-int64(req.MaxBytes))
+		nl, err := prevNL(r, start, limit)
+		switch {
+		case err != nil:
+			return 0, err
+		case nl >= 0:
+			return nl + 1, nil
+		case limit == 0:
+			return 0, nil
+		}
+	}
 	if req.text() {
 		var b [utf8.UTFMax - 1]byte
 		p := b[:min(int64(len(b)), size-start)]

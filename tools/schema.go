@@ -103,7 +103,7 @@ const tailInput = `{
     "raw": {"type": "boolean", "default": false, "description": "Framed runs: return the frames as stored."},
     "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0, "description": "If nothing complete is past offset yet (no output, or only part of a UTF-8 character) and the log can still grow, wait up to this long for output (follow mode)."},
     "tail_lines": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Return the last N lines instead of reading from offset."},
-    "grep": {"type": "string", "maxLength": 4096, "description": "RE2 regular expression: return only matching lines of the window, each with its byte offset."}
+    "grep": {"type": "string", "maxLength": 4096, "description": "RE2 regular expression: return only matching lines, each with its byte offset. Scans on from offset past max_bytes of log (up to 64 MiB a call) until max_bytes of matching lines are found; skipped lists the bytes left out; call again from end_offset for the rest."}
   },
   "required": ["name"],
   "additionalProperties": false

@@ -1,0 +1,5 @@
+//go:build !race
+
+package logread_test
+
+const raceEnabled = false
