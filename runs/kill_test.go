@@ -45,7 +45,11 @@ func TestKillGraceEscalatesWhileExitIsBeingRecorded(t *testing.T) {
 	require.NoError(t, err)
 	store := newStore(t)
 
-	sup := exec.Command(os.Args[0], "-test.run=^TestHelperFakeSupervisor$")
+	rec := record(store, sys.BootID())
+	rec.Name = "k"
+	rec.LogPath = store.LogPath(rec.Name, rec.RunID)
+	// Its command line names the run, as a real supervisor's does.
+	sup := exec.Command(os.Args[0], "-test.run=^TestHelperFakeSupervisor$", "--", rec.Name, rec.RunID)
 	sup.Env = append(os.Environ(), "AGENT_BOX_FAKE_SUP=1")
 	sup.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	out, err := sup.StdoutPipe()
@@ -71,9 +75,6 @@ func TestKillGraceEscalatesWhileExitIsBeingRecorded(t *testing.T) {
 	require.NoError(t, err)
 	childStart, err := proc.StartTime(pgid)
 	require.NoError(t, err)
-	rec := record(store, sys.BootID())
-	rec.Name = "k"
-	rec.LogPath = store.LogPath(rec.Name, rec.RunID)
 	rec.SupervisorPID, rec.SupervisorStartTime = sup.Process.Pid, supStart
 	rec.PID, rec.PIDStartTime = pgid, childStart
 	require.NoError(t, store.Create(rec))

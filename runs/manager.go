@@ -29,6 +29,9 @@ type System interface {
 	GroupAlive(pgid int) bool
 	// Children lists pid's children; a cheap test before a scan.
 	Children(pid int) ([]int, error)
+	// SupervisorOf reports whether the live process pid says it is the
+	// supervisor of run name/runID (supervisor.IsSupervisorOf).
+	SupervisorOf(pid int, name, runID string) bool
 }
 
 // Manager does everything to runs in one state directory.
@@ -272,6 +275,12 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 	// snapshot cannot come back.
 	if in.HasSupervisor {
 		facts.Supervisor = idx.probe(rec.SupervisorPID, rec.SupervisorStartTime, !in.ExitRecorded || !rec.OutputClosed)
+		if facts.Supervisor == outcome.Same && !m.Sys.SupervisorOf(rec.SupervisorPID, rec.Name, rec.RunID) {
+			// The pid and start time match, but the process is not this
+			// run's supervisor (a planted or copied record): it must not
+			// vouch for its descendants as the run's.
+			facts.Supervisor = outcome.Reused
+		}
 		run.supAlive = facts.Supervisor == outcome.Same
 	}
 	// Survivors: once the leader's exit is recorded, or while a live

@@ -25,6 +25,7 @@ func (f *fakeSys) Probe(pid int, start uint64) outcome.Liveness { return f.probe
 func (f *fakeSys) Processes() ([]proc.Stat, error)              { return nil, nil }
 func (f *fakeSys) GroupAlive(int) bool                          { return false }
 func (f *fakeSys) Children(int) ([]int, error)                  { return nil, nil }
+func (f *fakeSys) SupervisorOf(int, string, string) bool        { return true }
 
 var _ System = (*fakeSys)(nil)
 
@@ -170,8 +171,9 @@ func TestListPageNewestFirstWithCursor(t *testing.T) {
 
 // reusedSys: the leader's pid (100) now names an unrelated process, while
 // the supervisor (99) is alive and the parent of a survivor (200) that
-// made a session of its own.
-type reusedSys struct{}
+// made a session of its own. With imposter, process 99 is not the run's
+// supervisor, only a process with its pid and start time.
+type reusedSys struct{ imposter bool }
 
 func (reusedSys) BootID() string { return "boot" }
 func (reusedSys) Probe(pid int, start uint64) outcome.Liveness {
@@ -189,6 +191,9 @@ func (reusedSys) Processes() ([]proc.Stat, error) {
 }
 func (reusedSys) GroupAlive(int) bool             { return true }
 func (reusedSys) Children(pid int) ([]int, error) { return []int{200}, nil }
+func (s reusedSys) SupervisorOf(pid int, name, runID string) bool {
+	return pid == 99 && !s.imposter
+}
 
 // The live supervisor vouches for its descendants even when the leader's
 // pid has been handed out again: they are still survivors, and the name is
@@ -207,4 +212,21 @@ func TestSurvivorsOfALiveSupervisorAfterLeaderPidReuse(t *testing.T) {
 	assert.Equal(t, []int{200}, run.Survivors, "the supervisor's live child 200")
 	assert.True(t, run.Verdict.MayBeAlive, "the name is freed while 200 lives")
 	assert.True(t, run.Verdict.Signalable)
+}
+
+// A record that names, as its supervisor, a live process that is not the
+// run's supervisor (planted, or copied from another run) gets no vouching
+// from it: its descendants are not the run's, and nothing is signalable.
+func TestImposterSupervisorVouchesForNothing(t *testing.T) {
+	store := newStore(t)
+	rec := record(store, "boot")
+	require.NoError(t, store.Create(rec))
+	m := &Manager{Store: store, Sys: reusedSys{imposter: true}}
+	run, err := m.Get("r", "")
+	require.NoError(t, err)
+	assert.Empty(t, run.Survivors)
+	assert.Equal(t, outcome.Unknown, run.State, run.Reason)
+	assert.False(t, run.Verdict.Signalable)
+	_, err = m.Kill("r", "", 9, 0)
+	assert.ErrorIs(t, err, ErrNotSignalable)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/supervisor"
 )
 
 // LiveSystem is System on the real /proc.
@@ -33,6 +34,11 @@ func (s *LiveSystem) Children(pid int) ([]int, error) { return proc.Children(pid
 
 func (s *LiveSystem) GroupAlive(pgid int) bool {
 	return pgid > 0 && !errors.Is(unix.Kill(-pgid, 0), unix.ESRCH)
+}
+
+func (s *LiveSystem) SupervisorOf(pid int, name, runID string) bool {
+	st, err := proc.ReadStat(pid)
+	return err == nil && supervisor.IsSupervisorOf(st, name, runID)
 }
 
 var _ System = (*LiveSystem)(nil)

@@ -1,9 +1,8 @@
 package supervisor
 
 import (
-	"path/filepath"
-
 	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
 )
 
 // BinaryName is the name of the lean supervisor executable.
@@ -18,18 +17,45 @@ const BinaryName = "agent-box-supervisor"
 // yet each is a run of its own, with its own record, which a kill of the
 // outer run must not touch.
 func IsSupervisor(p proc.Stat) bool {
+	_, _, ok := identify(p)
+	return ok
+}
+
+// IsSupervisorOf reports whether p is the supervisor of the run name/runID.
+//
+// A record's supervisor pid and start time say which process it was, but
+// a record can be planted or copied: a live supervisor vouches for every
+// descendant as the run's (process_kill signals them), so before it does,
+// the process must also say it supervises this very run. A zombie has no
+// command line and is not one any more.
+func IsSupervisorOf(p proc.Stat, name, runID string) bool {
+	n, id, ok := identify(p)
+	return ok && n == name && id == runID
+}
+
+func identify(p proc.Stat) (name, runID string, ok bool) {
 	if p.SID != p.PID {
-		return false
+		return "", "", false
 	}
 	argv, err := proc.Cmdline(p.PID)
 	if err != nil {
-		return false
+		return "", "", false
 	}
-	switch {
-	case len(argv) == 3 && filepath.Base(argv[0]) == BinaryName:
-		return true
-	case len(argv) == 4 && argv[1] == "supervise":
-		return true
+	return supervisorArgs(argv)
+}
+
+// supervisorArgs parses a supervisor's command line. runs.launch ends
+// every supervisor command ("agent-box-supervisor", "agent-box supervise",
+// or a test's stand-in) with the run's name and run id; a run id has a
+// shape no ordinary argument has by chance.
+func supervisorArgs(argv []string) (name, runID string, ok bool) {
+	n := len(argv)
+	if n < 3 {
+		return "", "", false
 	}
-	return false
+	name, runID = argv[n-2], argv[n-1]
+	if runrecord.ValidName(name) != nil || runrecord.ValidRunID(runID) != nil {
+		return "", "", false
+	}
+	return name, runID, true
 }
