@@ -2,15 +2,17 @@ package tools
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log"
-	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
 
@@ -19,17 +21,31 @@ import (
 // matters for a call stuck in I/O.
 const drainLimit = 30 * time.Second
 
+// maxLine bounds one JSON-RPC message: tool arguments are at most
+// MaxArgumentBytes, which JSON escaping can make at most six times longer,
+// so a longer line is a broken or hostile client.
+const maxLine = 16 << 20
+
 // Serve runs the MCP server on in and out until in reaches EOF and every
 // request read before it has been answered.
 //
-// mcp-go v1.2.1 cancels its workers as soon as its reader sees EOF, so a
-// tool call still queued loses its reply (a client that writes a request
-// and closes its end at once never gets an answer). Serve holds EOF back
-// from mcp-go until the replies are out.
+// mcp-go's MCPServer decides every message (initialize, tools/list,
+// tools/call, ping, the schemas); this is only the stdio transport around
+// it, in place of mcp-go's StdioServer, for three reasons:
+//   - At stdin EOF, StdioServer v1.2.1 cancels its workers, so a tool call
+//     still queued loses its reply (a client that writes a request and
+//     closes its end never gets an answer). Here every request read before
+//     EOF is answered.
+//   - StdioServer marshals a tools/call reply through CallToolResult's
+//     map-based MarshalJSON, and encoding/json then re-scans the whole
+//     reply once per nesting level to compact it: for a 1 MiB tail_log
+//     window that is most of the server's CPU. encodeMessage writes the
+//     same bytes in one pass (encode.go).
+//   - notifications/cancelled cancels the request it names, so a client
+//     that gives up on a process_wait frees it at once.
 func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out io.Writer, errLog *log.Logger) error {
-	g := &gate{gone: make(chan struct{})}
-	g.cond = sync.NewCond(&g.mu)
-	m.Gone = g.gone
+	gone := make(chan struct{})
+	m.Gone = gone
 	m.blocking = make(chan struct{}, MaxBlockingCalls)
 
 	s := server.NewMCPServer("agent-box", version,
@@ -39,14 +55,26 @@ func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out i
 	)
 	m.Register(s)
 
-	pr, pw := io.Pipe()
-	go g.pump(in, pw)
-	stdio := server.NewStdioServer(s)
-	stdio.SetErrorLogger(log.New(&lostReplies{g: g, w: errLog.Writer()}, errLog.Prefix(), errLog.Flags()))
-	// mcp-go serves 5 tool calls at once by default: five waits would hold
-	// back every other call, a process_kill included.
-	server.WithWorkerPoolSize(Workers)(stdio)
-	return stdio.Listen(ctx, pr, &gatedWriter{g: g, w: out})
+	sess := &session{notes: make(chan mcp.JSONRPCNotification, 100)}
+	if err := s.RegisterSession(ctx, sess); err != nil {
+		return fmt.Errorf("registering the stdio session: %w", err)
+	}
+	defer s.UnregisterSession(ctx, sess.SessionID())
+	ctx, stop := context.WithCancel(s.WithContext(ctx, sess))
+	defer stop()
+
+	c := &conn{srv: s, out: out, errLog: errLog, slots: make(chan struct{}, Workers), inflight: map[string]context.CancelFunc{}}
+	go c.notifications(ctx, sess.notes)
+	err := c.read(ctx, in)
+	close(gone)
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(drainLimit):
+		errLog.Print("giving up on unanswered requests after stdin closed")
+	}
+	return err
 }
 
 // Instructions is what the server tells the client about itself.
@@ -54,149 +82,241 @@ const Instructions = `agent-box runs long processes on this machine that survive
 	`Workflow: process_start (returns at once) -> process_wait (blocks until it ends; no polling) or tail_log with wait_ms (follow output) -> tail_log (read output by byte offset; continue from end_offset) -> process_kill (signals every process of the run). ` +
 	`After a reconnect, process_list shows every run and its true state.`
 
-type gate struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	pending int
-	gone    chan struct{}
+// conn is one stdio connection: requests are served concurrently, at most
+// Workers at once, and every message is written whole, one per line.
+type conn struct {
+	srv    *server.MCPServer
+	out    io.Writer
+	errLog *log.Logger
+	slots  chan struct{}
+	wg     sync.WaitGroup
+
+	writeMu   sync.Mutex
+	writeErrs atomic.Int64
+
+	mu       sync.Mutex
+	inflight map[string]context.CancelFunc // by the request's JSON id
 }
 
+// envelope is what the transport needs of a message to route it.
 type envelope struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
+	Params struct {
+		RequestID json.RawMessage `json:"requestId"` // notifications/cancelled
+	} `json:"params"`
 }
 
 func hasID(id json.RawMessage) bool {
-	return len(id) > 0 && !bytes.Equal(id, []byte("null"))
+	return len(id) > 0 && string(id) != "null"
 }
 
-// pump copies in to pw line by line, counting requests, and closes pw only
-// once in is at EOF and every counted request was answered.
-func (g *gate) pump(in io.Reader, pw *io.PipeWriter) {
+// read serves the messages of in until EOF. A request runs on a goroutine
+// of its own (once a slot is free, so a flood of calls waits here instead
+// of piling up); a notification runs in order, here.
+func (c *conn) read(ctx context.Context, in io.Reader) error {
 	r := bufio.NewReaderSize(in, 1<<20)
 	for {
-		line, err := r.ReadBytes('\n')
+		line, err := readLine(r)
 		if len(line) > 0 {
-			var e envelope
-			if json.Unmarshal(line, &e) == nil && e.Method != "" && hasID(e.ID) {
-				g.mu.Lock()
-				g.pending++
-				g.mu.Unlock()
-			}
-			if _, werr := pw.Write(line); werr != nil {
-				return
-			}
+			c.dispatch(ctx, line)
 		}
-		if err != nil {
-			break
+		switch {
+		case errors.Is(err, errTooLong):
+			c.write(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(nil),
+				Error: mcp.NewJSONRPCErrorDetails(mcp.INVALID_REQUEST, err.Error(), nil)})
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("reading stdin: %w", err)
 		}
 	}
-	close(g.gone)
-	done := make(chan struct{})
-	go func() {
-		g.mu.Lock()
-		for g.pending > 0 {
-			g.cond.Wait()
-		}
-		g.mu.Unlock()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(drainLimit):
-		os.Stderr.WriteString("agent-box: giving up on unanswered requests after stdin closed\n")
-	}
-	pw.CloseWithError(io.EOF)
 }
 
-// isResponse reports whether msg is a JSON-RPC response with an id. It reads
-// only as far as the keys it needs: mcp-go writes "jsonrpc" and "id" before
-// "result", and a tail_log result can be a megabyte.
-func isResponse(msg []byte) bool {
-	d := json.NewDecoder(bytes.NewReader(msg))
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return false
-	}
-	idSeen := false
-	for d.More() {
-		k, err := d.Token()
-		if err != nil {
-			return false
+// errTooLong is a message line over maxLine, skipped to its end.
+var errTooLong = fmt.Errorf("a message of over %d MiB (tool arguments are at most %d MiB); it was skipped", maxLine>>20, MaxArgumentBytes>>20)
+
+// readLine reads one message line, without its newline and surrounding
+// blanks. A line over maxLine is read to its end but not kept.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	tooLong := false
+	for {
+		frag, err := r.ReadSlice('\n')
+		if !tooLong && len(line)+len(frag) > maxLine {
+			tooLong, line = true, nil
 		}
-		switch k {
-		case "method":
-			return false
-		case "id":
-			var id json.RawMessage
-			if d.Decode(&id) != nil || !hasID(id) {
-				return false
-			}
-			idSeen = true
+		if !tooLong {
+			line = append(line, frag...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
-		case "result", "error":
-			return idSeen || keyLater(d, "id")
 		}
-		var skip json.RawMessage
-		if d.Decode(&skip) != nil {
-			return false
+		if tooLong && err == nil {
+			return nil, errTooLong
 		}
+		return trimSpace(line), err
 	}
-	return false
 }
 
-// keyLater scans on for key, for a response written with result before id.
-func keyLater(d *json.Decoder, key string) bool {
-	var skip json.RawMessage
-	if d.Decode(&skip) != nil {
-		return false
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
 	}
-	for d.More() {
-		k, err := d.Token()
-		if err != nil {
-			return false
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	return b
+}
+
+func (c *conn) dispatch(ctx context.Context, line []byte) {
+	var e envelope
+	routed := json.Unmarshal(line, &e) == nil
+	switch {
+	case routed && e.Method == "":
+		// A response: agent-box sends the client no requests, so there is
+		// nothing waiting for it.
+		if !hasID(e.ID) {
+			c.handle(ctx, line) // not a message at all: mcp-go answers the error
 		}
-		var v json.RawMessage
-		if d.Decode(&v) != nil {
-			return false
+		return
+	case routed && hasID(e.ID):
+		c.slots <- struct{}{}
+		c.wg.Add(1)
+		rctx, cancel := context.WithCancel(ctx)
+		key := string(e.ID)
+		c.mu.Lock()
+		c.inflight[key] = cancel
+		c.mu.Unlock()
+		go func() {
+			defer func() { <-c.slots; c.wg.Done() }()
+			defer func() {
+				c.mu.Lock()
+				delete(c.inflight, key)
+				c.mu.Unlock()
+				cancel()
+			}()
+			c.handle(rctx, line)
+		}()
+		return
+	case routed && e.Method == string(mcp.MethodNotificationCancelled):
+		c.mu.Lock()
+		cancel := c.inflight[string(e.Params.RequestID)]
+		c.mu.Unlock()
+		if cancel != nil {
+			cancel()
 		}
-		if k == key {
-			return hasID(v)
+	}
+	c.handle(ctx, line)
+}
+
+// handle runs one message through mcp-go and writes its answer, if any. A
+// panic outside the tool handlers (which WithRecovery covers) still gets
+// the request an answer.
+func (c *conn) handle(ctx context.Context, line []byte) {
+	var resp mcp.JSONRPCMessage
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				c.errLog.Printf("panic serving a message: %v", r)
+				var e envelope
+				_ = json.Unmarshal(line, &e)
+				var id any
+				_ = json.Unmarshal(e.ID, &id)
+				resp = mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id),
+					Error: mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, fmt.Sprintf("internal error: %v", r), nil)}
+			}
+		}()
+		resp = c.srv.HandleMessage(ctx, line)
+	}()
+	if resp != nil {
+		c.write(resp)
+	}
+}
+
+// write sends msg as one line in one Write, so that concurrent replies
+// never interleave.
+func (c *conn) write(msg any) {
+	b, err := encodeMessage(msg)
+	if err != nil {
+		c.errLog.Printf("encoding a reply: %v", err)
+		return
+	}
+	b = append(b, '\n')
+	c.writeMu.Lock()
+	_, err = c.out.Write(b)
+	c.writeMu.Unlock()
+	// The client is gone once stdout breaks; say so once, not per reply.
+	if err != nil && c.writeErrs.Add(1) == 1 {
+		c.errLog.Printf("writing a reply: %v", err)
+	}
+}
+
+// notifications writes what the tools send the client (progress).
+func (c *conn) notifications(ctx context.Context, notes <-chan mcp.JSONRPCNotification) {
+	for {
+		select {
+		case n := <-notes:
+			c.write(n)
+		case <-ctx.Done():
+			return
 		}
 	}
-	return false
 }
 
-// lostReplies passes mcp-go's error log through and counts the replies it
-// reports it could not write (a marshal or write error): they will never
-// reach gatedWriter, and must not hold the process up after stdin closed.
-type lostReplies struct {
-	g *gate
-	w io.Writer
+// session is the one client of a stdio connection, as mcp-go sees it: it
+// carries notifications and remembers what initialize negotiated.
+type session struct {
+	notes       chan mcp.JSONRPCNotification
+	initialized atomic.Bool
+	mu          sync.Mutex
+	info        mcp.Implementation
+	caps        mcp.ClientCapabilities
+	version     string
 }
 
-func (l *lostReplies) Write(p []byte) (int, error) {
-	if bytes.Contains(p, []byte("Error writing tool response")) || bytes.Contains(p, []byte("Error writing response")) {
-		l.g.mu.Lock()
-		l.g.pending--
-		l.g.cond.Broadcast()
-		l.g.mu.Unlock()
-	}
-	return l.w.Write(p)
+func (s *session) SessionID() string                                  { return "stdio" }
+func (s *session) NotificationChannel() chan<- mcp.JSONRPCNotification { return s.notes }
+func (s *session) Initialize()                                        { s.initialized.Store(true) }
+func (s *session) Initialized() bool                                  { return s.initialized.Load() }
+
+func (s *session) GetClientInfo() mcp.Implementation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info
 }
 
-// gatedWriter counts the responses mcp-go writes (one Write per message).
-type gatedWriter struct {
-	g *gate
-	w io.Writer
+func (s *session) SetClientInfo(i mcp.Implementation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.info = i
 }
 
-func (w *gatedWriter) Write(p []byte) (int, error) {
-	n, err := w.w.Write(p)
-	if isResponse(p) {
-		w.g.mu.Lock()
-		w.g.pending--
-		w.g.cond.Broadcast()
-		w.g.mu.Unlock()
-	}
-	return n, err
+func (s *session) GetClientCapabilities() mcp.ClientCapabilities {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.caps
 }
+
+func (s *session) SetClientCapabilities(c mcp.ClientCapabilities) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.caps = c
+}
+
+func (s *session) ProtocolVersion() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
+}
+
+func (s *session) SetProtocolVersion(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.version = v
+}
+
+var (
+	_ server.SessionWithClientInfo      = (*session)(nil)
+	_ server.SessionWithProtocolVersion = (*session)(nil)
+)
