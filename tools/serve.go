@@ -275,10 +275,10 @@ type session struct {
 	version     string
 }
 
-func (s *session) SessionID() string                                  { return "stdio" }
+func (s *session) SessionID() string                                   { return "stdio" }
 func (s *session) NotificationChannel() chan<- mcp.JSONRPCNotification { return s.notes }
-func (s *session) Initialize()                                        { s.initialized.Store(true) }
-func (s *session) Initialized() bool                                  { return s.initialized.Load() }
+func (s *session) Initialize()                                         { s.initialized.Store(true) }
+func (s *session) Initialized() bool                                   { return s.initialized.Load() }
 
 func (s *session) GetClientInfo() mcp.Implementation {
 	s.mu.Lock()
