@@ -62,8 +62,12 @@ func reasonCode(state, reason string) outcome.Reason {
 		}
 	case outcome.Unknown:
 		switch {
+		case strings.HasPrefix(reason, "process and supervisor are gone") && strings.Contains(reason, "of its group still running"):
+			return outcome.ReasonLostSurvivors
 		case strings.HasPrefix(reason, "process and supervisor are gone"):
 			return outcome.ReasonSupervisorLost
+		case strings.HasPrefix(reason, "the record is not this run's"):
+			return outcome.ReasonForeignRecord
 		case strings.HasPrefix(reason, "start was interrupted"):
 			return outcome.ReasonStartInterrupted
 		case strings.HasPrefix(reason, "could not start"):

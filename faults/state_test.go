@@ -105,8 +105,8 @@ func TestRecordPointingAtAnUnrelatedProcess(t *testing.T) {
 // TestRecordOfAnotherRun: a live run's record copied verbatim into another
 // run's directory is refused (its name and run id are not the directory's),
 // so process_kill of the copy never reaches the live run. A copy edited to
-// match its new place is a different matter: it is then indistinguishable
-// from a real record of that run; the test reports what happens.
+// match its new place is refused too: its supervisor is alive and says it
+// supervises run a.
 func TestRecordOfAnotherRun(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
@@ -146,12 +146,18 @@ func TestRecordOfAnotherRun(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(store.RunDir("c", id), 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(store.RunDir("c", id), "record.json"), edited, 0o600))
-	r := s.Call("process_list", map[string]any{"name": "c"})
-	t.Logf("an edited copy of a's record as run c: %s", firstLine(strings.TrimPrefix(r.Text, "1 run(s):\n")))
-	// Not signalled here on purpose: it would kill a. That c passes for a
-	// live run of its own is recorded in guarantees.md as a limit of
-	// re-identification by (pid, start time).
-	assert.Equal(t, "running", abtest.RunOf(t, r, "c")["state"], "documented: an edited copy is taken for a live run")
+	// Its supervisor pid and start time are a's live supervisor's, whose
+	// command line names run a: the copy is foreign, and nothing it names
+	// is signalled, whatever signal is asked for.
+	run = abtest.RunOf(t, s.OK("process_list", map[string]any{"name": "c"}), "c")
+	assert.Equal(t, "unknown", run["state"])
+	assert.Contains(t, run["reason"], "the record is not this run's")
+	for _, sig := range []string{"KILL", "TERM", "STOP"} {
+		r := s.Call("process_kill", map[string]any{"name": "c", "signal": sig, "grace_ms": 100})
+		assert.True(t, r.IsError, "kill of an edited copy must be refused: %s", r.Text)
+		assert.Contains(t, r.Text, "nothing was signalled")
+	}
+	assert.Equal(t, "running", abtest.RunOf(t, s.OK("process_list", nil), "a")["state"], "a was signalled through c")
 }
 
 // TestStateDirPermissions: a state dir open to others is tightened to

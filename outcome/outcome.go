@@ -20,6 +20,14 @@ const (
 	Gone   Liveness = iota // no such pid, or a zombie
 	Same                   // alive, and /proc/PID/stat field 22 matches the record
 	Reused                 // alive, but a different process (start time differs)
+	// Foreign: alive with the recorded start time, but the process says it
+	// is not the run's (a supervisor whose command line names another run,
+	// or none). A genuine record cannot produce it: the pid and start time
+	// name one process, which was started as this run's supervisor. So the
+	// record itself is not this run's (planted, or copied from another run
+	// and edited), and nothing it says may be trusted. Only meaningful for
+	// the supervisor.
+	Foreign
 )
 
 // Reason says why a State was chosen; callers branch on it.
@@ -33,6 +41,8 @@ const (
 	ReasonUnsupervised     Reason = "unsupervised"      // child alive, supervisor gone: exit will not be recorded
 	ReasonExiting          Reason = "exiting"           // child gone, supervisor alive: about to record the exit
 	ReasonSupervisorLost   Reason = "supervisor_lost"   // child and supervisor gone, no exit recorded
+	ReasonLostSurvivors    Reason = "lost_survivors"    // as supervisor_lost, but members of the leader's group live on
+	ReasonForeignRecord    Reason = "foreign_record"    // the recorded supervisor is alive and is not this run's: the record is not to be trusted
 	ReasonStarting         Reason = "starting"          // no child pid yet, supervisor alive
 	ReasonStartInterrupted Reason = "start_interrupted" // no child pid, supervisor gone
 	ReasonStartFailed      Reason = "start_failed"      // the supervisor recorded that the child could not start
@@ -77,6 +87,13 @@ type Verdict struct {
 func Decide(run Run, facts Facts) Verdict {
 	sameBoot := run.BootID != "" && run.BootID == facts.BootID
 	supervised := run.HasSupervisor && facts.Supervisor == Same
+
+	if sameBoot && run.HasSupervisor && facts.Supervisor == Foreign {
+		// Before the exit: a copied record's exit is no fact of this run,
+		// and its pids (a live run's leader, whose group the survivor
+		// count would then vouch for) must never be signalled.
+		return Verdict{State: Unknown, Reason: ReasonForeignRecord}
+	}
 
 	if run.ExitRecorded {
 		// Survivors are the run's processes that outlive its leader. A
@@ -123,6 +140,13 @@ func Decide(run Run, facts Facts) Verdict {
 		// exit is written.
 		return Verdict{State: Running, Reason: ReasonExiting, MayBeAlive: true,
 			Signalable: facts.Survivors > 0}
+	case facts.Child == Gone && facts.Survivors > 0:
+		// Nobody recorded how the leader ended, but members of its group
+		// live on (a job it backgrounded). They are ours for the reason
+		// given under ExitRecorded: while any member lives, the kernel does
+		// not hand the leader's pid (their group id) out again. So the
+		// name stays in use, and a kill can still reach them.
+		return Verdict{State: Unknown, Reason: ReasonLostSurvivors, MayBeAlive: true, Signalable: true}
 	default:
 		return Verdict{State: Unknown, Reason: ReasonSupervisorLost}
 	}

@@ -77,7 +77,9 @@ func TestDecide(t *testing.T) {
 			Verdict{Running, ReasonExiting, true, true}},
 		{"exiting, child pid reused, survivors of the live supervisor", child, Facts{BootID: bootA, Child: Reused, Supervisor: Same, Survivors: 2},
 			Verdict{Running, ReasonExiting, true, true}},
-		{"supervisor lost, survivors ignored", child, Facts{BootID: bootA, Child: Gone, Supervisor: Gone, Survivors: 2},
+		{"supervisor lost, survivors of the gone leader's group", child, Facts{BootID: bootA, Child: Gone, Supervisor: Gone, Survivors: 2},
+			Verdict{Unknown, ReasonLostSurvivors, true, true}},
+		{"supervisor lost, leader pid reused: its group is someone else's", child, Facts{BootID: bootA, Child: Reused, Supervisor: Gone, Survivors: 2},
 			Verdict{Unknown, ReasonSupervisorLost, false, false}},
 		{"supervisor lost", child, Facts{BootID: bootA, Child: Gone, Supervisor: Gone},
 			Verdict{Unknown, ReasonSupervisorLost, false, false}},
@@ -85,6 +87,17 @@ func TestDecide(t *testing.T) {
 			Verdict{Unknown, ReasonSupervisorLost, false, false}},
 		{"supervisor lost, none recorded", unsupervisedRun(child), Facts{BootID: bootA, Child: Gone},
 			Verdict{Unknown, ReasonSupervisorLost, false, false}},
+
+		// The recorded supervisor is alive and says it is not this run's:
+		// the record is someone else's, whatever else it claims.
+		{"foreign supervisor, child alive", child, Facts{BootID: bootA, Child: Same, Supervisor: Foreign},
+			Verdict{Unknown, ReasonForeignRecord, false, false}},
+		{"foreign supervisor, exit recorded, survivors", withExit(child), Facts{BootID: bootA, Child: Same, Supervisor: Foreign, Survivors: 3},
+			Verdict{Unknown, ReasonForeignRecord, false, false}},
+		{"foreign supervisor, no child", noChild, Facts{BootID: bootA, Supervisor: Foreign},
+			Verdict{Unknown, ReasonForeignRecord, false, false}},
+		{"foreign supervisor on another boot is just another boot", child, Facts{BootID: bootB, Child: Same, Supervisor: Foreign},
+			Verdict{Unknown, ReasonRebooted, false, false}},
 
 		// No child pid recorded, same boot.
 		{"start failed", failed(noChild), Facts{BootID: bootA, Supervisor: Gone},
@@ -120,6 +133,8 @@ var stateOf = map[Reason]State{
 	ReasonUnsupervised:     Running,
 	ReasonExiting:          Running,
 	ReasonSupervisorLost:   Unknown,
+	ReasonLostSurvivors:    Unknown,
+	ReasonForeignRecord:    Unknown,
 	ReasonStarting:         Running,
 	ReasonStartInterrupted: Unknown,
 	ReasonStartFailed:      Unknown,
@@ -134,6 +149,8 @@ var mayBeAliveOf = map[Reason]bool{
 	ReasonUnsupervised:     true,
 	ReasonExiting:          true,
 	ReasonSupervisorLost:   false,
+	ReasonLostSurvivors:    true,
+	ReasonForeignRecord:    false,
 	ReasonStarting:         true,
 	ReasonStartInterrupted: false,
 	ReasonStartFailed:      false,
@@ -144,7 +161,7 @@ var mayBeAliveOf = map[Reason]bool{
 // that must hold whatever the row.
 func TestDecideInvariants(t *testing.T) {
 	bools := []bool{false, true}
-	lives := []Liveness{Gone, Same, Reused}
+	lives := []Liveness{Gone, Same, Reused, Foreign}
 	seen := map[Reason]bool{}
 	n := 0
 	for _, recBoot := range []string{"", bootA, bootB} {
@@ -195,8 +212,12 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 	if want := mayBeAliveOf[v.Reason]; v.MayBeAlive != want {
 		t.Errorf("%s: MayBeAlive = %v for reason %q, want %v", where, v.MayBeAlive, v.Reason, want)
 	}
-	if (v.State == Exited) != run.ExitRecorded {
-		t.Errorf("%s: Exited if and only if an exit is recorded", where)
+	foreign := sameBoot && run.HasSupervisor && facts.Supervisor == Foreign
+	if (v.State == Exited) != (run.ExitRecorded && !foreign) {
+		t.Errorf("%s: Exited if and only if an exit is recorded (by a record that is the run's)", where)
+	}
+	if foreign && (v.Reason != ReasonForeignRecord || v.Signalable || v.MayBeAlive) {
+		t.Errorf("%s: a record whose live supervisor is not the run's is foreign, never signalable", where)
 	}
 	if v.State == Running && !childSame && !supSame {
 		t.Errorf("%s: Running with neither child nor supervisor provably alive", where)
@@ -220,10 +241,13 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 		if facts.Child == Reused && !(run.HasSupervisor && facts.Supervisor == Same && facts.Survivors > 0) {
 			t.Errorf("%s: Signalable with a reused child pid, and no live supervisor vouching for survivors", where)
 		}
-		if v.State == Unknown {
-			t.Errorf("%s: Signalable when the state is unknown", where)
+		if v.State == Unknown && v.Reason != ReasonLostSurvivors {
+			t.Errorf("%s: Signalable when the state is unknown, other than for the lost run's survivors", where)
 		}
-		if !childSame && v.Reason != ReasonExitedSurvivors && (v.Reason != ReasonExiting || facts.Survivors == 0) {
+		if v.Reason == ReasonLostSurvivors && (facts.Child != Gone || facts.Survivors == 0) {
+			t.Errorf("%s: lost survivors are signalable only as members of a Gone leader's group", where)
+		}
+		if !childSame && v.Reason != ReasonExitedSurvivors && v.Reason != ReasonLostSurvivors && (v.Reason != ReasonExiting || facts.Survivors == 0) {
 			t.Errorf("%s: Signalable without the leader, or survivors of its group, being provably ours", where)
 		}
 	}
@@ -236,7 +260,7 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 
 	// Facts that the record says are meaningless must not change anything.
 	if !run.HasChild {
-		for _, c := range []Liveness{Gone, Same, Reused} {
+		for _, c := range []Liveness{Gone, Same, Reused, Foreign} {
 			f := facts
 			f.Child = c
 			if got := Decide(run, f); got != v {
@@ -245,7 +269,7 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 		}
 	}
 	if !run.HasSupervisor {
-		for _, s := range []Liveness{Gone, Same, Reused} {
+		for _, s := range []Liveness{Gone, Same, Reused, Foreign} {
 			f := facts
 			f.Supervisor = s
 			if got := Decide(run, f); got != v {
@@ -253,11 +277,11 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 			}
 		}
 	}
-	if !run.ExitRecorded && v.Reason != ReasonExiting {
+	if !run.ExitRecorded && v.Reason != ReasonExiting && v.Reason != ReasonLostSurvivors {
 		f := facts
 		f.Survivors = 0
 		if got := Decide(run, f); got != v {
-			t.Errorf("%s: survivors changed the verdict of a run with no exit recorded that is not exiting", where)
+			t.Errorf("%s: survivors changed the verdict of a run with no exit recorded that is neither exiting nor lost with survivors", where)
 		}
 	}
 }

@@ -129,7 +129,7 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 // a process of the run is known to be in it.
 func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int, err error) {
 	pgid := run.PID
-	leaderGone := run.State == outcome.Exited || run.Verdict.Reason == outcome.ReasonExiting
+	leaderGone := run.State == outcome.Exited || run.Verdict.Reason == outcome.ReasonExiting || run.Verdict.Reason == outcome.ReasonLostSurvivors
 	inGroup := !leaderGone
 	procs, perr := m.Sys.Processes()
 	if perr == nil && run.rec != nil {

@@ -29,9 +29,11 @@ type System interface {
 	GroupAlive(pgid int) bool
 	// Children lists pid's children; a cheap test before a scan.
 	Children(pid int) ([]int, error)
-	// SupervisorOf reports whether the live process pid says it is the
-	// supervisor of run name/runID (supervisor.IsSupervisorOf).
-	SupervisorOf(pid int, name, runID string) bool
+	// SupervisorOf says what the process pid, which Probe found to be the
+	// recorded supervisor by its start time, is now: Same when it says it
+	// supervises run name/runID (supervisor.IsSupervisorOf), Gone when it
+	// has exited since, Foreign when it is alive and says otherwise.
+	SupervisorOf(pid int, name, runID string) outcome.Liveness
 }
 
 // Manager does everything to runs in one state directory.
@@ -275,11 +277,12 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 	// snapshot cannot come back.
 	if in.HasSupervisor {
 		facts.Supervisor = idx.probe(rec.SupervisorPID, rec.SupervisorStartTime, !in.ExitRecorded || !rec.OutputClosed)
-		if facts.Supervisor == outcome.Same && !m.Sys.SupervisorOf(rec.SupervisorPID, rec.Name, rec.RunID) {
-			// The pid and start time match, but the process is not this
-			// run's supervisor (a planted or copied record): it must not
-			// vouch for its descendants as the run's.
-			facts.Supervisor = outcome.Reused
+		if facts.Supervisor == outcome.Same {
+			// The pid and start time match; the process must also say it
+			// supervises this run, since a live supervisor vouches for its
+			// descendants as the run's. One that does not makes the record
+			// foreign (planted, or copied from another run).
+			facts.Supervisor = m.Sys.SupervisorOf(rec.SupervisorPID, rec.Name, rec.RunID)
 		}
 		run.supAlive = facts.Supervisor == outcome.Same
 	}
@@ -289,8 +292,11 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 	// A live supervisor vouches for them (its descendants) even when the
 	// leader's pid was handed out again; without it they are found by the
 	// leader's group, whose id a Reused pid no longer names.
+	// And once the supervisor is lost too, the members of a Gone leader's
+	// group: nobody records its exit, but they can still be stopped.
 	exiting := !in.ExitRecorded && facts.Child != outcome.Same && run.supAlive
-	if in.HasChild && (facts.Child != outcome.Reused || run.supAlive) && (in.ExitRecorded || exiting) {
+	lost := !in.ExitRecorded && facts.Child == outcome.Gone && !run.supAlive && facts.Supervisor != outcome.Foreign
+	if in.HasChild && (facts.Child != outcome.Reused || run.supAlive) && (in.ExitRecorded || exiting || lost) && facts.Supervisor != outcome.Foreign {
 		run.Survivors = idx.members(rec, run.supAlive)
 		facts.Survivors = len(run.Survivors)
 	}
@@ -332,6 +338,10 @@ func describe(r outcome.Reason, rec *runrecord.Record, survivors []int) string {
 		return s
 	case outcome.ReasonSupervisorLost:
 		return "process and supervisor are gone and no exit was recorded"
+	case outcome.ReasonLostSurvivors:
+		return fmt.Sprintf("process and supervisor are gone and no exit was recorded; %d process(es) of its group still running: %s (process_kill reaches them)", len(survivors), joinInts(survivors))
+	case outcome.ReasonForeignRecord:
+		return fmt.Sprintf("the record is not this run's: its supervisor pid %d is a live process that does not supervise this run (a planted or copied record); nothing it names is signalled", rec.SupervisorPID)
 	case outcome.ReasonStarting:
 		return "starting"
 	case outcome.ReasonStartInterrupted:

@@ -25,7 +25,9 @@ func (f *fakeSys) Probe(pid int, start uint64) outcome.Liveness { return f.probe
 func (f *fakeSys) Processes() ([]proc.Stat, error)              { return nil, nil }
 func (f *fakeSys) GroupAlive(int) bool                          { return false }
 func (f *fakeSys) Children(int) ([]int, error)                  { return nil, nil }
-func (f *fakeSys) SupervisorOf(int, string, string) bool        { return true }
+func (f *fakeSys) SupervisorOf(int, string, string) outcome.Liveness {
+	return outcome.Same
+}
 
 var _ System = (*fakeSys)(nil)
 
@@ -191,8 +193,11 @@ func (reusedSys) Processes() ([]proc.Stat, error) {
 }
 func (reusedSys) GroupAlive(int) bool             { return true }
 func (reusedSys) Children(pid int) ([]int, error) { return []int{200}, nil }
-func (s reusedSys) SupervisorOf(pid int, name, runID string) bool {
-	return pid == 99 && !s.imposter
+func (s reusedSys) SupervisorOf(pid int, name, runID string) outcome.Liveness {
+	if s.imposter {
+		return outcome.Foreign
+	}
+	return outcome.Same
 }
 
 // The live supervisor vouches for its descendants even when the leader's
@@ -226,6 +231,7 @@ func TestImposterSupervisorVouchesForNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, run.Survivors)
 	assert.Equal(t, outcome.Unknown, run.State, run.Reason)
+	assert.Equal(t, outcome.ReasonForeignRecord, run.Verdict.Reason)
 	assert.False(t, run.Verdict.Signalable)
 	_, err = m.Kill("r", "", 9, 0)
 	assert.ErrorIs(t, err, ErrNotSignalable)

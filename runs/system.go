@@ -36,9 +36,19 @@ func (s *LiveSystem) GroupAlive(pgid int) bool {
 	return pgid > 0 && !errors.Is(unix.Kill(-pgid, 0), unix.ESRCH)
 }
 
-func (s *LiveSystem) SupervisorOf(pid int, name, runID string) bool {
+func (s *LiveSystem) SupervisorOf(pid int, name, runID string) outcome.Liveness {
 	st, err := proc.ReadStat(pid)
-	return err == nil && supervisor.IsSupervisorOf(st, name, runID)
+	if err != nil || st.Dead() {
+		return outcome.Gone
+	}
+	argv, err := proc.Cmdline(pid)
+	if err != nil || len(argv) == 0 {
+		return outcome.Gone // exited between the two reads: a zombie has no command line
+	}
+	if supervisor.IsSupervisorOf(st, argv, name, runID) {
+		return outcome.Same
+	}
+	return outcome.Foreign
 }
 
 var _ System = (*LiveSystem)(nil)

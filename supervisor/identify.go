@@ -17,31 +17,27 @@ const BinaryName = "agent-box-supervisor"
 // yet each is a run of its own, with its own record, which a kill of the
 // outer run must not touch.
 func IsSupervisor(p proc.Stat) bool {
-	_, _, ok := identify(p)
+	if p.SID != p.PID {
+		return false
+	}
+	argv, err := proc.Cmdline(p.PID)
+	if err != nil {
+		return false
+	}
+	_, _, ok := supervisorArgs(argv)
 	return ok
 }
 
-// IsSupervisorOf reports whether p is the supervisor of the run name/runID.
+// IsSupervisorOf reports whether p, running argv, is the supervisor of the
+// run name/runID.
 //
 // A record's supervisor pid and start time say which process it was, but
 // a record can be planted or copied: a live supervisor vouches for every
 // descendant as the run's (process_kill signals them), so before it does,
-// the process must also say it supervises this very run. A zombie has no
-// command line and is not one any more.
-func IsSupervisorOf(p proc.Stat, name, runID string) bool {
-	n, id, ok := identify(p)
-	return ok && n == name && id == runID
-}
-
-func identify(p proc.Stat) (name, runID string, ok bool) {
-	if p.SID != p.PID {
-		return "", "", false
-	}
-	argv, err := proc.Cmdline(p.PID)
-	if err != nil {
-		return "", "", false
-	}
-	return supervisorArgs(argv)
+// the process must also say it supervises this very run.
+func IsSupervisorOf(p proc.Stat, argv []string, name, runID string) bool {
+	n, id, ok := supervisorArgs(argv)
+	return p.SID == p.PID && ok && n == name && id == runID
 }
 
 // supervisorArgs parses a supervisor's command line. runs.launch ends

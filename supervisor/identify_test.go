@@ -41,8 +41,21 @@ func TestSupervisorArgs(t *testing.T) {
 func TestIsSupervisorOfAnUnrelatedProcess(t *testing.T) {
 	self, err := proc.ReadStat(os.Getpid())
 	require.NoError(t, err)
+	argv, err := proc.Cmdline(self.PID)
+	require.NoError(t, err)
 	assert.False(t, IsSupervisor(self))
-	assert.False(t, IsSupervisorOf(self, "a", "b"))
+	assert.False(t, IsSupervisorOf(self, argv, "a", "b"))
 	self.SID = self.PID // even if it led its session
-	assert.False(t, IsSupervisorOf(self, "a", "b"))
+	assert.False(t, IsSupervisorOf(self, argv, "a", "b"))
+
+	// A supervisor's command line, but not a session leader (every
+	// supervisor is), or of another run.
+	id := runrecord.NewRunID(time.Now())
+	sup := []string{"agent-box-supervisor", "build", id}
+	self.SID = self.PID + 1
+	assert.False(t, IsSupervisorOf(self, sup, "build", id))
+	self.SID = self.PID
+	assert.True(t, IsSupervisorOf(self, sup, "build", id))
+	assert.False(t, IsSupervisorOf(self, sup, "build", runrecord.NewRunID(time.Now().Add(time.Second))))
+	assert.False(t, IsSupervisorOf(self, sup, "other", id))
 }
