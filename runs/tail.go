@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
@@ -140,6 +141,16 @@ type WaitResult struct {
 	Output   string        // last lines of the combined / interleaved output
 	Stderr   string        // framed runs: last lines of stderr
 	Lossy    bool
+	// OutputFrom is where the tail begins in the log: tail_log from 0 up
+	// to it returns the output before the tail (framed: the frame holding
+	// its first byte, which may hold output before it too).
+	OutputFrom int64
+	// OutputWhole: the tail is the run's whole output; nothing was left
+	// out.
+	OutputWhole bool
+	// OutputCut: the tail's first line was longer than the tail's bound,
+	// so only its end is shown.
+	OutputCut bool
 }
 
 // tailLines is how much of the output process_wait returns.
@@ -221,7 +232,9 @@ func (m *Manager) outputTail(res *WaitResult) {
 	if !framed {
 		w, err := logread.Read(r, size, logread.Request{TailLines: waitTailLines, MaxBytes: waitTailBytes, Final: true})
 		if err == nil {
-			res.Output, res.Lossy = w.Content, w.Lossy
+			res.Output, res.Lossy, res.OutputFrom = w.Content, w.Lossy, w.Offset
+			res.OutputCut = w.Offset > 0 && !endsLine(r, w.Offset-1)
+			res.OutputWhole = w.Offset == 0
 		}
 		return
 	}
@@ -229,15 +242,43 @@ func (m *Manager) outputTail(res *WaitResult) {
 	if err != nil {
 		return
 	}
-	res.Output = lastLines(w.Content, waitTailLines, waitTailBytes)
-	res.Stderr = lastLines(w.Stderr, waitTailLines, waitTailBytes)
-	res.Lossy = w.Lossy
+	var cutErr bool
+	res.Output, res.OutputCut = lastLines(w.Content, waitTailLines, waitTailBytes)
+	res.Stderr, cutErr = lastLines(w.Stderr, waitTailLines, waitTailBytes)
+	res.Lossy, res.OutputFrom = w.Lossy, w.Offset
+	res.OutputWhole = w.Offset == 0 && !res.OutputCut && trimNL(res.Output) == trimNL(w.Content)
+	res.OutputCut = res.OutputCut || cutErr
+	// The window's start is before the tail; the frame holding the tail's
+	// first byte is where it begins: tail_lines, for as many lines as the
+	// tail has, finds it, when its answer holds the whole tail (a last
+	// line too long for it is answered by its last frame alone).
+	if res.Output != "" {
+		n := max(1, strings.Count(trimNL(res.Output), "\n")+1)
+		t, err := logread.Read(r, size, logread.Request{TailLines: n, MaxBytes: 64 << 10, Framed: true, Final: true})
+		if err == nil && strings.HasSuffix(trimNL(t.Content), trimNL(res.Output)) {
+			res.OutputFrom = t.Offset
+		}
+	}
+}
+
+func trimNL(s string) string { return strings.TrimSuffix(s, "\n") }
+
+// endsLine reports whether the log byte at off is a newline.
+func endsLine(r io.ReaderAt, off int64) bool {
+	var b [1]byte
+	n, _ := r.ReadAt(b[:], off)
+	return n == 1 && b[0] == '\n'
 }
 
 // lastLines returns at most n lines and max bytes from the end of s, cut
-// at a line start.
-func lastLines(s string, n, max int) string {
+// at a line start. When the last line alone is longer than max, its last
+// max bytes (from a character boundary) are returned, and cut says so:
+// the end of a long line beats an empty tail.
+func lastLines(s string, n, max int) (tail string, cut bool) {
 	s = strings.TrimSuffix(s, "\n")
+	if s == "" {
+		return "", false
+	}
 	keep, search := len(s), len(s)
 	for lines := 0; lines < n; lines++ {
 		j := strings.LastIndexByte(s[:search], '\n')
@@ -251,7 +292,11 @@ func lastLines(s string, n, max int) string {
 		search = j
 	}
 	if keep == len(s) {
-		return ""
+		keep = len(s) - max
+		for keep < len(s) && !utf8.RuneStart(s[keep]) {
+			keep++
+		}
+		cut = true
 	}
-	return s[keep:] + "\n"
+	return s[keep:] + "\n", cut
 }

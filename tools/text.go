@@ -241,11 +241,19 @@ func waitText(res runs.WaitResult, waited time.Duration) string {
 	if res.Run.LogCapped {
 		capped = fmt.Sprintf(" (the log was capped at %d bytes: output past the cap was not kept, so these are not the last lines written)", res.Run.LogBytes)
 	}
+	// Say what the tail leaves out, and where to read it.
+	from := ""
+	if !res.OutputWhole {
+		from = fmt.Sprintf(", from log offset %d of %d (tail_log from offset 0 for the rest)", res.OutputFrom, res.Run.LogBytes)
+	}
+	if res.OutputCut {
+		from += ", the first line cut to its end"
+	}
 	if res.Stderr != "" {
-		fmt.Fprintf(&b, "[last lines of stderr%s; %d bytes follow]\n%s", capped, len(res.Stderr), res.Stderr)
+		fmt.Fprintf(&b, "[last lines of stderr%s%s; %d bytes follow]\n%s", capped, from, len(res.Stderr), res.Stderr)
 	}
 	if res.Output != "" {
-		fmt.Fprintf(&b, "[last lines of output%s; %d bytes follow]\n%s", capped, len(res.Output), res.Output)
+		fmt.Fprintf(&b, "[last lines of output%s%s; %d bytes follow]\n%s", capped, from, len(res.Output), res.Output)
 	}
 	return b.String()
 }

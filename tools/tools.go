@@ -447,6 +447,13 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		"duration_ms": res.Duration.Milliseconds(),
 		"output_tail": res.Output,
 	}
+	if res.Output != "" || res.Stderr != "" {
+		out["output_tail_offset"] = res.OutputFrom
+		out["output_tail_whole"] = res.OutputWhole
+	}
+	if res.OutputCut {
+		out["output_tail_cut"] = true
+	}
 	if res.Stderr != "" {
 		out["stderr_tail"] = res.Stderr
 	}

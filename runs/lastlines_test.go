@@ -1,0 +1,35 @@
+package runs
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestLastLines(t *testing.T) {
+	long := strings.Repeat("é", 10) // 20 bytes
+	for _, tc := range []struct {
+		name, in string
+		n, max   int
+		want     string
+		cut      bool
+	}{
+		{"empty", "", 3, 100, "", false},
+		{"fewer lines than n", "a\nb\n", 3, 100, "a\nb\n", false},
+		{"last n lines", "a\nb\nc\nd\n", 2, 100, "c\nd\n", false},
+		{"unterminated last line", "a\nb", 1, 100, "b\n", false},
+		{"bytes bound whole lines", "aaaa\nbb\ncc\n", 3, 6, "bb\ncc\n", false},
+		// The last line alone is over the bound: its end, from a
+		// character boundary, not nothing.
+		{"last line too long", "x\n" + long + "\n", 3, 7, "ééé\n", true},
+		{"only line too long", long, 1, 8, "éééé\n", true},
+	} {
+		got, cut := lastLines(tc.in, tc.n, tc.max)
+		assert.Equal(t, tc.want, got, tc.name)
+		assert.Equal(t, tc.cut, cut, tc.name)
+		assert.True(t, utf8.ValidString(got), tc.name)
+		assert.LessOrEqual(t, len(got), tc.max+1, "%s: bounded (plus the newline)", tc.name)
+	}
+}
