@@ -15,31 +15,85 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// commit is the rename step of an atomic write; tests replace it to fail
-// between the write and the rename.
-var commit = (*renameio.PendingFile).CloseAtomicallyReplace
+// The steps of writeAtomic after the temp file exists, one variable each so
+// that a test can make any one of them fail (export_test.go); nothing else
+// assigns them. syncDir is every directory fsync of the package.
+var (
+	writeTemp  = (*os.File).Write
+	syncTemp   = (*os.File).Sync
+	closeTemp  = (*os.File).Close
+	renameTemp = os.Rename
+	syncDir    = fsyncDir
+)
 
-// writeAtomic replaces dir/file with data. renameio writes a uniquely named
-// temp file in dir (".record.json" plus random digits: never a valid run id
-// or record name, so a crash's leftover is not mistaken for a record),
-// fsyncs and renames it; the fsync of dir then makes the rename itself
-// durable, which renameio leaves to the caller.
+// writeAtomic replaces dir/file with data and makes the replacement durable.
+// A failure before the rename leaves the old file (or none) and no temp
+// file; a failure of the directory fsync after the rename is ErrNotDurable.
 func writeAtomic(dir, file string, data []byte) error {
+	if err := replaceFile(dir, file, data); err != nil {
+		return fmt.Errorf("%s unchanged: %w", file, err)
+	}
+	if err := syncDir(dir); err != nil {
+		// The rename is done and cannot be undone (the old file is
+		// unlinked), so the write is not rolled back: readers see the new
+		// record now, and a crash may bring back the old one, never a
+		// torn one, since the new one was fsynced before the rename. The
+		// fsync is not retried either: Linux reports a writeback error to
+		// one fsync only, so a second could succeed with nothing written
+		// (PostgreSQL's "fsyncgate", 2018). The caller gets an error, as
+		// durability was asked for and not had, and ErrNotDurable says that
+		// the new record is in place: writing it again is safe.
+		return fmt.Errorf("%w: readers see the new %s, but a crash may bring back the old one: %w", ErrNotDurable, file, err)
+	}
+	return nil
+}
+
+// replaceFile renames a new file holding data over dir/file, without the
+// fsync of dir that makes the rename durable. renameio creates the temp
+// file: uniquely named in dir (".record.json" plus random digits: never a
+// valid run id or record name, so a crash's leftover is not mistaken for a
+// record), 0600 less the umask, and removed again on failure. The steps
+// after that are ours, one call each, where renameio's
+// CloseAtomicallyReplace fsyncs, closes and renames in one.
+func replaceFile(dir, file string, data []byte) error {
 	pf, err := renameio.NewPendingFile(filepath.Join(dir, file), renameio.WithPermissions(0o600), renameio.WithTempDir(dir))
 	if err != nil {
 		return err
 	}
-	defer pf.Cleanup() // a no-op once committed
-	if _, err := pf.Write(data); err != nil {
+	renamed := false
+	defer func() {
+		if !renamed {
+			// Closes the file unless closed (a second Close of an
+			// os.File is a harmless ErrClosed) and removes it.
+			_ = pf.Cleanup()
+		}
+	}()
+	// The os.File and os.Rename errors are *PathError and *LinkError,
+	// which name the op and the paths already.
+	//
+	// os.File.Write writes all of data or says why not: a short write
+	// (ENOSPC, EFBIG or EIO midway) is an error, and the part written goes
+	// with the temp file.
+	if _, err := writeTemp(pf.File, data); err != nil {
 		return err
 	}
-	if err := commit(pf); err != nil {
+	// Without this fsync a crash after the rename can leave the new name on
+	// an empty file, ext4 data=ordered included (renameio's
+	// CloseAtomicallyReplace quotes Ted Ts'o on it).
+	if err := syncTemp(pf.File); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	if err := closeTemp(pf.File); err != nil {
+		return err
+	}
+	if err := renameTemp(pf.Name(), filepath.Join(dir, file)); err != nil {
+		return err
+	}
+	renamed = true
+	return nil
 }
 
-func syncDir(dir string) error {
+func fsyncDir(dir string) error {
 	fd, err := openNoFollow(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return fmt.Errorf("sync directory %s: %w", dir, err)

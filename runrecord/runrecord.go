@@ -48,6 +48,14 @@ var (
 	// directory is a symlink: agent-box never creates one, so one that is
 	// there was planted, and following it could read or write anywhere.
 	ErrSymlink = errors.New("refusing a symlink in the state directory")
+
+	// ErrNotDurable is a write that put the new record in place, readers
+	// see it, but whose last step, the fsync of the directory after the
+	// rename, failed: whether the new record survives a crash or power
+	// loss is unknown. After one there is the old record (for Create: no
+	// run) or the new one, never a torn one. The write is not undone, as
+	// the rename cannot be; writing the same record again is safe.
+	ErrNotDurable = errors.New("run record written but not known to be durable")
 )
 
 // VersionError is a record whose version this build does not read: 0 for a
@@ -450,7 +458,8 @@ func validate(name, runID string) error {
 }
 
 // Create makes the run's directory (0700) and writes its first record; it
-// fails if the run dir exists already.
+// fails if the run dir exists already. On an error there is no run, except
+// for ErrNotDurable: the run is in place, but may not survive a crash.
 func (s *Store) Create(r *Record) error {
 	return s.CreateWith(r, nil)
 }
@@ -485,7 +494,12 @@ func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
 		data, err = Encode(r)
 	}
 	if err == nil {
-		err = writeAtomic(tmp, recordFile, data)
+		// Not writeAtomic: tmp is not visible yet, so a failed fsync of
+		// it is a plain failure, and tmp is removed below.
+		err = replaceFile(tmp, recordFile, data)
+	}
+	if err == nil {
+		err = syncDir(tmp)
 	}
 	if err == nil {
 		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE)
@@ -493,12 +507,15 @@ func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
 			err = fmt.Errorf("run directory exists already: %w", fs.ErrExist)
 		}
 	}
-	if err == nil {
-		err = syncDir(s.nameDir(r.Name))
-	}
 	if err != nil {
 		_ = os.RemoveAll(tmp)
 		return fmt.Errorf("%s: %w", where, err)
+	}
+	if err := syncDir(s.nameDir(r.Name)); err != nil {
+		// The rename is done and readers may have seen the run, so it is
+		// not undone; as in writeAtomic, the error says the run is in
+		// place but may not survive a crash.
+		return fmt.Errorf("%s: %w: the run is listed, but a crash may lose it: %w", where, ErrNotDurable, err)
 	}
 	return nil
 }
@@ -526,7 +543,9 @@ func (s *Store) checkRunDirs(name, runID string) error {
 	return checkDir(s.RunDir(name, runID), "run directory")
 }
 
-// Write atomically replaces the record of r.Name/r.RunID.
+// Write atomically replaces the record of r.Name/r.RunID. On an error the
+// old record is in place, except for ErrNotDurable: the new one is, but a
+// crash may bring back the old one.
 func (s *Store) Write(r *Record) error {
 	data, err := Encode(r)
 	if err != nil {

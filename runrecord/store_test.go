@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/runrecord"
@@ -790,67 +789,4 @@ func TestLockNameAcrossProcesses(t *testing.T) {
 		t.Fatalf("LockName after the holder died = %v", err)
 	}
 	unlock()
-}
-
-// TestWriteFailsBeforeRename injects a failure after the temp file is
-// written and before it is renamed over the record.
-func TestWriteFailsBeforeRename(t *testing.T) {
-	s := newStore(t)
-	r := create(t, s, "web")
-	dir := s.RunDir(r.Name, r.RunID)
-
-	var temp string
-	injected := errors.New("injected: crash before rename")
-	runrecord.SetCommit(t, func(f *renameio.PendingFile) error {
-		temp = f.Name()
-		if err := f.Sync(); err != nil {
-			return err
-		}
-		return injected
-	})
-	changed := *r
-	changed.LogBytes = 999
-	if err := s.Write(&changed); !errors.Is(err, injected) {
-		t.Fatalf("Write = %v, want the injected error", err)
-	}
-	if filepath.Dir(temp) != dir || !strings.HasPrefix(filepath.Base(temp), ".record.json") {
-		t.Errorf("temp file %s is not a dot file next to the record", temp)
-	}
-	got, err := s.Read(r.Name, r.RunID)
-	if err != nil || got.LogBytes != r.LogBytes {
-		t.Fatalf("after a failed Write: %+v, %v; want the old record", got, err)
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != "record.json" {
-		t.Errorf("run dir after a failed Write holds %v, want only record.json", ents)
-	}
-
-	// A crash at the same point leaves the temp file behind: it must not
-	// be taken for a record or a run.
-	data, err := runrecord.Encode(&changed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(temp, data[:len(data)/2], 0o600); err != nil {
-		t.Fatal(err)
-	}
-	got, err = s.Read(r.Name, r.RunID)
-	if err != nil || got.LogBytes != r.LogBytes {
-		t.Errorf("Read with a leftover temp file: %+v, %v; want the old record", got, err)
-	}
-	all, err := s.List("")
-	if err != nil || len(all) != 1 || all[0].Err != nil || all[0].Record.LogBytes != r.LogBytes {
-		t.Errorf("List with a leftover temp file = %+v, %v", all, err)
-	}
-
-	// Create that fails the same way leaves no run behind.
-	fresh := sample("fresh", clock.Add(time.Hour))
-	if err := s.Create(fresh); !errors.Is(err, injected) {
-		t.Fatalf("Create = %v, want the injected error", err)
-	}
-	if _, err := os.Lstat(s.RunDir(fresh.Name, fresh.RunID)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("failed Create left its run dir: %v", err)
-	}
-	if _, err := s.RunIDs(fresh.Name); !errors.Is(err, runrecord.ErrNotFound) {
-		t.Errorf("RunIDs after a failed Create = %v, want ErrNotFound", err)
-	}
 }
