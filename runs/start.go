@@ -436,7 +436,13 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 		rec.SupervisorPID, rec.SupervisorStartTime = sup.pid, sup.start
 		return nil
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, runrecord.ErrNotDurable):
+		// The run is in place and listed; only the fsync that makes it
+		// survive a crash failed. Aborting now would leave a listed run
+		// whose supervisor was killed: start it, and say so.
+		fmt.Fprintf(os.Stderr, "agent-box: run %s/%s: %v\n", req.Name, runID, err)
+	case err != nil:
 		if sup != nil {
 			sup.abort()
 		}
