@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -449,6 +451,11 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 		return Run{}, fmt.Errorf("creating run: %w", err)
 	}
 	if _, err := sup.report(spec, m.StartTimeout); err != nil {
+		// The supervisor (or the launcher before it: systemd-run) says
+		// why in its log; the first lines of it belong in the answer.
+		if why := supervisorLogHead(m.Store.RunDir(req.Name, runID)); why != "" {
+			err = fmt.Errorf("%w; its log says: %s", err, why)
+		}
 		return Run{}, err
 	}
 	run, err := m.Get(req.Name, runID)
@@ -565,6 +572,32 @@ func (l *launched) report(spec *supervisor.Spec, timeout time.Duration) (int, er
 		}
 		return r.pid, nil
 	case <-time.After(timeout):
-		return 0, fmt.Errorf("supervisor (pid %d) did not report within %s", l.pid, timeout)
+		// Killed, so that it cannot start the command after we said it
+		// failed (a launcher such as systemd-run can block for a long
+		// time and then exec it). It is our unreaped child, so the pid is
+		// still its own. Had it started the child already, the run's
+		// record names it, and it reads unsupervised.
+		_ = l.cmd.Process.Kill()
+		return 0, fmt.Errorf("supervisor (pid %d) did not report within %s and was killed; if it had started the process, process_list shows the run", l.pid, timeout)
 	}
+}
+
+// supervisorLogHead returns the start of runDir/supervisor.log, on one
+// line and bounded.
+func supervisorLogHead(runDir string) string {
+	f, err := os.OpenFile(filepath.Join(runDir, "supervisor.log"), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 300)
+	n, _ := io.ReadFull(f, b)
+	line := strings.Join(strings.Fields(strings.ToValidUTF8(string(b[:n]), "?")), " ")
+	if line == "" {
+		return ""
+	}
+	if n == len(b) {
+		line += " ..."
+	}
+	return strconv.Quote(line)
 }
