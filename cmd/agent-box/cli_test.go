@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +21,15 @@ import (
 	"github.com/agent-box/agent-box/cli"
 	"github.com/agent-box/agent-box/internal/abtest"
 	"github.com/agent-box/agent-box/logframe"
+	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
 )
 
 // agentBox runs the CLI and returns stdout, stderr and the exit status.
 func agentBox(t *testing.T, state string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"--state-dir", state}, args...)...)
+	cmd.Env = quickRaceExit(os.Environ())
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -36,6 +41,13 @@ func agentBox(t *testing.T, state string, args ...string) (string, string, int) 
 		require.NoError(t, err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// quickRaceExit sets GORACE so that a -race binary does not sleep a second
+// at exit (ThreadSanitizer's atexit_sleep_ms) before it reports: every CLI
+// call would, and they are most of these tests' run time.
+func quickRaceExit(env []string) []string {
+	return append(env, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 }
 
 func TestCLIOnRunsStartedOverMCP(t *testing.T) {
@@ -293,5 +305,324 @@ func TestCLIUsageErrorsSayWhy(t *testing.T) {
 		assert.True(t, strings.HasPrefix(first, "agent-box") || strings.Contains(first, "flag"), "%q: first line %q", tc.args, first)
 		assert.False(t, strings.HasPrefix(first, "usage:"), "%q: no reason before the usage: %q", tc.args, errOut)
 		assert.Contains(t, first, tc.why, "%q: %q", tc.args, errOut)
+	}
+}
+
+// startRun runs "agent-box start ARGS" and returns the run id it printed.
+func startRun(t *testing.T, state string, args ...string) string {
+	t.Helper()
+	out, errOut, code := agentBox(t, state, append([]string{"start"}, args...)...)
+	require.Equal(t, 0, code, "start %q: %s", args, errOut)
+	m := regexp.MustCompile(`run_id=(\S+)`).FindStringSubmatch(out)
+	require.NotNil(t, m, "start printed no run_id: %q", out)
+	return m[1]
+}
+
+// psJSON returns the runs "agent-box ps --json ARGS" lists.
+func psJSON(t *testing.T, state string, args ...string) []map[string]any {
+	t.Helper()
+	out, errOut, code := agentBox(t, state, append([]string{"ps", "--json"}, args...)...)
+	require.Equal(t, 0, code, errOut)
+	var list struct {
+		Runs []map[string]any `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &list), out)
+	return list.Runs
+}
+
+// onlyRun is the one run of name that ps --json lists.
+func onlyRun(t *testing.T, state, name string) map[string]any {
+	t.Helper()
+	list := psJSON(t, state, name)
+	require.Len(t, list, 1, "%v", list)
+	return list[0]
+}
+
+type cliResult struct {
+	out, errOut string
+	code        int
+}
+
+// waitInBackground runs "agent-box wait name" and delivers its result.
+func waitInBackground(t *testing.T, state, name string) <-chan cliResult {
+	done := make(chan cliResult, 1)
+	go func() {
+		out, errOut, code := agentBox(t, state, "wait", name)
+		done <- cliResult{out, errOut, code}
+	}()
+	return done
+}
+
+func receive(t *testing.T, done <-chan cliResult, what string) cliResult {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not return", what)
+	}
+	return cliResult{}
+}
+
+// The CLI's kill and wait control runs that an MCP session started: wait
+// blocks until the run ends and exits with its status, for a signal
+// (128+N) and for an exit code alike.
+func TestCLIKillAndWaitOnRunsStartedOverMCP(t *testing.T) {
+	state := t.TempDir()
+	s := connect(t, state)
+	s.OK("process_start", map[string]any{"name": "mcp-sleep", "argv": []any{"sleep", "300"}})
+	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "mcp-sleep", "signal": "KILL"}) })
+
+	done := waitInBackground(t, state, "mcp-sleep")
+	select {
+	case r := <-done:
+		t.Fatalf("agent-box wait returned %d before the run ended: %s%s", r.code, r.out, r.errOut)
+	default:
+	}
+	out, errOut, code := agentBox(t, state, "kill", "-s", "USR1", "mcp-sleep")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "SIGUSR1")
+	r := receive(t, done, "agent-box wait after the kill")
+	assert.Equal(t, 128+int(unix.SIGUSR1), r.code, r.errOut)
+	assert.Contains(t, r.out, "exited(SIGUSR1)")
+	run := abtest.RunOf(t, s.OK("process_list", nil), "mcp-sleep")
+	assert.Equal(t, "SIGUSR1", run["signal"], "the MCP side sees the CLI's kill")
+
+	s.OK("process_start", map[string]any{"name": "mcp-exit", "command": "echo hi; exit 4"})
+	r = receive(t, waitInBackground(t, state, "mcp-exit"), "agent-box wait")
+	assert.Equal(t, 4, r.code, r.errOut)
+	assert.Contains(t, r.out, "mcp-exit ")
+	assert.Contains(t, r.out, "exited(4)")
+
+	// Killing a run that already exited signals nothing and is no error.
+	out, errOut, code = agentBox(t, state, "kill", "mcp-exit")
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "already exited")
+}
+
+// process_wait and process_kill control runs that "agent-box start"
+// started.
+func TestMCPWaitAndKillOnRunsStartedByCLI(t *testing.T) {
+	state := t.TempDir()
+	sleepID := startRun(t, state, "cli-sleep", "--", "sleep", "300")
+	exitID := startRun(t, state, "cli-exit", "--", "sh", "-c", "echo from-cli; exit 7")
+	s := connect(t, state)
+	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "cli-sleep", "signal": "KILL"}) })
+
+	w := s.OK("process_wait", map[string]any{"name": "cli-exit", "timeout_ms": 30000})
+	assert.Equal(t, false, w.Data["timed_out"], w.Text)
+	run := w.Data["run"].(map[string]any)
+	assert.Equal(t, exitID, run["run_id"])
+	assert.Equal(t, "exited", run["state"], w.Text)
+	assert.Equal(t, int64(7), abtest.Num(run["exit_code"]), w.Text)
+	assert.Contains(t, w.Data["output_tail"], "from-cli")
+
+	// Still running: the wait times out and says so.
+	w = s.OK("process_wait", map[string]any{"name": "cli-sleep", "timeout_ms": 0})
+	assert.Equal(t, true, w.Data["timed_out"], w.Text)
+	assert.Equal(t, "running", w.Data["run"].(map[string]any)["state"], w.Text)
+
+	k := s.OK("process_kill", map[string]any{"name": "cli-sleep", "signal": "INT"})
+	assert.Equal(t, "SIGINT", k.Data["signal"], k.Text)
+	assert.NotEmpty(t, k.Data["signalled_groups"], k.Text)
+	w = s.OK("process_wait", map[string]any{"name": "cli-sleep", "timeout_ms": 30000})
+	assert.Equal(t, false, w.Data["timed_out"], w.Text)
+	run = w.Data["run"].(map[string]any)
+	assert.Equal(t, sleepID, run["run_id"])
+	assert.Equal(t, "SIGINT", run["signal"], w.Text)
+
+	// The CLI sees the MCP kill too.
+	_, errOut, code := agentBox(t, state, "wait", "cli-sleep")
+	assert.Equal(t, 128+int(unix.SIGINT), code, errOut)
+}
+
+// ps -a lists the older runs of a name, and logs --run-id reads one of
+// them; without them both show the newest run only.
+func TestCLIOlderRuns(t *testing.T) {
+	state := t.TempDir()
+	first := startRun(t, state, "again", "--", "echo", "first")
+	_, errOut, code := agentBox(t, state, "wait", "again")
+	require.Equal(t, 0, code, errOut)
+	second := startRun(t, state, "again", "--", "echo", "second")
+	_, errOut, code = agentBox(t, state, "wait", "again")
+	require.Equal(t, 0, code, errOut)
+	require.NotEqual(t, first, second)
+
+	out, errOut, code := agentBox(t, state, "ps")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, second)
+	assert.NotContains(t, out, first, "ps without -a shows only the newest run")
+	out, errOut, code = agentBox(t, state, "ps", "-a")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, second)
+	assert.Contains(t, out, first, "ps -a shows the older run")
+	assert.Len(t, strings.Split(strings.TrimSuffix(out, "\n"), "\n"), 3, "a header and two rows: %q", out)
+
+	var ids []any
+	for _, r := range psJSON(t, state, "-a", "again") {
+		ids = append(ids, r["run_id"])
+	}
+	assert.ElementsMatch(t, []any{first, second}, ids)
+	assert.Len(t, psJSON(t, state, "again"), 1)
+
+	out, errOut, code = agentBox(t, state, "logs", "again")
+	assert.Equal(t, 0, code, errOut)
+	assert.Equal(t, "second\n", out)
+	out, errOut, code = agentBox(t, state, "logs", "--run-id", first, "again")
+	assert.Equal(t, 0, code, errOut)
+	assert.Equal(t, "first\n", out)
+	out, errOut, code = agentBox(t, state, "logs", "-f", "--run-id", first, "again")
+	assert.Equal(t, 0, code, errOut)
+	assert.Equal(t, "first\n", out)
+
+	_, errOut, code = agentBox(t, state, "logs", "--run-id", "20000101T000000.000000000Z-000000", "again")
+	assert.Equal(t, cli.ExitError, code, errOut)
+}
+
+// start --cwd runs the child in that directory.
+func TestCLIStartCwd(t *testing.T) {
+	state := t.TempDir()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	startRun(t, state, "--cwd", dir, "where", "--", "pwd", "-P")
+	_, errOut, code := agentBox(t, state, "wait", "where")
+	require.Equal(t, 0, code, errOut)
+	out, errOut, code := agentBox(t, state, "logs", "where")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, dir+"\n", out)
+	assert.Equal(t, dir, onlyRun(t, state, "where")["cwd"])
+
+	// The flag may also follow NAME; a directory that is not there is a
+	// usage error and starts nothing.
+	startRun(t, state, "where2", "--cwd", dir, "--", "pwd", "-P")
+	out, errOut, code = agentBox(t, state, "logs", "-f", "where2")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, dir+"\n", out)
+	_, errOut, code = agentBox(t, state, "start", "--cwd", filepath.Join(dir, "nope"), "where3", "--", "pwd")
+	assert.Equal(t, cli.ExitUsage, code, errOut)
+	assert.Contains(t, errOut, "cwd")
+	for _, r := range psJSON(t, state, "-a") {
+		assert.NotEqual(t, "where3", r["name"], "a refused start left a run")
+	}
+}
+
+// start --timeout S kills the child at the deadline (SIGTERM, which a
+// plain sleep does not ignore), and the run says it timed out; a run that
+// ends in time is not marked.
+func TestCLIStartTimeout(t *testing.T) {
+	state := t.TempDir()
+	startRun(t, state, "--timeout", "1", "slow", "--", "sleep", "300")
+	t.Cleanup(func() { agentBox(t, state, "kill", "-s", "KILL", "slow") })
+	// Bounded: without the deadline the sleep would outlast the test.
+	r := receive(t, waitInBackground(t, state, "slow"), "agent-box wait of a run with --timeout 1")
+	assert.Equal(t, 128+int(unix.SIGTERM), r.code, r.errOut)
+	assert.Contains(t, r.out, "exited(SIGTERM)")
+	run := onlyRun(t, state, "slow")
+	assert.Equal(t, "SIGTERM", run["signal"])
+	assert.Equal(t, true, run["timed_out"], "%v", run)
+	assert.Contains(t, run["reason"], "timed out after 1s")
+
+	startRun(t, state, "--timeout", "600", "quick", "--", "true")
+	_, errOut, code := agentBox(t, state, "wait", "quick")
+	assert.Equal(t, 0, code, errOut)
+	run = onlyRun(t, state, "quick")
+	assert.Nil(t, run["timed_out"], "%v", run)
+	assert.Equal(t, float64(0), run["exit_code"])
+}
+
+// kill --grace MS sends SIGKILL to a run still alive after the grace; a
+// child that ignores TERM survives a kill without it.
+func TestCLIKillGraceEscalates(t *testing.T) {
+	state := t.TempDir()
+	startRun(t, state, "stubborn", "--", "sh", "-c", `trap "" TERM; echo ready; exec sleep 300`)
+	t.Cleanup(func() { agentBox(t, state, "kill", "-s", "KILL", "stubborn") })
+	log := logPath(t, state, "stubborn")
+	abtest.WaitFor(t, "the child to ignore TERM", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(log)
+		return string(b) == "ready\n"
+	})
+
+	// kill waits for the exit to be recorded before it answers, so a run
+	// still running afterwards did not die of the TERM.
+	out, errOut, code := agentBox(t, state, "kill", "stubborn")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "SIGTERM")
+	assert.NotContains(t, out, "SIGKILL")
+	assert.Equal(t, "running", onlyRun(t, state, "stubborn")["state"], "the child ignores TERM")
+
+	done := waitInBackground(t, state, "stubborn")
+	out, errOut, code = agentBox(t, state, "kill", "--grace", "200", "stubborn")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "still alive after 200ms, sent SIGKILL")
+	r := receive(t, done, "agent-box wait after kill --grace")
+	assert.Equal(t, 128+int(unix.SIGKILL), r.code, r.errOut)
+	assert.Equal(t, "SIGKILL", onlyRun(t, state, "stubborn")["signal"])
+}
+
+// wait exits 125 for a run whose status is unknown: it can never get one,
+// and 125 is no status a run could have exited with.
+func TestCLIWaitUnknownStatus(t *testing.T) {
+	state := t.TempDir()
+	self, err := proc.ReadStat(os.Getpid())
+	require.NoError(t, err)
+	plant(t, state, func(r *runrecord.Record) {
+		r.Name = "rebooted"
+		r.BootID = "00000000-0000-0000-0000-000000000000"
+	})
+	plant(t, state, func(r *runrecord.Record) {
+		// A pid reused by this test process: the start time differs.
+		r.Name = "lost"
+		r.PID, r.PIDStartTime = self.PID, self.StartTime+12345
+		r.SupervisorPID, r.SupervisorStartTime = self.PID, self.StartTime+12345
+	})
+	for name, reason := range map[string]string{"rebooted": "another boot", "lost": "no exit was recorded"} {
+		run := onlyRun(t, state, name)
+		require.Equal(t, "unknown", run["state"], "%s: %v", name, run)
+		r := receive(t, waitInBackground(t, state, name), "agent-box wait "+name)
+		assert.Equal(t, cli.ExitError, r.code, "%s: %s%s", name, r.out, r.errOut)
+		assert.Contains(t, r.out, "unknown", name)
+		assert.Contains(t, r.out, reason, name)
+	}
+}
+
+// --state-dir wins over $AGENT_BOX_STATE_DIR, which wins over
+// $XDG_STATE_HOME/agent-box, which wins over ~/.local/state/agent-box:
+// the directory agent-box creates says which it chose.
+func TestStateDirPrecedence(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		flag, env, xdg bool
+		want           string
+	}{
+		{"flag", true, true, true, "flag"},
+		{"env", false, true, true, "env"},
+		{"xdg", false, false, true, "xdg/agent-box"},
+		{"home", false, false, false, "home/.local/state/agent-box"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			args := []string{"ps"}
+			if tc.flag {
+				args = []string{"--state-dir", filepath.Join(base, "flag"), "ps"}
+			}
+			env := []string{"HOME=" + filepath.Join(base, "home"), "AGENT_BOX_STATE_DIR=", "XDG_STATE_HOME="}
+			if tc.env {
+				env = append(env, "AGENT_BOX_STATE_DIR="+filepath.Join(base, "env"))
+			}
+			if tc.xdg {
+				env = append(env, "XDG_STATE_HOME="+filepath.Join(base, "xdg"))
+			}
+			cmd := exec.Command(binary, args...)
+			cmd.Env = append(quickRaceExit(os.Environ()), env...) // later entries win
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			var made []string
+			for _, d := range []string{"flag", "env", "xdg/agent-box", "home/.local/state/agent-box"} {
+				if _, err := os.Stat(filepath.Join(base, d, "runs")); err == nil {
+					made = append(made, d)
+				}
+			}
+			assert.Equal(t, []string{tc.want}, made)
+		})
 	}
 }

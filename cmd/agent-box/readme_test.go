@@ -2,14 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/cli"
 )
 
 // The README's client configurations are what users paste; they must be
@@ -50,5 +54,131 @@ func TestReadmeClientConfigs(t *testing.T) {
 		if m := regexp.MustCompile(`^agent-box (ps|logs|start|kill|wait) `).FindStringSubmatch(line); m != nil {
 			assert.Contains(t, errOut, "agent-box "+m[1], "help must show %q", m[1])
 		}
+	}
+}
+
+// readmeFlag is one flag of a README CLI line: "[--stream stdout|stderr]"
+// is {"--stream", "stdout|stderr"}, "[-a]" is {"-a", ""}.
+type readmeFlag struct{ name, value string }
+
+// readmeCLI parses the code block of the README's "## The CLI" section:
+// for each "agent-box SUB ..." line, its flags and its other arguments
+// (placeholders such as NAME, "--", CMD, [ARG...]), in order.
+func readmeCLI(t *testing.T) (subs []string, flags map[string][]readmeFlag, args map[string][]string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)\n## The CLI\n.*?```sh\n(.*?)```").FindSubmatch(b)
+	require.NotNil(t, m, "README has no sh block under \"## The CLI\"")
+	flags, args = map[string][]readmeFlag{}, map[string][]string{}
+	group := regexp.MustCompile(`^\[(-{1,2}[A-Za-z][\w-]*)(?: (\S+))?\]$`)
+	for _, line := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
+		line, _, _ = strings.Cut(line, " #") // a comment
+		words := strings.Fields(line)
+		require.True(t, len(words) >= 2 && words[0] == "agent-box", "not an agent-box command line: %q", line)
+		sub := words[1]
+		require.NotContains(t, flags, sub, "two lines for %q", sub)
+		subs = append(subs, sub)
+		flags[sub] = []readmeFlag{}
+		// Bracketed groups hold one space at most ("[-s SIG]"); join them.
+		for i := 2; i < len(words); i++ {
+			w := words[i]
+			if strings.HasPrefix(w, "[") && !strings.HasSuffix(w, "]") && i+1 < len(words) {
+				w += " " + words[i+1]
+				i++
+			}
+			if g := group.FindStringSubmatch(w); g != nil {
+				flags[sub] = append(flags[sub], readmeFlag{g[1], g[2]})
+			} else {
+				require.False(t, strings.HasPrefix(w, "-") && w != "--", "%s: flag %q outside brackets, which this test cannot parse", sub, w)
+				args[sub] = append(args[sub], w)
+			}
+		}
+	}
+	return subs, flags, args
+}
+
+// helpFlags returns the flags "agent-box SUB -h" lists, each with whether
+// it takes a value (flag.PrintDefaults names the value's type after it).
+func helpFlags(t *testing.T, sub string) map[string]bool {
+	t.Helper()
+	_, errOut, code := agentBox(t, t.TempDir(), sub, "-h")
+	require.Equal(t, 0, code, "%s -h: %s", sub, errOut)
+	require.Contains(t, errOut, "usage: agent-box "+sub)
+	got := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^  -(\S+)( \S+)?`).FindAllStringSubmatch(errOut, -1) {
+		got[m[1]] = m[2] != ""
+	}
+	return got
+}
+
+// The README's CLI block, flag by flag: every flag a line lists is one its
+// subcommand has (taking a value exactly when the README shows one), and
+// parses without a usage error; every flag the subcommand has is listed.
+func TestReadmeCLIFlags(t *testing.T) {
+	subs, flags, args := readmeCLI(t)
+	for _, c := range cli.Commands {
+		assert.Contains(t, subs, c, "the README's CLI block has no line for %q", c)
+	}
+	state := t.TempDir()
+	samples := map[string]string{"DIR": t.TempDir(), "S": "1", "MS": "1", "SIG": "TERM", "ID": "20260101T000000.000000000Z-000000"}
+	n := 0
+	for _, sub := range subs {
+		if !slices.Contains(cli.Commands, sub) {
+			assert.Empty(t, flags[sub], "%s takes no flags", sub)
+			continue
+		}
+		t.Run(sub, func(t *testing.T) {
+			help := helpFlags(t, sub)
+			listed := map[string]bool{}
+			for _, f := range flags[sub] {
+				name := strings.TrimLeft(f.name, "-")
+				listed[name] = true
+				takesValue, ok := help[name]
+				if !assert.True(t, ok, "README lists %s %s; %s -h does not", sub, f.name, sub) {
+					continue
+				}
+				assert.Equal(t, f.value != "", takesValue, "%s %s: README value %q, but -h says it takes a value: %v", sub, f.name, f.value, takesValue)
+
+				// Run it once with just this flag and a value of the
+				// README's placeholder.
+				n++
+				name = fmt.Sprintf("readme-%d", n)
+				argv := []string{sub, f.name}
+				if f.value != "" {
+					v, ok := samples[f.value]
+					if alts := strings.Split(f.value, "|"); len(alts) > 1 {
+						v, ok = alts[0], true
+					}
+					require.True(t, ok, "no sample value for %s %s %s: add one", sub, f.name, f.value)
+					argv = append(argv, v)
+				}
+				for _, a := range args[sub] {
+					switch a {
+					case "NAME":
+						argv = append(argv, name)
+					case "--":
+						argv = append(argv, a)
+					case "CMD":
+						argv = append(argv, "true")
+					case "[ARG...]":
+					default:
+						t.Fatalf("%s: no sample for the argument %q: add one", sub, a)
+					}
+				}
+				_, errOut, code := agentBox(t, state, argv...)
+				assert.NotEqual(t, cli.ExitUsage, code, "%q is a usage error: %s", argv, errOut)
+				assert.NotContains(t, errOut, "flag provided but not defined", "%q", argv)
+				if sub == "start" {
+					assert.Equal(t, 0, code, "%q: %s", argv, errOut)
+					// Let the run end before the state dir is removed.
+					_, errOut, code = agentBox(t, state, "wait", name)
+					assert.Equal(t, 0, code, "wait %s: %s", name, errOut)
+				}
+			}
+			for name := range help {
+				assert.True(t, listed[name], "%s -h has -%s; the README's CLI block does not list it", sub, name)
+			}
+		})
 	}
 }
