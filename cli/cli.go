@@ -451,8 +451,11 @@ func (c *cmd) wait(args []string) int {
 			return ExitError
 		}
 		if !res.TimedOut {
-			fmt.Fprintf(c.out, "%s %s: %s (%s)\n", visible(res.Run.Name, 0), visible(res.Run.RunID, 0), visible(stateWord(res.Run), 0),
-				res.Duration.Round(time.Millisecond))
+			duration := "duration unknown"
+			if res.DurationKnown {
+				duration = res.Duration.Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(c.out, "%s %s: %s (%s)\n", visible(res.Run.Name, 0), visible(res.Run.RunID, 0), visible(stateWord(res.Run), 0), duration)
 			return status(res.Run)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
+	"github.com/agent-box/agent-box/outcome"
 )
 
 // MaxWait bounds tail_log's wait_ms.
@@ -137,10 +138,13 @@ const progressEvery = 3 * time.Second
 type WaitResult struct {
 	Run      Run
 	TimedOut bool          // the run was still running at the timeout
-	Duration time.Duration // run time so far, or until its exit
-	Output   string        // last lines of the combined / interleaved output
-	Stderr   string        // framed runs: last lines of stderr
-	Lossy    bool
+	Duration time.Duration // run time so far, or until its exit; see DurationKnown
+	// DurationKnown is false for a run whose end is unknown (no exit
+	// recorded, and not running): its duration cannot be told.
+	DurationKnown bool
+	Output        string // last lines of the combined / interleaved output
+	Stderr        string // framed runs: last lines of stderr
+	Lossy         bool
 	// OutputFrom is where the tail begins in the log: tail_log from 0 up
 	// to it returns the output before the tail (framed: the frame holding
 	// its first byte, which may hold output before it too).
@@ -206,12 +210,12 @@ func (m *Manager) Wait(ctx context.Context, name, runID string, timeout time.Dur
 		}
 	}
 	res := WaitResult{Run: run, TimedOut: !run.Ended()}
-	if run.StartedAt != nil {
+	if run.StartedAt != nil && (run.FinishedAt != nil || run.State == outcome.Running) {
 		end := time.Now()
 		if run.FinishedAt != nil {
 			end = *run.FinishedAt
 		}
-		res.Duration = end.Sub(*run.StartedAt)
+		res.Duration, res.DurationKnown = end.Sub(*run.StartedAt), true
 	}
 	if run.rec != nil {
 		m.outputTail(&res)

@@ -148,14 +148,14 @@ const waitInput = `{
 var waitOutput = `{"type": "object", "properties": {
   "run": ` + runSchema + `,
   "timed_out": {"type": "boolean"},
-  "duration_ms": {"type": "integer"},
+  "duration_ms": {"type": "integer", "description": "Run time so far, or until the exit; absent when the run's end is unknown."},
   "output_tail": {"type": "string", "description": "The last lines of output (framed runs: stdout and stderr interleaved), at most 20 lines and 8 KiB."},
   "stderr_tail": {"type": "string", "description": "Framed runs: the last lines of stderr alone."},
   "output_tail_offset": {"type": "integer", "description": "Where output_tail begins in the log (framed: the frame holding its first byte). tail_log from offset 0 reads what comes before."},
   "output_tail_whole": {"type": "boolean", "description": "output_tail is the run's whole output: nothing was left out."},
   "output_tail_cut": {"type": "boolean", "description": "The tail's first line is longer than the bound: only its end is shown."},
   "hint": {"type": "string"}
-}, "required": ["run", "timed_out", "duration_ms"]}`
+}, "required": ["run", "timed_out"]}`
 
 const writeInput = `{
   "type": "object",

@@ -234,7 +234,11 @@ func waitText(res runs.WaitResult, waited time.Duration) string {
 	if res.TimedOut {
 		fmt.Fprintf(&b, "still running after waiting %s; call process_wait again to keep waiting\n", waited)
 	}
-	fmt.Fprintf(&b, "%s duration=%s\n", runLine(res.Run), res.Duration.Round(time.Millisecond))
+	duration := "unknown"
+	if res.DurationKnown {
+		duration = res.Duration.Round(time.Millisecond).String()
+	}
+	fmt.Fprintf(&b, "%s duration=%s\n", runLine(res.Run), duration)
 	// A capped log kept the start of the output: its last lines are not
 	// the last the process wrote, which may be the ones that matter.
 	capped := ""

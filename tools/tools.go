@@ -444,8 +444,10 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	out := map[string]any{
 		"run":         res.Run,
 		"timed_out":   res.TimedOut,
-		"duration_ms": res.Duration.Milliseconds(),
 		"output_tail": res.Output,
+	}
+	if res.DurationKnown {
+		out["duration_ms"] = res.Duration.Milliseconds()
 	}
 	if res.Output != "" || res.Stderr != "" {
 		out["output_tail_offset"] = res.OutputFrom
