@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agent-box/agent-box/internal/abtest"
 )
 
 const module = "github.com/agent-box/agent-box"
@@ -101,19 +103,8 @@ func modulePath(gomod []byte) string {
 	return ""
 }
 
-// inCI reports whether the tests run in CI, where a missing dependency
-// means .ci/setup is broken rather than that this machine lacks it.
-func inCI() bool {
-	v := os.Getenv("CI")
-	return v != "" && v != "0" && v != "false"
-}
-
 // missing skips the test for an absent dependency, or fails it in CI.
 func missing(t *testing.T, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if inCI() {
-		t.Fatalf("%s (CI=%s: .ci/setup must install it)", msg, os.Getenv("CI"))
-	}
-	t.Skipf("%s; run `bash .ci/setup` to install it", msg)
+	abtest.Missing(t, format, args...)
 }

@@ -38,7 +38,7 @@ func underLimit(t *testing.T, state string, limit int) *abtest.Server {
 	t.Helper()
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
-		t.Skip("prlimit (util-linux) not installed: cannot set RLIMIT_FSIZE for the server")
+		abtest.Missing(t, "prlimit (util-linux) not installed: cannot set RLIMIT_FSIZE for the server")
 	}
 	cmd := exec.Command(prlimit, fmt.Sprintf("--fsize=%d:%d", limit, limit), "--", binary, "--state-dir", state)
 	return abtest.ConnectCmd(t, cmd)

@@ -219,6 +219,18 @@ func B64(t testing.TB, s string) []byte {
 	return b
 }
 
+// Missing skips t for an absent dependency, or fails it in CI (CI set and
+// not 0 or false), where a missing dependency means .ci/setup is broken
+// rather than that this machine lacks it.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if v := os.Getenv("CI"); v != "" && v != "0" && v != "false" {
+		t.Fatalf("%s (CI=%s: .ci/setup must install it)", msg, v)
+	}
+	t.Skipf("%s; run `bash .ci/setup` to install it", msg)
+}
+
 // WaitFor polls cond; only for facts no event tells of (a process's death
 // seen from outside).
 func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
