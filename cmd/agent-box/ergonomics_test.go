@@ -48,13 +48,19 @@ func TestFollowReturnsNewOutput(t *testing.T) {
 	off := int64(0)
 	for i, word := range []string{"one", "two", "three"} {
 		done := make(chan abtest.Result, 1)
+		began := time.Now()
 		go func() {
-			done <- s.Call("tail_log", map[string]any{"name": "f", "offset": off, "wait_ms": 30000})
+			done <- s.Call("tail_log", map[string]any{"name": "f", "offset": off, "wait_ms": 60000})
 		}()
-		// The call is blocked now (nothing past off); release a line.
+		// No event says the call is parked (nothing past off): give it a
+		// moment, so that the line below is what wakes it.
+		time.Sleep(200 * time.Millisecond)
 		_, err = f.WriteString(word + "\n")
 		require.NoError(t, err)
 		r := <-done
+		// Woken by the line, not by the deadline: a follower that waits out
+		// wait_ms would make every agent wait a minute per line.
+		require.Less(t, time.Since(began), 60*time.Second, "call %d returned at its deadline, not when the line was written", i)
 		require.False(t, r.IsError, r.Text)
 		c := abtest.Str(r.Data["content"])
 		require.True(t, strings.HasPrefix("got "+word+"\n", c) && c != "", "call %d: content %q", i, c)

@@ -155,6 +155,9 @@ func TestGoldenSession(t *testing.T) {
 		{"process_kill", map[string]any{"name": "golden"}},
 		{"process_list", map[string]any{"name": "golden"}},
 		{"process_start", map[string]any{"name": "bad name", "command": "true"}},
+		// A start's reply, with nothing in its log yet.
+		{"process_start", map[string]any{"name": "quiet", "cwd": "/", "argv": []any{"sleep", "30"}}},
+		{"process_kill", map[string]any{"name": "quiet", "signal": "KILL"}},
 	} {
 		_, err := c.Call(step.tool, step.args)
 		require.NoError(t, err)

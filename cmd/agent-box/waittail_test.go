@@ -30,7 +30,14 @@ func TestWaitOutputTailSaysWhereItBegins(t *testing.T) {
 			assert.Equal(t, true, w.Data["output_tail_cut"])
 			assert.Contains(t, w.Text, "the first line cut")
 			assert.Equal(t, false, w.Data["output_tail_whole"])
-			assert.Positive(t, abtest.Num(w.Data["output_tail_offset"]), "the frame holding the last line's start")
+			if mode == "combined" {
+				assert.Equal(t, int64(3*9001-len(tail)), abtest.Num(w.Data["output_tail_offset"]), "where the shown end of the last line begins")
+			} else {
+				// The frame holding the tail's first byte: how the output
+				// was cut into frames decides which, so read from it.
+				r := s.OK("tail_log", map[string]any{"name": "long", "offset": abtest.Num(w.Data["output_tail_offset"]), "max_bytes": 1 << 20})
+				assert.True(t, strings.HasSuffix(abtest.Str(r.Data["stdout"]), tail), "tail_log from output_tail_offset does not hold the tail")
+			}
 
 			// 100 short lines: the tail is the last 20, and the log from
 			// output_tail_offset on holds them.

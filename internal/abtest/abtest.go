@@ -14,9 +14,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 )
@@ -75,6 +77,10 @@ type Server struct {
 	T   testing.TB
 	Cmd *exec.Cmd
 	cs  *mcp.ClientSession
+
+	mu       sync.Mutex
+	progress []*mcp.ProgressNotificationParams
+	schemas  map[string]*jsonschema.Resolved // output schemas by tool, from tools/list
 }
 
 // Connect starts binary --state-dir stateDir and opens a session.
@@ -90,14 +96,62 @@ func ConnectCmd(t testing.TB, cmd *exec.Cmd) *Server {
 	if cmd.Stderr == nil {
 		cmd.Stderr = &logWriter{t: t}
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "agent-box-test", Version: "1"}, nil)
+	s := &Server{T: t, Cmd: cmd}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent-box-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			s.mu.Lock()
+			s.progress = append(s.progress, req.Params)
+			s.mu.Unlock()
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
 	require.NoError(t, err)
-	s := &Server{T: t, Cmd: cmd, cs: cs}
+	s.cs = cs
 	t.Cleanup(s.Close)
 	return s
+}
+
+// Progress returns the progress notifications received so far for token.
+func (s *Server) Progress(token string) []*mcp.ProgressNotificationParams {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*mcp.ProgressNotificationParams
+	for _, p := range s.progress {
+		if p.ProgressToken == token {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// outputSchema returns tool's output schema as tools/list gives it,
+// resolved for validation; tools/list is asked once per connection.
+func (s *Server) outputSchema(tool string) *jsonschema.Resolved {
+	s.T.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.schemas == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		res, err := s.cs.ListTools(ctx, nil)
+		require.NoError(s.T, err, "tools/list")
+		s.schemas = map[string]*jsonschema.Resolved{}
+		for _, tl := range res.Tools {
+			if tl.OutputSchema == nil {
+				continue
+			}
+			b, err := json.Marshal(tl.OutputSchema)
+			require.NoError(s.T, err)
+			var sc jsonschema.Schema
+			require.NoError(s.T, json.Unmarshal(b, &sc), "output schema of %s", tl.Name)
+			rs, err := sc.Resolve(nil)
+			require.NoError(s.T, err, "output schema of %s", tl.Name)
+			s.schemas[tl.Name] = rs
+		}
+	}
+	return s.schemas[tool]
 }
 
 // Session is the underlying go-sdk session.
@@ -138,11 +192,27 @@ type Result struct {
 }
 
 // Call calls tool; a protocol error fails the test, a tool error does not.
+// A successful result's structured content must match the tool's output
+// schema, so that every end-to-end test also pins the schemas.
 func (s *Server) Call(tool string, args map[string]any) Result {
 	s.T.Helper()
+	return s.call(&mcp.CallToolParams{Name: tool, Arguments: args})
+}
+
+// CallWithProgress is Call with a progress token in the request's _meta.
+func (s *Server) CallWithProgress(tool string, args map[string]any, token string) Result {
+	s.T.Helper()
+	p := &mcp.CallToolParams{Name: tool, Arguments: args}
+	p.SetProgressToken(token)
+	return s.call(p)
+}
+
+func (s *Server) call(p *mcp.CallToolParams) Result {
+	s.T.Helper()
+	tool := p.Name
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	res, err := s.cs.CallTool(ctx, p)
 	require.NoError(s.T, err, "calling %s", tool)
 	var r Result
 	r.IsError = res.IsError
@@ -155,6 +225,13 @@ func (s *Server) Call(tool string, args map[string]any) Result {
 		b, err := json.Marshal(res.StructuredContent)
 		require.NoError(s.T, err)
 		require.NoError(s.T, json.Unmarshal(b, &r.Data))
+		if !res.IsError {
+			if rs := s.outputSchema(tool); rs != nil {
+				var v any
+				require.NoError(s.T, json.Unmarshal(b, &v))
+				require.NoError(s.T, rs.Validate(v), "%s: structured content does not match the output schema: %.500s", tool, b)
+			}
+		}
 	}
 	return r
 }
