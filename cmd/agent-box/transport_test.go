@@ -133,7 +133,11 @@ func TestCancelledWaitReturns(t *testing.T) {
 	m := w.next()
 	require.Nil(t, m["error"], "%v", m)
 	t.Cleanup(func() {
+		// Before the server is killed (cleanups run last first): wait for
+		// the kill's answer, or the sleep outlives the test.
 		w.send(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"process_kill","arguments":{"name":"long","signal":"KILL"}}}`)
+		for m := w.next(); m["id"] != float64(99); m = w.next() {
+		}
 	})
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process_wait","arguments":{"name":"long","timeout_ms":600000}}}`)
 	// The wait is parked; a ping still gets through.
