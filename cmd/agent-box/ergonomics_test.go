@@ -177,7 +177,9 @@ func TestTailLinesGrepAndSkippedMarkers(t *testing.T) {
 func TestRemoveAndLogCap(t *testing.T) {
 	state := t.TempDir()
 	s := connect(t, state)
-	s.OK("process_start", map[string]any{"name": "big", "max_log_bytes": 1000, "command": `head -c 100000 /dev/zero | tr '\0' x; echo; echo done >&2`})
+	// 8 MiB: far past what the pipe holds, so the child finishes only if
+	// the supervisor keeps draining past the cap.
+	s.OK("process_start", map[string]any{"name": "big", "max_log_bytes": 1000, "command": `head -c 8388608 /dev/zero | tr '\0' x; echo; echo done >&2`})
 	w := s.OK("process_wait", map[string]any{"name": "big"})
 	run := w.Data["run"].(map[string]any)
 	assert.Equal(t, int64(0), abtest.Num(run["exit_code"]), "the child is not hurt by the cap")
