@@ -187,7 +187,13 @@ func tailText(o TailOutput) string {
 		b.WriteString(" eof")
 	case o.Truncated:
 		fmt.Fprintf(&b, " more: offset=%d", o.EndOffset)
-		if o.EndOffset == o.Offset && o.Encoding == "text" && len(o.Matches) == 0 {
+		switch {
+		case o.EndOffset != o.Offset || len(o.Matches) > 0:
+		case o.grep:
+			// An empty grep before the end: what follows is a line the
+			// process is still writing.
+			b.WriteString(" (nothing complete yet: a line is still being written; wait_ms waits for it)")
+		case o.Encoding == "text":
 			// An empty window before the end: what follows is a character
 			// the process is still writing.
 			b.WriteString(" (nothing complete yet: a character is still being written; wait_ms waits for it)")

@@ -296,6 +296,8 @@ type TailOutput struct {
 	LogBytes     int64           `json:"log_bytes"`
 	LogCapped    bool            `json:"log_capped,omitempty"`
 	LogError     string          `json:"log_error,omitempty"`
+
+	grep bool // the answer is of a grep: what waits is a line, not a character
 }
 
 func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -348,6 +350,7 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return fail(err), nil
 	}
 	out := tailOutput(res, a.Encoding, lr)
+	out.grep = lr.Grep != nil
 	return result(out, tailText(out)), nil
 }
 

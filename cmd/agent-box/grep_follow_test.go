@@ -70,6 +70,7 @@ func TestGrepFollowWaitsForTheRestOfALine(t *testing.T) {
 			r = grep(wait)
 			assert.GreaterOrEqual(t, time.Since(began), wait, "the call returned before wait_ms without anything new: %s", r.Text)
 			require.Equal(t, held, off, "the partial line was consumed: %s", r.Text)
+			assert.Contains(t, r.Text, "a line is still being written", "the text says why the answer is empty")
 			assert.Equal(t, true, r.Data["truncated"], r.Text)
 			assert.Equal(t, false, r.Data["eof"], r.Text)
 			assert.Empty(t, matches)
