@@ -124,7 +124,7 @@ const tailOutputSchema = `{"type": "object", "properties": {
   "offset": {"type": "integer"},
   "end_offset": {"type": "integer"},
   "truncated": {"type": "boolean", "description": "More bytes exist past end_offset now."},
-  "eof": {"type": "boolean", "description": "The run finished and end_offset is the end of its log."},
+  "eof": {"type": "boolean", "description": "No byte will ever be written past end_offset: the output is closed (the run finished) or nothing is left to write the log (its supervisor is gone); stop following."},
   "state": {"type": "string"},
   "reason": {"type": "string"},
   "exit_code": {"type": ["integer", "null"]},
