@@ -34,18 +34,7 @@ func TestFollowWaitsForTheRestOfACutCharacter(t *testing.T) {
 
 			// Wait, on the log itself, until the first half is in: exact
 			// bytes, which are never held back.
-			var first []byte
-			for off, i := int64(0), 0; len(first) < 4; i++ {
-				require.Less(t, i, 20, "the first printf never reached the log: %q", first)
-				r := s.OK("tail_log", map[string]any{"name": "cut", "offset": off, "encoding": "base64", "wait_ms": 5000})
-				field := "content"
-				if framed {
-					field = "stdout"
-				}
-				first = append(first, abtest.B64(t, abtest.Str(r.Data[field]))...)
-				off = abtest.Num(r.Data["end_offset"])
-			}
-			require.Equal(t, "abc\xc3", string(first))
+			require.Equal(t, "abc\xc3", string(firstBytes(t, s, "cut", framed, 4)))
 
 			// The client: text windows, each from the previous end_offset.
 			var text []byte

@@ -31,18 +31,7 @@ func TestGrepFollowWaitsForTheRestOfALine(t *testing.T) {
 			t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "partial", "signal": "KILL"}) })
 
 			// Wait, on the log itself, until "start\nERR" is in: exact bytes.
-			var first []byte
-			for off, i := int64(0), 0; len(first) < len("start\nERR"); i++ {
-				require.Less(t, i, 20, "the first writes never reached the log: %q", first)
-				r := s.OK("tail_log", map[string]any{"name": "partial", "offset": off, "encoding": "base64", "wait_ms": 5000})
-				field := "content"
-				if mode == "framed" {
-					field = "stdout"
-				}
-				first = append(first, abtest.B64(t, abtest.Str(r.Data[field]))...)
-				off = abtest.Num(r.Data["end_offset"])
-			}
-			require.Equal(t, "start\nERR", string(first))
+			require.Equal(t, "start\nERR", string(firstBytes(t, s, "partial", mode == "framed", len("start\nERR"))))
 
 			// The client: grep from each end_offset.
 			var matches []any

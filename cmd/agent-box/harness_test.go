@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/agent-box/agent-box/internal/abtest"
 )
 
@@ -27,4 +29,23 @@ func TestMain(m *testing.M) {
 func connect(t *testing.T, stateDir string) *abtest.Server {
 	t.Helper()
 	return abtest.Connect(t, binary, stateDir)
+}
+
+// firstBytes follows run name's log (stdout of a framed run) with exact
+// base64 windows until it holds at least n bytes, and returns them: the
+// bytes a writer has written so far, which a text window may hold back.
+func firstBytes(t *testing.T, s *abtest.Server, name string, framed bool, n int) []byte {
+	t.Helper()
+	field := "content"
+	if framed {
+		field = "stdout"
+	}
+	var got []byte
+	for off, i := int64(0), 0; len(got) < n; i++ {
+		require.Less(t, i, 20, "the first %d bytes never reached the log: %q", n, got)
+		r := s.OK("tail_log", map[string]any{"name": name, "offset": off, "encoding": "base64", "wait_ms": 5000})
+		got = append(got, abtest.B64(t, abtest.Str(r.Data[field]))...)
+		off = abtest.Num(r.Data["end_offset"])
+	}
+	return got
 }
