@@ -295,7 +295,7 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 	// And once the supervisor is lost too, the members of a Gone leader's
 	// group: nobody records its exit, but they can still be stopped.
 	exiting := !in.ExitRecorded && facts.Child != outcome.Same && run.supAlive
-	lost := !in.ExitRecorded && facts.Child == outcome.Gone && !run.supAlive && facts.Supervisor != outcome.Foreign
+	lost := !in.ExitRecorded && facts.Child == outcome.Gone && !run.supAlive
 	if in.HasChild && (facts.Child != outcome.Reused || run.supAlive) && (in.ExitRecorded || exiting || lost) && facts.Supervisor != outcome.Foreign {
 		run.Survivors = idx.members(rec, run.supAlive)
 		facts.Survivors = len(run.Survivors)

@@ -34,7 +34,9 @@ func encodeMessage(msg any) ([]byte, error) {
 	case mcp.CallToolResult:
 		r = &v
 	}
-	if r == nil || r.Meta != nil || len(r.InputRequests) > 0 || r.RequestState != "" {
+	// json.Marshal would compact a RawStructuredContent; ours are never
+	// raw, so such a result takes json.Marshal like every unusual one.
+	if r == nil || r.Meta != nil || len(r.InputRequests) > 0 || r.RequestState != "" || len(r.RawStructuredContent) > 0 {
 		return json.Marshal(msg)
 	}
 	id, err := json.Marshal(resp.ID)
@@ -46,11 +48,7 @@ func encodeMessage(msg any) ([]byte, error) {
 		return nil, err
 	}
 	var structured []byte
-	switch {
-	case len(r.RawStructuredContent) > 0:
-		// json.Marshal would compact a RawMessage; ours come from Marshal.
-		return json.Marshal(msg)
-	case r.StructuredContent != nil:
+	if r.StructuredContent != nil {
 		if structured, err = json.Marshal(r.StructuredContent); err != nil {
 			return nil, err
 		}

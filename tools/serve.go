@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -155,18 +156,8 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 		if tooLong && err == nil {
 			return nil, errTooLong
 		}
-		return trimSpace(line), err
+		return bytes.TrimSpace(line), err
 	}
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	return b
 }
 
 func (c *conn) dispatch(ctx context.Context, line []byte) {
