@@ -138,22 +138,31 @@ func (l liveness) String() string { return [...]string{"gone", "same", "reused"}
 
 // stat reads state (field 3) and start time (field 22) of /proc/PID/stat.
 func stat(pid int) (state byte, start uint64, err error) {
+	state, start, _, err = statSID(pid)
+	return state, start, err
+}
+
+// statSID is stat, and the session id (field 6).
+func statSID(pid int) (state byte, start uint64, sid int, err error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	// The command name (field 2) may hold spaces and parentheses; the
 	// fields after it start after the last ')'.
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: no ')'", pid)
+		return 0, 0, 0, fmt.Errorf("/proc/%d/stat: no ')'", pid)
 	}
 	f := strings.Fields(string(data[i+1:]))
 	if len(f) < 20 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+		return 0, 0, 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	if sid, err = strconv.Atoi(f[3]); err != nil {
+		return 0, 0, 0, err
 	}
 	start, err = strconv.ParseUint(f[19], 10, 64)
-	return f[0][0], start, err
+	return f[0][0], start, sid, err
 }
 
 // probe tells whether pid is alive (kill(pid, 0) succeeds and it is not a
@@ -202,6 +211,7 @@ type disk struct {
 	Rec         *runrecord.Record
 	Err         error // why Raw does not decode; nil when there is no record.json at all
 	Child, Sup  liveness
+	ChildSID    int // the child's session id, when Child is same
 	Temps       int // leftover temp files of interrupted record writes
 }
 
@@ -248,6 +258,9 @@ func snapshot(root string) (map[string]*disk, error) {
 			}
 			if d.Rec != nil {
 				d.Child = probe(d.Rec.PID, d.Rec.PIDStartTime)
+				if d.Child == same {
+					_, _, d.ChildSID, _ = statSID(d.Rec.PID)
+				}
 				d.Sup = probe(d.Rec.SupervisorPID, d.Rec.SupervisorStartTime)
 			}
 			out[d.key()] = d

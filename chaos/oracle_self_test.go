@@ -68,7 +68,15 @@ func TestOracle(t *testing.T) {
 		raw, _ := runrecord.Encode(r)
 		return &disk{Name: "n", RunID: "r", Rec: r, Raw: raw}
 	}
-	with := func(d *disk, child, sup liveness) *disk { c := *d; c.Child, c.Sup = child, sup; return &c }
+	// A live child is in its supervisor's session, as a real run's is.
+	with := func(d *disk, child, sup liveness) *disk {
+		c := *d
+		c.Child, c.Sup = child, sup
+		if child == same {
+			c.ChildSID = d.Rec.SupervisorPID
+		}
+		return &c
+	}
 	alive := rec(func(*runrecord.Record) {})
 	exited := rec(func(r *runrecord.Record) { r.Exit = code(0) })
 	listCases := []struct {
@@ -86,6 +94,7 @@ func TestOracle(t *testing.T) {
 		{"lost while the child lives", listed{State: "unknown", Code: outcome.ReasonSupervisorLost}, with(alive, gone, gone), with(alive, same, gone), "false death"},
 		{"exited, facts moved on", listed{State: "exited", Code: outcome.ReasonExited, ExitCode: exited.Rec.Exit.Code}, with(alive, same, same), with(exited, gone, gone), ""},
 		{"stable facts, other row", listed{State: "running", Code: outcome.ReasonExiting}, with(alive, same, same), with(alive, same, same), "matrix says running/running"},
+		{"a genuine run read as foreign", listed{State: "unknown", Code: outcome.ReasonForeignProcess}, with(alive, same, gone), with(alive, same, gone), "genuine"},
 		{"not in the store", listed{State: "running", Code: outcome.ReasonRunning}, nil, nil, "not in the store"},
 		{"unrecognised reason", listed{State: "running"}, with(alive, same, same), with(alive, same, same), "unrecognised"},
 	}

@@ -66,8 +66,10 @@ func reasonCode(state, reason string) outcome.Reason {
 			return outcome.ReasonLostSurvivors
 		case strings.HasPrefix(reason, "process and supervisor are gone"):
 			return outcome.ReasonSupervisorLost
-		case strings.HasPrefix(reason, "the record is not this run's"):
+		case strings.HasPrefix(reason, "the record is not this run's: its supervisor"):
 			return outcome.ReasonForeignRecord
+		case strings.HasPrefix(reason, "the record is not this run's: its pid"):
+			return outcome.ReasonForeignProcess
 		case strings.HasPrefix(reason, "start was interrupted"):
 			return outcome.ReasonStartInterrupted
 		case strings.HasPrefix(reason, "could not start"):
@@ -85,14 +87,16 @@ func reasonCode(state, reason string) outcome.Reason {
 // outcome.Decide takes.
 func toOutcome(d *disk, boot string) (outcome.Run, outcome.Facts) {
 	r := d.Rec
-	run := outcome.Run{BootID: r.BootID, HasChild: r.PID > 0, HasSupervisor: r.SupervisorPID > 0,
+	run := outcome.Run{BootID: r.BootID, PID: r.PID, SupervisorPID: r.SupervisorPID,
 		ExitRecorded: r.Exit != nil, StartFailed: r.StartError != ""}
 	lv := func(l liveness) outcome.Liveness {
 		return map[liveness]outcome.Liveness{gone: outcome.Gone, same: outcome.Same, reused: outcome.Reused}[l]
 	}
 	// The children of these tests never fork, so an exited run has no
 	// survivors.
-	return run, outcome.Facts{BootID: boot, Child: lv(d.Child), Supervisor: lv(d.Sup)}
+	// Self is left zero: the server that listed is gone by now, and the
+	// store's pids are never its own.
+	return run, outcome.Facts{BootID: boot, Child: lv(d.Child), ChildSID: d.ChildSID, Supervisor: lv(d.Sup)}
 }
 
 // checkListed checks one listed run against the store and the processes as
@@ -127,6 +131,9 @@ func checkListed(l listed, b, a *disk, boot string) []string {
 	}
 	if l.Code == outcome.ReasonRebooted {
 		bad("the machine did not reboot (record boot id %q, now %q)", rec.BootID, boot)
+	}
+	if l.Code == outcome.ReasonForeignRecord || l.Code == outcome.ReasonForeignProcess {
+		bad("every record here is a genuine run's, whatever was killed")
 	}
 	if l.State == string(outcome.Exited) {
 		if rec.Exit == nil {

@@ -25,10 +25,29 @@ const (
 	// or none). A genuine record cannot produce it: the pid and start time
 	// name one process, which was started as this run's supervisor. So the
 	// record itself is not this run's (planted, or copied from another run
-	// and edited), and nothing it says may be trusted. Only meaningful for
-	// the supervisor.
+	// and edited), and nothing it says may be trusted. Probes of the
+	// supervisor return it; for the child, Decide derives it from the
+	// child's session (Facts.ChildSID), and callers may pass it too.
 	Foreign
 )
+
+// Self is the process that decides (the agent-box server or CLI): its
+// pid, process group and session. No record may make it signal these.
+type Self struct {
+	PID, PGID, SID int
+}
+
+// MayBeRun reports whether pid may name a process of a run at all: above
+// 1 (kill(2) reads 0 as the caller's own group and -1 as every process it
+// may signal, and pid 1 is init) and none of the deciding process's own
+// pid, group or session. A supervisor and its child are forked into a
+// session of their own, so a genuine record never names these while they
+// are taken: the kernel does not hand out a pid that is still some live
+// group's or session's id. Any record that does is planted, or its pids
+// were handed out again; either way they are not the run's.
+func (s Self) MayBeRun(pid int) bool {
+	return pid > 1 && pid != s.PID && pid != s.PGID && pid != s.SID
+}
 
 // Reason says why a State was chosen; callers branch on it.
 type Reason string
@@ -43,6 +62,7 @@ const (
 	ReasonSupervisorLost   Reason = "supervisor_lost"   // child and supervisor gone, no exit recorded
 	ReasonLostSurvivors    Reason = "lost_survivors"    // as supervisor_lost, but members of the leader's group live on
 	ReasonForeignRecord    Reason = "foreign_record"    // the recorded supervisor is alive and is not this run's: the record is not to be trusted
+	ReasonForeignProcess   Reason = "foreign_process"   // the recorded child pid is a live process that is not the run's (not in its supervisor's session, or a pid no run can have)
 	ReasonStarting         Reason = "starting"          // no child pid yet, supervisor alive
 	ReasonStartInterrupted Reason = "start_interrupted" // no child pid, supervisor gone
 	ReasonStartFailed      Reason = "start_failed"      // the supervisor recorded that the child could not start
@@ -52,8 +72,8 @@ const (
 // Run is the part of a run record the decision needs.
 type Run struct {
 	BootID        string // boot the run was started on
-	HasChild      bool   // a child pid was recorded
-	HasSupervisor bool   // a supervisor pid was recorded
+	PID           int    // the recorded child (leader) pid; 0 when none is recorded
+	SupervisorPID int    // the recorded supervisor pid; 0 when none is recorded
 	ExitRecorded  bool
 	StartFailed   bool
 }
@@ -61,9 +81,11 @@ type Run struct {
 // Facts are probed from the live system just before deciding.
 type Facts struct {
 	BootID     string
-	Child      Liveness // meaningless unless Run.HasChild
-	Supervisor Liveness // meaningless unless Run.HasSupervisor
+	Child      Liveness // meaningless unless a child pid is recorded
+	ChildSID   int      // the session id of the live child; meaningless unless Child is Same
+	Supervisor Liveness // meaningless unless a supervisor pid is recorded
 	Survivors  int      // live members of the child's process group besides the leader; counted once the leader is gone
+	Self       Self     // the deciding process, whose own pids no record may name
 }
 
 // Verdict is the decision.
@@ -75,25 +97,57 @@ type Verdict struct {
 	MayBeAlive bool
 	// Signalable is true when the run's process group may be signalled: the
 	// leader (or, after its exit, its group) is provably the recorded one.
+	// It is never true when a recorded pid fails Self.MayBeRun.
 	Signalable bool
 }
 
 // Decide returns the verdict for run given facts.
 //
-// The order of the checks is the precedence of the matrix: a recorded exit
-// is a fact that no later probe can undo; then the boot, because a pid from
-// another boot names an unrelated process (runc's refreshState refuses the
-// same way); then start failure; then the liveness of child and supervisor.
+// The order of the checks is the precedence of the matrix: a record that
+// names processes that are not the run's is not to be trusted at all; then
+// a recorded exit is a fact that no later probe can undo; then the boot,
+// because a pid from another boot names an unrelated process (runc's
+// refreshState refuses the same way); then start failure; then the
+// liveness of child and supervisor.
 func Decide(run Run, facts Facts) Verdict {
 	sameBoot := run.BootID != "" && run.BootID == facts.BootID
-	supervised := run.HasSupervisor && facts.Supervisor == Same
+	hasChild, hasSup := run.PID > 0, run.SupervisorPID > 0
+	// A pid that no run can have is never the run's, whatever a probe says.
+	childOK := hasChild && facts.Self.MayBeRun(run.PID)
+	supOK := hasSup && facts.Self.MayBeRun(run.SupervisorPID)
+	sup := facts.Supervisor
+	if hasSup && !supOK && sup == Same {
+		sup = Foreign // init, or this very process, with its own start time
+	}
+	supervised := supOK && sup == Same
+	// The leader is the run's only if it is in its supervisor's session:
+	// the supervisor made that session and forked the leader into it, and
+	// a group leader can never leave its session (setsid(2) fails with
+	// EPERM), while the session's id stays taken as long as any member
+	// lives, also after a SIGKILLed supervisor. A live process with the
+	// recorded start time elsewhere is someone else's.
+	child := facts.Child
+	if hasChild && child == Same && !(childOK && supOK && facts.ChildSID == run.SupervisorPID) {
+		child = Foreign
+	}
 
-	if sameBoot && run.HasSupervisor && facts.Supervisor == Foreign {
+	if sameBoot && hasSup && sup == Foreign {
 		// Before the exit: a copied record's exit is no fact of this run,
 		// and its pids (a live run's leader, whose group the survivor
 		// count would then vouch for) must never be signalled.
 		return Verdict{State: Unknown, Reason: ReasonForeignRecord}
 	}
+	if sameBoot && hasChild && child == Foreign {
+		// The same, found on the child: a genuine leader is either gone,
+		// its number reused (another start time), or in its supervisor's
+		// session.
+		return Verdict{State: Unknown, Reason: ReasonForeignProcess}
+	}
+
+	// Members of the leader's group, found without a live supervisor, are
+	// tied to the run by the group id (the leader's pid) and the session id
+	// (the supervisor's pid): both must be numbers a run can have.
+	groupOK := childOK && supOK
 
 	if run.ExitRecorded {
 		// Survivors are the run's processes that outlive its leader. A
@@ -104,7 +158,7 @@ func Decide(run Run, facts Facts) Verdict {
 		// are still ours, and a Reused leader means the number was handed
 		// out again and the count is about someone else. Another boot
 		// makes the count meaningless altogether.
-		if sameBoot && run.HasChild && facts.Survivors > 0 && (facts.Child != Reused || supervised) {
+		if sameBoot && childOK && facts.Survivors > 0 && (supervised || (groupOK && child != Reused)) {
 			return Verdict{State: Exited, Reason: ReasonExitedSurvivors, MayBeAlive: true, Signalable: true}
 		}
 		return Verdict{State: Exited, Reason: ReasonExited}
@@ -114,7 +168,7 @@ func Decide(run Run, facts Facts) Verdict {
 		return Verdict{State: Unknown, Reason: ReasonRebooted}
 	}
 
-	if !run.HasChild {
+	if !hasChild {
 		// A recorded child pid beats StartFailed (a contradictory record),
 		// handled below: declaring a live child dead is the worse mistake.
 		if run.StartFailed {
@@ -126,11 +180,12 @@ func Decide(run Run, facts Facts) Verdict {
 		return Verdict{State: Unknown, Reason: ReasonStartInterrupted}
 	}
 
-	childAlive := facts.Child == Same
 	switch {
-	case childAlive && supervised:
+	case child == Same && supervised:
 		return Verdict{State: Running, Reason: ReasonRunning, MayBeAlive: true, Signalable: true}
-	case childAlive:
+	case child == Same:
+		// In the session of a supervisor that is gone: the session id
+		// outlives its leader, so the leader is still provably the run's.
 		return Verdict{State: Running, Reason: ReasonUnsupervised, MayBeAlive: true, Signalable: true}
 	case supervised:
 		// The leader is gone (or its pid reused) but the supervisor has not
@@ -139,8 +194,8 @@ func Decide(run Run, facts Facts) Verdict {
 		// ExitRecorded, so a kill can reach them now, not only once the
 		// exit is written.
 		return Verdict{State: Running, Reason: ReasonExiting, MayBeAlive: true,
-			Signalable: facts.Survivors > 0}
-	case facts.Child == Gone && facts.Survivors > 0:
+			Signalable: childOK && facts.Survivors > 0}
+	case child == Gone && groupOK && facts.Survivors > 0:
 		// Nobody recorded how the leader ended, but members of its group
 		// live on (a job it backgrounded). They are ours for the reason
 		// given under ExitRecorded: while any member lives, the kernel does

@@ -13,11 +13,13 @@ const (
 // TestDecide pins every row of the matrix in docs/architecture/outcome.md.
 // Change the two together.
 func TestDecide(t *testing.T) {
-	child := Run{BootID: bootA, HasChild: true, HasSupervisor: true}
-	noChild := Run{BootID: bootA, HasSupervisor: true}
+	child := Run{BootID: bootA, PID: 100, SupervisorPID: 50}
+	noChild := Run{BootID: bootA, SupervisorPID: 50}
 	withExit := func(r Run) Run { r.ExitRecorded = true; return r }
 	failed := func(r Run) Run { r.StartFailed = true; return r }
-	unsupervisedRun := func(r Run) Run { r.HasSupervisor = false; return r }
+	unsupervisedRun := func(r Run) Run { r.SupervisorPID = 0; return r }
+	pids := func(r Run, pid, sup int) Run { r.PID, r.SupervisorPID = pid, sup; return r }
+	me := Self{PID: 300, PGID: 301, SID: 302}
 	boot := func(r Run, id string) Run { r.BootID = id; return r }
 
 	tests := []struct {
@@ -67,8 +69,8 @@ func TestDecide(t *testing.T) {
 			Verdict{Running, ReasonUnsupervised, true, true}},
 		{"unsupervised, supervisor pid reused", child, Facts{BootID: bootA, Child: Same, Supervisor: Reused},
 			Verdict{Running, ReasonUnsupervised, true, true}},
-		{"unsupervised, no supervisor recorded", unsupervisedRun(child), Facts{BootID: bootA, Child: Same, Supervisor: Same},
-			Verdict{Running, ReasonUnsupervised, true, true}},
+		{"no supervisor recorded: no session vouches for the leader", unsupervisedRun(child), Facts{BootID: bootA, Child: Same, Supervisor: Same},
+			Verdict{Unknown, ReasonForeignProcess, false, false}},
 		{"exiting, child gone", child, Facts{BootID: bootA, Child: Gone, Supervisor: Same},
 			Verdict{Running, ReasonExiting, true, false}},
 		{"exiting, child pid reused", child, Facts{BootID: bootA, Child: Reused, Supervisor: Same},
@@ -99,6 +101,40 @@ func TestDecide(t *testing.T) {
 		{"foreign supervisor on another boot is just another boot", child, Facts{BootID: bootB, Child: Same, Supervisor: Foreign},
 			Verdict{Unknown, ReasonRebooted, false, false}},
 
+		// The recorded leader is alive with its start time but is not in
+		// its supervisor's session, or names a pid no run can have: it is
+		// someone else's process, never signalled (issue 9: kill(-1)).
+		{"leader in another session, supervisor gone", child, Facts{BootID: bootA, Child: Same, ChildSID: 77, Supervisor: Gone},
+			Verdict{Unknown, ReasonForeignProcess, false, false}},
+		{"leader in another session, supervisor alive", child, Facts{BootID: bootA, Child: Same, ChildSID: 77, Supervisor: Same},
+			Verdict{Unknown, ReasonForeignProcess, false, false}},
+		{"leader in another session, exit recorded, survivors", withExit(child), Facts{BootID: bootA, Child: Same, ChildSID: 77, Survivors: 2},
+			Verdict{Unknown, ReasonForeignProcess, false, false}},
+		{"leader in another session, caller says foreign", child, Facts{BootID: bootA, Child: Foreign, Supervisor: Same},
+			Verdict{Unknown, ReasonForeignProcess, false, false}},
+		{"leader is pid 1 (kill(-1) would reach every process)", pids(child, 1, 50), Facts{BootID: bootA, Child: Same, ChildSID: 50, Supervisor: Gone},
+			Verdict{Unknown, ReasonForeignProcess, false, false}},
+		{"leader is our own process group", pids(child, me.PGID, 50), Facts{BootID: bootA, Child: Same, ChildSID: 50, Supervisor: Gone, Self: me},
+			Verdict{Unknown, ReasonForeignProcess, false, false}},
+		{"leader is our own pid", pids(child, me.PID, 50), Facts{BootID: bootA, Child: Same, ChildSID: 50, Supervisor: Gone, Self: me},
+			Verdict{Unknown, ReasonForeignProcess, false, false}},
+		{"leader in our session, which the record calls its supervisor's", pids(child, 100, me.SID), Facts{BootID: bootA, Child: Same, ChildSID: me.SID, Supervisor: Reused, Self: me},
+			Verdict{Unknown, ReasonForeignProcess, false, false}},
+		{"supervisor is our own pid, alive with its start time", pids(child, 100, me.PID), Facts{BootID: bootA, Child: Same, ChildSID: me.PID, Supervisor: Same, Self: me},
+			Verdict{Unknown, ReasonForeignRecord, false, false}},
+		{"leader gone, its group id is ours: members are not the run's", pids(child, me.PGID, 50), Facts{BootID: bootA, Child: Gone, Supervisor: Gone, Survivors: 3, Self: me},
+			Verdict{Unknown, ReasonSupervisorLost, false, false}},
+		{"leader gone, the session named is ours: members are not the run's", pids(child, 100, me.SID), Facts{BootID: bootA, Child: Gone, Supervisor: Gone, Survivors: 3, Self: me},
+			Verdict{Unknown, ReasonSupervisorLost, false, false}},
+		{"exit recorded, group id 1: no survivors", withExit(pids(child, 1, 50)), Facts{BootID: bootA, Child: Gone, Survivors: 3},
+			Verdict{Exited, ReasonExited, false, false}},
+		{"exit recorded, the session named is ours: no survivors", withExit(pids(child, 100, me.SID)), Facts{BootID: bootA, Child: Gone, Survivors: 3, Self: me},
+			Verdict{Exited, ReasonExited, false, false}},
+		{"exiting, the leader's pid is ours: not signalable", pids(child, me.PGID, 50), Facts{BootID: bootA, Child: Reused, Supervisor: Same, Survivors: 2, Self: me},
+			Verdict{Running, ReasonExiting, true, false}},
+		{"leader in its gone supervisor's session (a session id outlives its leader)", child, Facts{BootID: bootA, Child: Same, ChildSID: 50, Supervisor: Gone},
+			Verdict{Running, ReasonUnsupervised, true, true}},
+
 		// No child pid recorded, same boot.
 		{"start failed", failed(noChild), Facts{BootID: bootA, Supervisor: Gone},
 			Verdict{Unknown, ReasonStartFailed, false, false}},
@@ -117,6 +153,11 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// A live leader is in its supervisor's session unless the
+			// row says otherwise.
+			if tt.facts.Child == Same && tt.facts.ChildSID == 0 {
+				tt.facts.ChildSID = tt.run.SupervisorPID
+			}
 			if got := Decide(tt.run, tt.facts); got != tt.want {
 				t.Errorf("Decide(%+v, %+v)\n got %+v\nwant %+v", tt.run, tt.facts, got, tt.want)
 			}
@@ -135,6 +176,7 @@ var stateOf = map[Reason]State{
 	ReasonSupervisorLost:   Unknown,
 	ReasonLostSurvivors:    Unknown,
 	ReasonForeignRecord:    Unknown,
+	ReasonForeignProcess:   Unknown,
 	ReasonStarting:         Running,
 	ReasonStartInterrupted: Unknown,
 	ReasonStartFailed:      Unknown,
@@ -151,6 +193,7 @@ var mayBeAliveOf = map[Reason]bool{
 	ReasonSupervisorLost:   false,
 	ReasonLostSurvivors:    true,
 	ReasonForeignRecord:    false,
+	ReasonForeignProcess:   false,
 	ReasonStarting:         true,
 	ReasonStartInterrupted: false,
 	ReasonStartFailed:      false,
@@ -164,20 +207,24 @@ func TestDecideInvariants(t *testing.T) {
 	lives := []Liveness{Gone, Same, Reused, Foreign}
 	seen := map[Reason]bool{}
 	n := 0
+	// Pids: none, a run's, pid 1, and the deciding process's own.
+	me := Self{PID: 300, PGID: 301, SID: 302}
 	for _, recBoot := range []string{"", bootA, bootB} {
 		for _, liveBoot := range []string{"", bootA} {
-			for _, hasChild := range bools {
-				for _, hasSup := range bools {
+			for _, pid := range []int{0, 100, 1, me.PGID} {
+				for _, supPID := range []int{0, 50, 1, me.SID} {
 					for _, exit := range bools {
 						for _, failed := range bools {
 							for _, c := range lives {
-								for _, s := range lives {
-									for _, surv := range []int{0, 1, 5} {
-										run := Run{BootID: recBoot, HasChild: hasChild, HasSupervisor: hasSup, ExitRecorded: exit, StartFailed: failed}
-										facts := Facts{BootID: liveBoot, Child: c, Supervisor: s, Survivors: surv}
-										checkInvariants(t, run, facts)
-										seen[Decide(run, facts).Reason] = true
-										n++
+								for _, sid := range []int{50, 77, me.SID} {
+									for _, s := range lives {
+										for _, surv := range []int{0, 1, 5} {
+											run := Run{BootID: recBoot, PID: pid, SupervisorPID: supPID, ExitRecorded: exit, StartFailed: failed}
+											facts := Facts{BootID: liveBoot, Child: c, ChildSID: sid, Supervisor: s, Survivors: surv, Self: me}
+											checkInvariants(t, run, facts)
+											seen[Decide(run, facts).Reason] = true
+											n++
+										}
 									}
 								}
 							}
@@ -203,8 +250,10 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 	v := Decide(run, facts)
 	where := fmt.Sprintf("Decide(%+v, %+v) = %+v", run, facts, v)
 	sameBoot := run.BootID != "" && run.BootID == facts.BootID
-	childSame := run.HasChild && facts.Child == Same
-	supSame := run.HasSupervisor && facts.Supervisor == Same
+	hasChild, hasSup := run.PID > 0, run.SupervisorPID > 0
+	pidsOK := facts.Self.MayBeRun(run.PID) && facts.Self.MayBeRun(run.SupervisorPID)
+	childSame := hasChild && facts.Child == Same && pidsOK && facts.ChildSID == run.SupervisorPID
+	supSame := hasSup && facts.Supervisor == Same && facts.Self.MayBeRun(run.SupervisorPID)
 
 	if want, ok := stateOf[v.Reason]; !ok || want != v.State {
 		t.Errorf("%s: reason %q does not go with state %q", where, v.Reason, v.State)
@@ -212,12 +261,16 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 	if want := mayBeAliveOf[v.Reason]; v.MayBeAlive != want {
 		t.Errorf("%s: MayBeAlive = %v for reason %q, want %v", where, v.MayBeAlive, v.Reason, want)
 	}
-	foreign := sameBoot && run.HasSupervisor && facts.Supervisor == Foreign
-	if (v.State == Exited) != (run.ExitRecorded && !foreign) {
+	foreign := sameBoot && hasSup && (facts.Supervisor == Foreign || facts.Supervisor == Same && !supSame)
+	foreignChild := sameBoot && hasChild && !foreign && (facts.Child == Foreign || facts.Child == Same && !childSame)
+	if (v.State == Exited) != (run.ExitRecorded && !foreign && !foreignChild) {
 		t.Errorf("%s: Exited if and only if an exit is recorded (by a record that is the run's)", where)
 	}
 	if foreign && (v.Reason != ReasonForeignRecord || v.Signalable || v.MayBeAlive) {
 		t.Errorf("%s: a record whose live supervisor is not the run's is foreign, never signalable", where)
+	}
+	if foreignChild && (v.Reason != ReasonForeignProcess || v.Signalable || v.MayBeAlive) {
+		t.Errorf("%s: a live leader outside its supervisor's session is not the run's, never signalable", where)
 	}
 	if v.State == Running && !childSame && !supSame {
 		t.Errorf("%s: Running with neither child nor supervisor provably alive", where)
@@ -232,13 +285,19 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 		t.Errorf("%s: another boot without an exit must be %q", where, ReasonRebooted)
 	}
 	if v.Signalable {
+		if !pidsOK {
+			t.Errorf("%s: Signalable with a recorded pid no run can have (<= 1, or the decider's own pid, group or session)", where)
+		}
+		if facts.Child == Same && !childSame {
+			t.Errorf("%s: Signalable with a live leader outside its supervisor's session", where)
+		}
 		if !sameBoot {
 			t.Errorf("%s: Signalable across a boot", where)
 		}
-		if !run.HasChild {
+		if !hasChild {
 			t.Errorf("%s: Signalable with no child pid to signal", where)
 		}
-		if facts.Child == Reused && !(run.HasSupervisor && facts.Supervisor == Same && facts.Survivors > 0) {
+		if facts.Child == Reused && !(supSame && facts.Survivors > 0) {
 			t.Errorf("%s: Signalable with a reused child pid, and no live supervisor vouching for survivors", where)
 		}
 		if v.State == Unknown && v.Reason != ReasonLostSurvivors {
@@ -254,12 +313,12 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 	if v.Reason == ReasonExitedSurvivors && facts.Survivors == 0 {
 		t.Errorf("%s: survivors reported with none counted", where)
 	}
-	if v.Reason == ReasonExiting && v.Signalable != (facts.Survivors > 0) {
-		t.Errorf("%s: an exiting run is signalable exactly when its leader left survivors", where)
+	if v.Reason == ReasonExiting && v.Signalable != (facts.Survivors > 0 && pidsOK) {
+		t.Errorf("%s: an exiting run is signalable exactly when its leader, a pid a run can have, left survivors", where)
 	}
 
 	// Facts that the record says are meaningless must not change anything.
-	if !run.HasChild {
+	if !hasChild {
 		for _, c := range []Liveness{Gone, Same, Reused, Foreign} {
 			f := facts
 			f.Child = c
@@ -268,7 +327,14 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 			}
 		}
 	}
-	if !run.HasSupervisor {
+	if !hasChild || facts.Child != Same {
+		f := facts
+		f.ChildSID = 12345
+		if got := Decide(run, f); got != v {
+			t.Errorf("%s: changed to %+v with ChildSID=%d although the child is not alive", where, got, f.ChildSID)
+		}
+	}
+	if !hasSup {
 		for _, s := range []Liveness{Gone, Same, Reused, Foreign} {
 			f := facts
 			f.Supervisor = s

@@ -176,14 +176,22 @@ func StartTime(pid int) (uint64, error) {
 // Reused: never Same, so nothing signals it, and never Gone, so nothing
 // declares a possibly live run dead.
 func Probe(pid int, start uint64) outcome.Liveness {
-	got, err := StartTime(pid)
+	l, _ := ProbeStat(pid, start)
+	return l
+}
+
+// ProbeStat is Probe, and the stat it read: the facts (group, session,
+// parent) that go with the answer, read in the same read, so that they
+// are of the process the answer is about.
+func ProbeStat(pid int, start uint64) (outcome.Liveness, Stat) {
+	st, err := ReadStat(pid)
 	switch {
-	case errors.Is(err, ErrNoProcess):
-		return outcome.Gone
-	case err != nil || got != start:
-		return outcome.Reused
+	case errors.Is(err, ErrNoProcess) || err == nil && st.Dead():
+		return outcome.Gone, Stat{}
+	case err != nil || st.StartTime != start:
+		return outcome.Reused, Stat{}
 	default:
-		return outcome.Same
+		return outcome.Same, st
 	}
 }
 
@@ -311,4 +319,36 @@ func Cmdline(pid int) ([]string, error) {
 		return nil, nil
 	}
 	return strings.Split(string(b), "\x00"), nil
+}
+
+// File names a file by device and inode, as stat(2) gives them.
+type File struct {
+	Dev, Ino uint64
+}
+
+// FileOf returns the identity of the file at path, following symlinks.
+func FileOf(path string) (File, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return File{}, err
+	}
+	return File{Dev: st.Dev, Ino: st.Ino}, nil
+}
+
+// Exe says which file pid runs: the identity of /proc/PID/exe's target
+// (stat follows the link to the very file the kernel mapped, even when it
+// was deleted or replaced since) and the path the kernel shows for it,
+// with the " (deleted)" it appends for a file that is gone cut off and
+// reported as deleted. Unlike the command line, no process can choose
+// these: they change only by an execve(2) of another file.
+func Exe(pid int) (f File, path string, deleted bool, err error) {
+	link := fmt.Sprintf("%s/%d/exe", procRoot, pid)
+	if f, err = FileOf(link); err != nil {
+		return File{}, "", false, err
+	}
+	if path, err = os.Readlink(link); err != nil {
+		return File{}, "", false, err
+	}
+	path, deleted = strings.CutSuffix(path, " (deleted)")
+	return f, path, deleted, nil
 }

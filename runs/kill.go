@@ -12,7 +12,6 @@ import (
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
-	"github.com/agent-box/agent-box/supervisor"
 )
 
 // Signals process_kill accepts, by the names agents use.
@@ -129,15 +128,21 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 // a process of the run is known to be in it.
 func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int, err error) {
 	pgid := run.PID
+	self := m.Sys.Self()
+	if !run.Verdict.Signalable || !self.MayBeRun(pgid) {
+		// Decide already refused these; a kill(2) of pid 0, -1 or our own
+		// group must not depend on every caller having asked it.
+		return false, nil, fmt.Errorf("%w: pid %d is not provably the run's", ErrNotSignalable, pgid)
+	}
 	leaderGone := run.State == outcome.Exited || run.Verdict.Reason == outcome.ReasonExiting || run.Verdict.Reason == outcome.ReasonLostSurvivors
 	inGroup := !leaderGone
 	procs, perr := m.Sys.Processes()
 	if perr == nil && run.rec != nil {
 		if run.supAlive && supervisorIn(procs, run.rec) {
-			for _, p := range proc.Descendants(procs, run.rec.SupervisorPID, supervisor.IsSupervisor) {
+			for _, p := range proc.Descendants(procs, run.rec.SupervisorPID, m.Sys.IsSupervisor) {
 				if p.PGID == pgid {
 					inGroup = true
-				} else if unix.Kill(p.PID, sig) == nil {
+				} else if self.MayBeRun(p.PID) && m.Sys.Signal(p.PID, sig) == nil {
 					outside = append(outside, p.PID)
 				}
 			}
@@ -154,7 +159,7 @@ func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int
 	if !inGroup {
 		return false, outside, nil
 	}
-	switch err := unix.Kill(-pgid, sig); {
+	switch err := m.Sys.Signal(-pgid, sig); {
 	case err == nil:
 		return true, outside, nil
 	case errors.Is(err, unix.ESRCH):

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/supervisor"
 )
 
 // TestHelperFakeSupervisor is not a test: with AGENT_BOX_FAKE_SUP=1 it
@@ -41,7 +42,7 @@ func TestHelperFakeSupervisor(t *testing.T) {
 // also when the leader died of the TERM and the run reads "exiting" (its
 // exit not yet written) for the whole grace period.
 func TestKillGraceEscalatesWhileExitIsBeingRecorded(t *testing.T) {
-	sys, err := NewLiveSystem()
+	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
 	require.NoError(t, err)
 	store := newStore(t)
 

@@ -10,17 +10,23 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
-	"github.com/agent-box/agent-box/supervisor"
 )
 
 // System is the live system as the outcome matrix sees it. The real one
 // reads /proc; tests substitute fakes.
 type System interface {
 	BootID() string
-	Probe(pid int, start uint64) outcome.Liveness
+	// Self is the deciding process: no record may make it signal its own
+	// pid, group or session.
+	Self() outcome.Self
+	// Probe says whether pid is the process that started at start, and
+	// when it is (Same), its stat, read in the same read.
+	Probe(pid int, start uint64) (outcome.Liveness, proc.Stat)
 	// Processes lists live processes (no zombies); used to find the
 	// survivors of a run whose leader has exited.
 	Processes() ([]proc.Stat, error)
@@ -34,6 +40,13 @@ type System interface {
 	// supervises run name/runID (supervisor.IsSupervisorOf), Gone when it
 	// has exited since, Foreign when it is alive and says otherwise.
 	SupervisorOf(pid int, name, runID string) outcome.Liveness
+	// IsSupervisor reports whether p is a genuine supervisor of some run
+	// (supervisor.Executables.IsSupervisor): a run started from inside
+	// another, whose processes the outer run's kill leaves alone.
+	IsSupervisor(p proc.Stat) bool
+	// Signal is kill(2): every signal agent-box sends to a run goes
+	// through it, so that tests can see what would have been signalled.
+	Signal(pid int, sig unix.Signal) error
 }
 
 // Manager does everything to runs in one state directory.
@@ -133,19 +146,19 @@ func (x *procIndex) load() {
 // predate the record it is asked about: a process missing from it may have
 // started since, so with confirmGone a Gone is checked directly (only runs
 // without a recorded exit need that, and they are few).
-func (x *procIndex) probe(pid int, start uint64, confirmGone bool) outcome.Liveness {
+func (x *procIndex) probe(pid int, start uint64, confirmGone bool) (outcome.Liveness, proc.Stat) {
 	if x.bulk {
 		if x.load(); x.ok {
 			p, alive := x.byPID[pid]
 			switch {
 			case !alive && !confirmGone:
-				return outcome.Gone
+				return outcome.Gone, proc.Stat{}
 			case !alive:
 				return x.sys.Probe(pid, start)
 			case p.StartTime == start:
-				return outcome.Same
+				return outcome.Same, p
 			}
-			return outcome.Reused
+			return outcome.Reused, proc.Stat{}
 		}
 	}
 	return x.sys.Probe(pid, start)
@@ -174,7 +187,7 @@ func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 		}
 	}
 	if supAlive {
-		for _, p := range proc.Descendants(x.procs, rec.SupervisorPID, supervisor.IsSupervisor) {
+		for _, p := range proc.Descendants(x.procs, rec.SupervisorPID, x.sys.IsSupervisor) {
 			if p.PID != rec.PID {
 				pids = append(pids, p.PID)
 			}
@@ -206,7 +219,7 @@ func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 	}
 	rec := e.Record
 	in, facts := m.probe(rec, &run, idx)
-	if !in.ExitRecorded && in.HasSupervisor && facts.BootID == rec.BootID && facts.Supervisor != outcome.Same {
+	if !in.ExitRecorded && in.SupervisorPID > 0 && facts.BootID == rec.BootID && facts.Supervisor != outcome.Same {
 		// The record was read before the probe. A supervisor that wrote
 		// the exit and then exited in between would make a finished run
 		// look lost; its writes all precede its death, so a second read,
@@ -218,6 +231,11 @@ func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 	}
 	run.rec = rec
 	v := outcome.Decide(in, facts)
+	if !v.Signalable {
+		// Outcome did not vouch for them (a pid no run can have, a leader
+		// that is someone else's): they are not the run's to show.
+		run.Survivors = nil
+	}
 	run.Verdict = v
 	run.State = v.State
 	run.Reason = describe(v.Reason, rec, run.Survivors)
@@ -258,25 +276,28 @@ func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcome.Run, outcome.Facts) {
 	in := outcome.Run{
 		BootID:        rec.BootID,
-		HasChild:      rec.PID > 0,
-		HasSupervisor: rec.SupervisorPID > 0,
+		PID:           max(rec.PID, 0),
+		SupervisorPID: max(rec.SupervisorPID, 0),
 		ExitRecorded:  rec.Exit != nil,
 		StartFailed:   rec.StartError != "",
 	}
-	facts := outcome.Facts{BootID: m.Sys.BootID()}
+	facts := outcome.Facts{BootID: m.Sys.BootID(), Self: m.Sys.Self()}
 	run.supAlive, run.Survivors = false, nil
 	if rec.BootID != facts.BootID {
 		return in, facts
 	}
-	if in.HasChild {
-		facts.Child = idx.probe(rec.PID, rec.PIDStartTime, !in.ExitRecorded)
+	hasChild := in.PID > 0
+	if hasChild {
+		var st proc.Stat
+		facts.Child, st = idx.probe(rec.PID, rec.PIDStartTime, !in.ExitRecorded)
+		facts.ChildSID = st.SID
 	}
 	// After the exit the supervisor lives on while it may still write the
 	// log, and while processes of the run outlive the leader (it is their
 	// subreaper). Once the exit is recorded a supervisor missing from a
 	// snapshot cannot come back.
-	if in.HasSupervisor {
-		facts.Supervisor = idx.probe(rec.SupervisorPID, rec.SupervisorStartTime, !in.ExitRecorded || !rec.OutputClosed)
+	if in.SupervisorPID > 0 {
+		facts.Supervisor, _ = idx.probe(rec.SupervisorPID, rec.SupervisorStartTime, !in.ExitRecorded || !rec.OutputClosed)
 		if facts.Supervisor == outcome.Same {
 			// The pid and start time match; the process must also say it
 			// supervises this run, since a live supervisor vouches for its
@@ -296,7 +317,10 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 	// group: nobody records its exit, but they can still be stopped.
 	exiting := !in.ExitRecorded && facts.Child != outcome.Same && run.supAlive
 	lost := !in.ExitRecorded && facts.Child == outcome.Gone && !run.supAlive
-	if in.HasChild && (facts.Child != outcome.Reused || run.supAlive) && (in.ExitRecorded || exiting || lost) && facts.Supervisor != outcome.Foreign {
+	// Outcome decides whether what is found may be trusted (the pids a
+	// record names are checked there); only look where it can be.
+	if hasChild && (facts.Child != outcome.Reused || run.supAlive) && (in.ExitRecorded || exiting || lost) && facts.Supervisor != outcome.Foreign &&
+		facts.Self.MayBeRun(rec.PID) && facts.Self.MayBeRun(rec.SupervisorPID) {
 		run.Survivors = idx.members(rec, run.supAlive)
 		facts.Survivors = len(run.Survivors)
 	}
@@ -342,6 +366,8 @@ func describe(r outcome.Reason, rec *runrecord.Record, survivors []int) string {
 		return fmt.Sprintf("process and supervisor are gone and no exit was recorded; %d process(es) of its group still running: %s (process_kill reaches them)", len(survivors), joinInts(survivors))
 	case outcome.ReasonForeignRecord:
 		return fmt.Sprintf("the record is not this run's: its supervisor pid %d is a live process that does not supervise this run (a planted or copied record); nothing it names is signalled", rec.SupervisorPID)
+	case outcome.ReasonForeignProcess:
+		return fmt.Sprintf("the record is not this run's: its pid %d is not a process of the run (a planted or edited record, or a pid no run can have); nothing it names is signalled", rec.PID)
 	case outcome.ReasonStarting:
 		return "starting"
 	case outcome.ReasonStartInterrupted:

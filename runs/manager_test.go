@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
@@ -20,11 +21,21 @@ type fakeSys struct {
 	probe func(pid int, start uint64) outcome.Liveness
 }
 
-func (f *fakeSys) BootID() string                               { return f.boot }
-func (f *fakeSys) Probe(pid int, start uint64) outcome.Liveness { return f.probe(pid, start) }
-func (f *fakeSys) Processes() ([]proc.Stat, error)              { return nil, nil }
-func (f *fakeSys) GroupAlive(int) bool                          { return false }
-func (f *fakeSys) Children(int) ([]int, error)                  { return nil, nil }
+func (f *fakeSys) BootID() string     { return f.boot }
+func (f *fakeSys) Self() outcome.Self { return outcome.Self{PID: 7, PGID: 7, SID: 7} }
+
+// Probe puts a live process in the session of the supervisor that
+// record() names, as a run's leader is.
+func (f *fakeSys) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) {
+	return f.probe(pid, start), proc.Stat{PID: pid, SID: 99}
+}
+func (f *fakeSys) Processes() ([]proc.Stat, error) { return nil, nil }
+func (f *fakeSys) GroupAlive(int) bool             { return false }
+func (f *fakeSys) Children(int) ([]int, error)     { return nil, nil }
+func (f *fakeSys) IsSupervisor(proc.Stat) bool     { return false }
+func (f *fakeSys) Signal(pid int, sig unix.Signal) error {
+	panic(fmt.Sprintf("fakeSys signalled %d with %v", pid, sig))
+}
 func (f *fakeSys) SupervisorOf(int, string, string) outcome.Liveness {
 	return outcome.Same
 }
@@ -177,12 +188,17 @@ func TestListPageNewestFirstWithCursor(t *testing.T) {
 // supervisor, only a process with its pid and start time.
 type reusedSys struct{ imposter bool }
 
-func (reusedSys) BootID() string { return "boot" }
-func (reusedSys) Probe(pid int, start uint64) outcome.Liveness {
+func (reusedSys) BootID() string              { return "boot" }
+func (reusedSys) Self() outcome.Self          { return outcome.Self{PID: 7, PGID: 7, SID: 7} }
+func (reusedSys) IsSupervisor(proc.Stat) bool { return false }
+func (reusedSys) Signal(pid int, sig unix.Signal) error {
+	panic(fmt.Sprintf("reusedSys signalled %d with %v", pid, sig))
+}
+func (reusedSys) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) {
 	if pid == 99 {
-		return outcome.Same
+		return outcome.Same, proc.Stat{PID: 99, PGID: 99, SID: 99}
 	}
-	return outcome.Reused
+	return outcome.Reused, proc.Stat{}
 }
 func (reusedSys) Processes() ([]proc.Stat, error) {
 	return []proc.Stat{

@@ -32,7 +32,7 @@ func TestHelperSlowSupervisor(t *testing.T) {
 // which would free its name and let process_remove delete it.
 func TestRunBeingStartedIsStartingAndKept(t *testing.T) {
 	t.Setenv("AGENT_BOX_SLOW_SUPERVISOR", "1")
-	sys, err := NewLiveSystem()
+	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
 	require.NoError(t, err)
 	store := newStore(t)
 	m := &Manager{Store: store, Sys: sys,

@@ -2,6 +2,8 @@ package runs
 
 import (
 	"errors"
+	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 
@@ -12,21 +14,42 @@ import (
 
 // LiveSystem is System on the real /proc.
 type LiveSystem struct {
-	Boot string // read once at start-up: it cannot change while we run
+	Boot string       // read once at start-up: it cannot change while we run
+	Me   outcome.Self // this process, read once: its pid, group and session do not change while we run
+	// Supervisors are the files genuine supervisors run (the
+	// installation's agent-box and agent-box-supervisor).
+	Supervisors *supervisor.Executables
 }
 
-// NewLiveSystem reads the boot id.
-func NewLiveSystem() (*LiveSystem, error) {
+// NewLiveSystem reads the boot id and this process's ids; supervisors are
+// the executables a supervisor of this installation runs.
+func NewLiveSystem(supervisors *supervisor.Executables) (*LiveSystem, error) {
 	b, err := proc.BootID()
 	if err != nil {
 		return nil, err
 	}
-	return &LiveSystem{Boot: b}, nil
+	pgid, err := unix.Getpgid(0)
+	if err != nil {
+		return nil, fmt.Errorf("reading own process group: %w", err)
+	}
+	sid, err := unix.Getsid(0)
+	if err != nil {
+		return nil, fmt.Errorf("reading own session: %w", err)
+	}
+	return &LiveSystem{Boot: b, Me: outcome.Self{PID: os.Getpid(), PGID: pgid, SID: sid}, Supervisors: supervisors}, nil
 }
 
 func (s *LiveSystem) BootID() string { return s.Boot }
 
-func (s *LiveSystem) Probe(pid int, start uint64) outcome.Liveness { return proc.Probe(pid, start) }
+func (s *LiveSystem) Self() outcome.Self { return s.Me }
+
+func (s *LiveSystem) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) {
+	return proc.ProbeStat(pid, start)
+}
+
+func (s *LiveSystem) IsSupervisor(p proc.Stat) bool { return s.Supervisors.IsSupervisor(p) }
+
+func (s *LiveSystem) Signal(pid int, sig unix.Signal) error { return unix.Kill(pid, sig) }
 
 func (s *LiveSystem) Processes() ([]proc.Stat, error) { return proc.Processes() }
 

@@ -1,6 +1,8 @@
 package supervisor
 
 import (
+	"path/filepath"
+
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 )
@@ -8,15 +10,76 @@ import (
 // BinaryName is the name of the lean supervisor executable.
 const BinaryName = "agent-box-supervisor"
 
-// IsSupervisor reports whether p is the supervisor of some run: a session
-// leader (every supervisor has a session of its own) running
-// "agent-box-supervisor NAME RUN_ID" or "agent-box supervise NAME RUN_ID".
+// Executables are the programs a genuine supervisor runs: the lean
+// agent-box-supervisor and agent-box itself ("agent-box supervise"), known
+// by file identity, not by name.
 //
 // A run may start other runs (an agent's script calling agent-box start):
 // their supervisors end up below the run's own supervisor, its subreaper,
-// yet each is a run of its own, with its own record, which a kill of the
-// outer run must not touch.
-func IsSupervisor(p proc.Stat) bool {
+// yet each is a run of its own, with its own record, which a kill or a
+// timeout of the outer run must not touch. A command line can say
+// anything, though: a run's own descendant started as
+// "setsid perl -e 'sleep 178' x <run id>" looks like a supervisor by its
+// arguments and would hide from the outer run's kills with everything
+// below it. The file a process runs is a fact it cannot fake without
+// running that very file, and then it is a supervisor.
+type Executables struct {
+	files []exeFile
+}
+
+type exeFile struct {
+	path string // as given, made absolute and free of symlinks
+	file proc.File
+}
+
+// NewExecutables knows the files at paths (missing ones are left out).
+func NewExecutables(paths ...string) *Executables {
+	e := &Executables{}
+	for _, p := range paths {
+		if abs, err := filepath.EvalSymlinks(p); err == nil {
+			p = abs
+		}
+		if f, err := proc.FileOf(p); err == nil {
+			e.files = append(e.files, exeFile{path: p, file: f})
+		}
+	}
+	return e
+}
+
+// InstalledWith returns the Executables of the installation whose agent-box
+// or agent-box-supervisor binary is exe: both, beside each other, as make
+// install puts them, plus any further files (a test's stand-in).
+func InstalledWith(exe string, more ...string) *Executables {
+	dir := filepath.Dir(exe)
+	return NewExecutables(append([]string{exe, filepath.Join(dir, BinaryName), filepath.Join(dir, "agent-box")}, more...)...)
+}
+
+// runs reports whether pid runs one of the files. A supervisor started
+// before an upgrade replaced its binary runs a file that is gone; the
+// kernel still names the path it was started from, which only whoever can
+// write the installation can have put there.
+func (e *Executables) runs(pid int) bool {
+	if e == nil {
+		return false
+	}
+	f, path, deleted, err := proc.Exe(pid)
+	if err != nil {
+		return false
+	}
+	for _, k := range e.files {
+		if f == k.file || deleted && path == k.path {
+			return true
+		}
+	}
+	return false
+}
+
+// IsSupervisor reports whether p is the supervisor of some run: a session
+// leader (every supervisor has a session of its own) running one of the
+// known executables with a supervisor's command line,
+// "agent-box-supervisor NAME RUN_ID" or "agent-box supervise NAME RUN_ID".
+// A nil e knows no supervisor.
+func (e *Executables) IsSupervisor(p proc.Stat) bool {
 	if p.SID != p.PID {
 		return false
 	}
@@ -24,8 +87,10 @@ func IsSupervisor(p proc.Stat) bool {
 	if err != nil {
 		return false
 	}
-	_, _, ok := supervisorArgs(argv)
-	return ok
+	if _, _, ok := supervisorArgs(argv); !ok {
+		return false
+	}
+	return e.runs(p.PID)
 }
 
 // IsSupervisorOf reports whether p, running argv, is the supervisor of the

@@ -68,16 +68,23 @@ func Main() error {
 		return err
 	}
 	s := &supervisor{spec: spec}
+	// The supervisors of runs started from inside this one run the files
+	// this one runs: by those a nested supervisor is told from a process
+	// that only borrows a supervisor's command line.
+	if exe, err := os.Executable(); err == nil {
+		s.nested = InstalledWith(exe)
+	}
 	debug.SetGCPercent(25)
 	return s.run(report)
 }
 
 type supervisor struct {
-	spec  Spec
-	store *runrecord.Store
-	rec   *runrecord.Record
-	log   *capture.Log
-	mu    sync.Mutex // guards rec and record writes
+	spec   Spec
+	nested *Executables // what the supervisors of runs started from this one run
+	store  *runrecord.Store
+	rec    *runrecord.Record
+	log    *capture.Log
+	mu     sync.Mutex // guards rec and record writes
 	// reserve is the path of the space kept for the record, "" once used.
 	reserve string
 }

@@ -54,7 +54,7 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	onTimeout := func(leaderReaped bool) {
 		timedOut = true
 		timeout = nil
-		signalRun(pid, unix.SIGTERM, leaderReaped)
+		s.signalRun(pid, unix.SIGTERM, leaderReaped)
 		g := time.Duration(sp.KillGraceMS) * time.Millisecond
 		if g <= 0 {
 			g = DefaultKillGrace
@@ -63,7 +63,7 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	}
 	onGrace := func(leaderReaped bool) {
 		grace = nil
-		signalRun(pid, unix.SIGKILL, leaderReaped)
+		s.signalRun(pid, unix.SIGKILL, leaderReaped)
 	}
 	childDone, outputDone := false, false
 	leaderExited := func(ws unix.WaitStatus) {
@@ -177,12 +177,12 @@ func drain(r io.Reader, w io.Writer) {
 
 // descendants are the live processes of the run: every descendant of the
 // supervisor, which as a child subreaper inherits the orphans among them.
-func descendants() []proc.Stat {
+func (s *supervisor) descendants() []proc.Stat {
 	procs, err := proc.Processes()
 	if err != nil {
 		return nil
 	}
-	return proc.Descendants(procs, os.Getpid(), IsSupervisor)
+	return proc.Descendants(procs, os.Getpid(), s.nested.IsSupervisor)
 }
 
 // signalRun sends sig to every process of the run: the leader's process
@@ -190,9 +190,9 @@ func descendants() []proc.Stat {
 // session of its own). Once the leader is reaped its pid, which is the
 // group's id, may be handed out again when the group is empty, so the
 // group is signalled only while one of our descendants is in it.
-func signalRun(pgid int, sig unix.Signal, leaderReaped bool) {
+func (s *supervisor) signalRun(pgid int, sig unix.Signal, leaderReaped bool) {
 	inGroup := !leaderReaped
-	for _, d := range descendants() {
+	for _, d := range s.descendants() {
 		if d.PGID == pgid {
 			inGroup = true
 			continue

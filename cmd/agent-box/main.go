@@ -115,13 +115,14 @@ func manager(stateDir string) (*runs.Manager, error) {
 	if warning != "" {
 		fmt.Fprintf(os.Stderr, "agent-box: %s\n", warning)
 	}
-	sys, err := runs.NewLiveSystem()
-	if err != nil {
-		return nil, fmt.Errorf("reading boot id: %w", err)
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding own executable: %w", err)
+	}
+	supervisorCmd := runs.SupervisorCommand(exe)
+	sys, err := runs.NewLiveSystem(supervisor.InstalledWith(exe, supervisorCmd[0]))
+	if err != nil {
+		return nil, fmt.Errorf("reading the live system: %w", err)
 	}
 	// Probed once, at the first start: it may ask logind over D-Bus.
 	launch := sync.OnceValue(func() string {
@@ -131,7 +132,7 @@ func manager(stateDir string) (*runs.Manager, error) {
 		}
 		return launch
 	})
-	return &runs.Manager{Store: store, Sys: sys, Supervisor: runs.SupervisorCommand(exe), Launch: launch}, nil
+	return &runs.Manager{Store: store, Sys: sys, Supervisor: supervisorCmd, Launch: launch}, nil
 }
 
 func serve(m *runs.Manager) int {

@@ -1,0 +1,133 @@
+package runs
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+// plantedSys is a live system on which a planted record's pids are what
+// the planter wanted: every recorded pid is alive with its recorded start
+// time, in the session the planter named, except the supervisor, which is
+// gone. procs are the processes a /proc scan finds. It records every
+// signal instead of sending it, so a wrong decision kills nothing real.
+type plantedSys struct {
+	self    outcome.Self
+	sup     int // the planted supervisor pid: gone
+	sid     int // the session the live "leader" is in
+	procs   []proc.Stat
+	signals []int
+}
+
+func (s *plantedSys) BootID() string     { return "boot" }
+func (s *plantedSys) Self() outcome.Self { return s.self }
+func (s *plantedSys) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) {
+	if pid == s.sup {
+		return outcome.Gone, proc.Stat{}
+	}
+	return outcome.Same, proc.Stat{PID: pid, PGID: pid, SID: s.sid, StartTime: start, State: 'S'}
+}
+func (s *plantedSys) Processes() ([]proc.Stat, error) { return s.procs, nil }
+func (s *plantedSys) GroupAlive(int) bool             { return true }
+func (s *plantedSys) Children(int) ([]int, error)     { return nil, nil }
+func (s *plantedSys) SupervisorOf(int, string, string) outcome.Liveness {
+	return outcome.Gone
+}
+func (s *plantedSys) IsSupervisor(proc.Stat) bool { return false }
+func (s *plantedSys) Signal(pid int, sig unix.Signal) error {
+	s.signals = append(s.signals, pid)
+	return nil
+}
+
+var _ System = (*plantedSys)(nil)
+
+// TestPlantedRecordsNeverSignalPidsNoRunCanHave: hand-made records that
+// name pid 1 (kill(-1) reaches every process of the user), or agent-box's
+// own pid, group or session, are never signalled, whatever a probe of
+// those pids says; before, a record naming pid 1 with its real start time
+// and a dead supervisor read "running" and process_kill called
+// kill(-1, SIGTERM) (issue 9). The decision is outcome's; this checks that
+// runs asks it and obeys, through a system that only records signals.
+func TestPlantedRecordsNeverSignalPidsNoRunCanHave(t *testing.T) {
+	me := outcome.Self{PID: 4000, PGID: 4001, SID: 4002}
+	code := 0
+	exited := func(r *runrecord.Record) {
+		now := time.Now().UTC()
+		r.Exit, r.FinishedAt, r.OutputClosed = &runrecord.Exit{Code: &code, At: now}, &now, true
+	}
+	for _, tc := range []struct {
+		name     string
+		pid, sup int
+		sid      int // the live leader's session
+		mut      func(r *runrecord.Record)
+		procs    []proc.Stat
+		reason   outcome.Reason
+	}{
+		{name: "init", pid: 1, sup: 99, sid: 99, reason: outcome.ReasonForeignProcess},
+		{name: "our-group", pid: me.PGID, sup: 99, sid: 99, reason: outcome.ReasonForeignProcess},
+		{name: "our-pid", pid: me.PID, sup: 99, sid: 99, reason: outcome.ReasonForeignProcess},
+		// The record calls our session its supervisor's, and names a
+		// process in it (as our own session's members are).
+		{name: "our-session", pid: 500, sup: me.SID, sid: me.SID, reason: outcome.ReasonForeignProcess},
+		// A real leader's session, but not the one the record names.
+		{name: "other-session", pid: 500, sup: 99, sid: 777, reason: outcome.ReasonForeignProcess},
+		// The exit is recorded and members of "its group" live: the group
+		// is ours, in our session.
+		{name: "exited-our-group", pid: me.PGID, sup: me.SID, sid: me.SID, mut: exited,
+			procs:  []proc.Stat{{PID: 4005, PPID: 4000, PGID: me.PGID, SID: me.SID, StartTime: 2, State: 'S'}},
+			reason: outcome.ReasonForeignProcess},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := newStore(t)
+			rec := record(store, "boot")
+			rec.PID, rec.SupervisorPID = tc.pid, tc.sup
+			if tc.mut != nil {
+				tc.mut(rec)
+			}
+			require.NoError(t, store.Create(rec))
+			sys := &plantedSys{self: me, sup: tc.sup, sid: tc.sid, procs: tc.procs}
+			m := &Manager{Store: store, Sys: sys}
+
+			run, err := m.Get(rec.Name, "")
+			require.NoError(t, err)
+			assert.Equal(t, outcome.Unknown, run.State, run.Reason)
+			assert.Equal(t, tc.reason, run.Verdict.Reason, run.Reason)
+			assert.False(t, run.Verdict.Signalable)
+			assert.False(t, run.Verdict.MayBeAlive, "a planted record must not hold its name")
+			assert.Empty(t, run.Survivors)
+
+			for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGKILL, unix.SIGSTOP} {
+				_, err = m.Kill(rec.Name, "", sig, 50*time.Millisecond)
+				assert.ErrorIs(t, err, ErrNotSignalable)
+			}
+			assert.Empty(t, sys.signals, "signalled pids %v", sys.signals)
+		})
+	}
+}
+
+// The same record with its pids in bounds, and the leader in the gone
+// supervisor's session (as a real run's leader is after its supervisor
+// was SIGKILLed: the session id outlives its leader), is the run's, and
+// its group is what is signalled: the test above fails for the pids, not
+// for the fake.
+func TestLeaderInItsGoneSupervisorsSessionIsSignalled(t *testing.T) {
+	store := newStore(t)
+	rec := record(store, "boot")
+	rec.PID, rec.SupervisorPID = 500, 99
+	require.NoError(t, store.Create(rec))
+	sys := &plantedSys{self: outcome.Self{PID: 4000, PGID: 4001, SID: 4002}, sup: 99, sid: 99}
+	m := &Manager{Store: store, Sys: sys}
+	run, err := m.Get(rec.Name, "")
+	require.NoError(t, err)
+	assert.Equal(t, outcome.ReasonUnsupervised, run.Verdict.Reason, run.Reason)
+	_, err = m.Kill(rec.Name, "", unix.SIGKILL, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []int{-500}, sys.signals)
+}
