@@ -115,6 +115,68 @@ func openNoFollow(dirfd int, path string, flags int) (int, error) {
 	}
 }
 
+// ErrNotRegular is returned when a file agent-box reads or writes under
+// the state dir is not a regular file: a FIFO, socket, device or directory
+// planted in its place.
+var ErrNotRegular = errors.New("not a regular file")
+
+// OpenFile opens path the way every file under the state dir is opened:
+// never following a symlink in its last component, never blocking in
+// open(2), and only if it is a regular file. Opening a FIFO blocks until
+// the other end is opened (fifo(7)), forever if nobody does, and no
+// context can end a thread stuck in open: so O_NONBLOCK, then fstat of
+// what was opened (a check of the path before the open could be raced).
+// For a regular file O_NONBLOCK changes nothing. what names the file in
+// errors ("log of run x/ID").
+func OpenFile(path string, flags int, perm uint32, what string) (*os.File, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(path, flags|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	switch {
+	case err == unix.ENOENT:
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+	case err == unix.ELOOP:
+		return nil, fmt.Errorf("%s is a symlink, which is never followed: %w", what, ErrSymlink)
+	case err == unix.ENXIO:
+		// O_WRONLY|O_NONBLOCK of a FIFO without a reader, or a socket.
+		return nil, fmt.Errorf("%s is a FIFO or socket: %w; nothing was read or written", what, ErrNotRegular)
+	case err != nil:
+		return nil, fmt.Errorf("opening %s: %w", what, &fs.PathError{Op: "open", Path: path, Err: err})
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("opening %s: %w", what, &fs.PathError{Op: "fstat", Path: path, Err: err})
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s is %s: %w; nothing was read or written", what, kindOf(st.Mode), ErrNotRegular)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// kindOf names a file type in a user's words.
+func kindOf(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return "a device"
+	case unix.S_IFLNK:
+		return "a symlink"
+	}
+	return "not a regular file"
+}
+
 // noFollowError names the errno O_NOFOLLOW gives for a symlink.
 func noFollowError(err error) error {
 	if errors.Is(err, syscall.ELOOP) {
@@ -214,6 +276,13 @@ func readRecordAt(dirfd int, path string, buf *[]byte) (*Record, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%w: %s is %s, not a regular file", ErrCorrupt, recordFile, kindOf(st.Mode))
+	}
 
 	var local []byte
 	if buf == nil {

@@ -27,7 +27,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -861,9 +860,9 @@ func (s *Store) LockName(name string, timeout time.Duration) (unlock func(), err
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	path := filepath.Join(s.nameDir(name), lockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600, "the lock of name "+name)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, noFollowError(err))
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	fd := int(f.Fd())
 	deadline := time.Now().Add(timeout)

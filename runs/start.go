@@ -492,7 +492,7 @@ func (m *Manager) launch(runDir string, spec *supervisor.Spec) (*launched, error
 		return nil, err
 	}
 	defer repW.Close()
-	supLog, err := os.OpenFile(filepath.Join(runDir, "supervisor.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	supLog, err := runrecord.OpenFile(filepath.Join(runDir, "supervisor.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600, "the supervisor's log")
 	if err != nil {
 		specW.Close()
 		repR.Close()
@@ -585,7 +585,7 @@ func (l *launched) report(spec *supervisor.Spec, timeout time.Duration) (int, er
 // supervisorLogHead returns the start of runDir/supervisor.log, on one
 // line and bounded.
 func supervisorLogHead(runDir string) string {
-	f, err := os.OpenFile(filepath.Join(runDir, "supervisor.log"), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := runrecord.OpenFile(filepath.Join(runDir, "supervisor.log"), os.O_RDONLY, 0, "the supervisor's log")
 	if err != nil {
 		return ""
 	}

@@ -7,13 +7,13 @@ import (
 	"io"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
 	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/runrecord"
 )
 
 // MaxWait bounds tail_log's wait_ms.
@@ -39,21 +39,27 @@ type emptyLog struct{}
 
 func (emptyLog) ReadAt(p []byte, off int64) (int, error) { return 0, io.EOF }
 
-func openLog(path string) (io.ReaderAt, func(), int64, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+// openLog opens a run's log for reading: what the store's OpenFile
+// allows (a regular file, no symlink, never blocking in open), or nothing
+// when the run never made one.
+func openLog(path, what string) (io.ReaderAt, func(), int64, error) {
+	f, err := runrecord.OpenFile(path, os.O_RDONLY, 0, what)
 	if errors.Is(err, os.ErrNotExist) {
 		return emptyLog{}, func() {}, 0, nil
 	}
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("opening log: %w", err)
+		return nil, nil, 0, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, nil, 0, fmt.Errorf("opening log: %w", err)
+		return nil, nil, 0, fmt.Errorf("opening %s: %w", what, err)
 	}
 	return f, func() { f.Close() }, fi.Size(), nil
 }
+
+// logName names a run's log in errors.
+func logName(run Run) string { return fmt.Sprintf("the log of run %s/%s", run.Name, run.RunID) }
 
 // Tail reads one window of a run's log, waiting up to req.Wait for output
 // past req.Offset while the run can still write.
@@ -82,7 +88,7 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 	}()
 	for {
 		final := run.LogFinal() // decided before the size is read
-		r, closeLog, size, err := openLog(run.LogPath)
+		r, closeLog, size, err := openLog(run.LogPath, logName(run))
 		if err != nil {
 			return TailResult{}, err
 		}
@@ -227,7 +233,7 @@ func (m *Manager) Wait(ctx context.Context, name, runID string, timeout time.Dur
 // answer is about the exit, a damaged log must not hide it.
 func (m *Manager) outputTail(res *WaitResult) {
 	rec := res.Run.rec
-	r, closeLog, size, err := openLog(res.Run.LogPath)
+	r, closeLog, size, err := openLog(res.Run.LogPath, logName(res.Run))
 	if err != nil {
 		return
 	}

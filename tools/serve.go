@@ -18,17 +18,21 @@ import (
 )
 
 // drainLimit bounds how long the server keeps answering after stdin
-// closed. Blocking calls end at once then (Handlers.Gone), so this only
-// matters for a call stuck in I/O.
-const drainLimit = 30 * time.Second
+// closed or ctx ended (SIGTERM). Blocking calls end at once then
+// (Handlers.Gone), and every quick call answers within it; a call stuck in
+// a system call (none should be: every file under the state dir is
+// opened non-blocking) is abandoned, so that the process exits within a
+// second of its client going away whatever is in flight (issue 9).
+const drainLimit = time.Second
 
 // maxLine bounds one JSON-RPC message: tool arguments are at most
 // MaxArgumentBytes, which JSON escaping can make at most six times longer,
 // so a longer line is a broken or hostile client.
 const maxLine = 16 << 20
 
-// Serve runs the MCP server on in and out until in reaches EOF and every
-// request read before it has been answered.
+// Serve runs the MCP server on in and out until in reaches EOF (or ctx
+// ends) and every request read before it has been answered, at most
+// drainLimit after.
 //
 // mcp-go's MCPServer decides every message (initialize, tools/list,
 // tools/call, ping, the schemas); this is only the stdio transport around
@@ -66,14 +70,24 @@ func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out i
 
 	c := &conn{srv: s, out: out, errLog: errLog, slots: make(chan struct{}, Workers), inflight: map[string]context.CancelFunc{}}
 	go c.notifications(ctx, sess.notes)
-	err := c.read(ctx, in)
+	// A read of stdin cannot be cancelled; SIGTERM (ctx) must end the
+	// session all the same, so the read runs on its own goroutine, which
+	// the process's exit ends.
+	read := make(chan error, 1)
+	go func() { read <- c.read(ctx, in) }()
+	var err error
+	select {
+	case err = <-read:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
 	close(gone)
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(drainLimit):
-		errLog.Print("giving up on unanswered requests after stdin closed")
+		errLog.Printf("giving up on unanswered requests %s after the client went away", drainLimit)
 	}
 	return err
 }

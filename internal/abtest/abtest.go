@@ -76,7 +76,10 @@ func RepoRoot() (string, error) {
 type Server struct {
 	T   testing.TB
 	Cmd *exec.Cmd
-	cs  *mcp.ClientSession
+	// CallTimeout bounds each call (2 minutes when zero): a test of a call
+	// that must not hang sets it short, to fail rather than wait.
+	CallTimeout time.Duration
+	cs          *mcp.ClientSession
 
 	mu       sync.Mutex
 	progress []*mcp.ProgressNotificationParams
@@ -210,7 +213,11 @@ func (s *Server) CallWithProgress(tool string, args map[string]any, token string
 func (s *Server) call(p *mcp.CallToolParams) Result {
 	s.T.Helper()
 	tool := p.Name
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	d := s.CallTimeout
+	if d == 0 {
+		d = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	res, err := s.cs.CallTool(ctx, p)
 	require.NoError(s.T, err, "calling %s", tool)
