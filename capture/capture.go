@@ -255,11 +255,10 @@ func (l *Log) put(s logframe.Stream, data []byte) {
 		chunk := data[:min(len(data), framedBatch)]
 		if l.max > 0 {
 			if room := l.max - l.size; int64(logframe.EncodedLen(len(chunk))) > room {
-				// Only whole frames are written. Every frame but a chunk's
-				// last is a full MaxLine, and the frame that overflows is
-				// either a full one or the last, so what fits is exactly
-				// room/MaxLine full frames.
-				fit := int(room/logframe.MaxLine) * logframe.MaxPayload
+				// Only whole frames are written, but the cap keeps the
+				// output's first bytes in framed mode as in combined: the
+				// frame that overflows is cut to the payload that fits.
+				fit := framedFit(room, len(chunk))
 				if fit > 0 {
 					l.fbuf = logframe.AppendFrames(l.fbuf[:0], s, chunk[:fit])
 					if !l.writeFile(l.fbuf) {
@@ -279,6 +278,23 @@ func (l *Log) put(s logframe.Stream, data []byte) {
 		}
 		data = data[len(chunk):]
 	}
+}
+
+// framedFit is how many bytes of a chunk of n bytes fit, as frames, in
+// room bytes of log: the full frames (MaxLine each, MaxPayload of payload)
+// and the largest frame that fits the rest, whose line is FrameLen(k) =
+// 3 + 4*ceil(k/3) bytes, so k = (rest-3)/4*3 (a frame needs at least one
+// byte of payload, so rest below FrameLen(1) = 7 holds none).
+func framedFit(room int64, n int) int {
+	if room <= 0 {
+		return 0
+	}
+	full := room / logframe.MaxLine
+	fit := full * logframe.MaxPayload
+	if rest := room - full*logframe.MaxLine; rest >= int64(logframe.FrameLen(1)) {
+		fit += min((rest-3)/4*3, logframe.MaxPayload)
+	}
+	return int(min(fit, int64(n)))
 }
 
 // writeFile writes b with one write call. On failure it truncates the file

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -287,7 +288,15 @@ func TestFramedCap(t *testing.T) {
 		{"under", 1000, []string{"a", "b"}, "a", "b", false, 0},
 		{"exactly", frame(1, "aaa") + frame(2, "bb"), []string{"aaa", "bb"}, "aaa", "bb", false, 0},
 		{"frame one byte over", frame(1, "aaa") + frame(2, "bb") - 1, []string{"aaa", "bb", "c"}, "aaa", "", true, 2 + 1},
-		{"whole frames of a big write", three + 100, []string{big}, big[:3*logframe.MaxPayload], "", true, int64(len(big) - 3*logframe.MaxPayload)},
+		// The frame that overflows is cut to what fits: 100 bytes of line
+		// hold (100-3)/4*3 = 72 bytes of payload.
+		{"a big write's first bytes", three + 100, []string{big}, big[:3*logframe.MaxPayload+72], "", true, int64(len(big) - 3*logframe.MaxPayload - 72)},
+		// Issue 9: a cap below one frame kept nothing, and a later, smaller
+		// frame of the other stream could follow the cut one.
+		{"cap 10 keeps the first 3 bytes", 10, []string{"1\n2\n3\n4\n", "e"}, "1\n2", "", true, 5 + 1},
+		{"cap below the smallest frame", 6, []string{"hello", "e"}, "", "", true, 5 + 1},
+		{"the smallest frame holds 3 bytes", 7, []string{"hello", "e"}, "hel", "", true, 2 + 1},
+		{"cut after a whole write", frame(1, "abc") + 6, []string{"abc", "e", "x"}, "abc", "", true, 1 + 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -315,6 +324,48 @@ func TestFramedCap(t *testing.T) {
 				t.Errorf("Status %+v, want %+v", st, want)
 			}
 		})
+	}
+}
+
+// TestFramedCapKeepsTheFirstBytes: for every cap up to a few frames, the
+// framed log is at most the cap, decodes to a prefix of the output in the
+// order it was written (no later frame after a cut one), and keeps all the
+// output that fits: when some is dropped, not even one more frame line of
+// one byte (7 bytes) would have fit.
+func TestFramedCapKeepsTheFirstBytes(t *testing.T) {
+	writes := []string{"one\n", "err-a\n", strings.Repeat("x", 50), "b", "err-b is longer\n", strings.Repeat("y", 300), "z"}
+	var all string
+	for _, w := range writes {
+		all += w
+	}
+	for max := int64(1); max <= 700; max++ {
+		f := &fakeFile{limit: -1}
+		l := createFake(t, capture.Framed, capture.Options{MaxBytes: max}, f)
+		for i, w := range writes {
+			if i%2 == 0 {
+				mustWrite(t, l.Stdout(), w)
+			} else {
+				mustWrite(t, l.Stderr(), w)
+			}
+		}
+		if int64(len(f.data)) > max {
+			t.Fatalf("cap %d: log is %d bytes", max, len(f.data))
+		}
+		var kept []byte
+		d := logframe.NewDemuxer(0)
+		if err := d.Feed(f.data, func(fr logframe.Frame) error { kept = append(kept, fr.Payload...); return nil }); err != nil || d.Pending() != 0 {
+			t.Fatalf("cap %d: log does not decode: %v, %d bytes pending", max, err, d.Pending())
+		}
+		if !strings.HasPrefix(all, string(kept)) {
+			t.Fatalf("cap %d: kept %q, not a prefix of the output in order", max, kept)
+		}
+		st := l.Status()
+		if int64(len(kept))+st.Dropped != int64(len(all)) {
+			t.Fatalf("cap %d: kept %d + dropped %d != %d", max, len(kept), st.Dropped, len(all))
+		}
+		if len(kept) < len(all) && (max-int64(len(f.data)) >= int64(logframe.FrameLen(1)) || !st.Capped) {
+			t.Fatalf("cap %d: kept %d of %d bytes with %d bytes of room left (capped %v)", max, len(kept), len(all), max-int64(len(f.data)), st.Capped)
+		}
 	}
 }
 

@@ -19,12 +19,15 @@ func TestLastLines(t *testing.T) {
 		{"empty", "", 3, 100, "", false},
 		{"fewer lines than n", "a\nb\n", 3, 100, "a\nb\n", false},
 		{"last n lines", "a\nb\nc\nd\n", 2, 100, "c\nd\n", false},
-		{"unterminated last line", "a\nb", 1, 100, "b\n", false},
+		// As the child wrote it: no newline is added (issue 9: stderr
+		// "lateerr" read "lateerr\n").
+		{"unterminated last line", "a\nb", 1, 100, "b", false},
+		{"only a newline", "\n", 1, 100, "\n", false},
 		{"bytes bound whole lines", "aaaa\nbb\ncc\n", 3, 6, "bb\ncc\n", false},
 		// The last line alone is over the bound: its end, from a
 		// character boundary, not nothing.
 		{"last line too long", "x\n" + long + "\n", 3, 7, "ééé\n", true},
-		{"only line too long", long, 1, 8, "éééé\n", true},
+		{"only line too long", long, 1, 8, "éééé", true},
 	} {
 		got, cut := lastLines(tc.in, tc.n, tc.max)
 		assert.Equal(t, tc.want, got, tc.name)

@@ -285,9 +285,15 @@ func endsLine(r io.ReaderAt, off int64) bool {
 // max bytes (from a character boundary) are returned, and cut says so:
 // the end of a long line beats an empty tail.
 func lastLines(s string, n, max int) (tail string, cut bool) {
-	s = strings.TrimSuffix(s, "\n")
+	// The newline ending the output, if it has one, is kept; none is
+	// added: an output that ends without one (a prompt, printf) reads as
+	// the child wrote it (issue 9).
+	nl := ""
+	if strings.HasSuffix(s, "\n") {
+		s, nl = s[:len(s)-1], "\n"
+	}
 	if s == "" {
-		return "", false
+		return nl, false
 	}
 	keep, search := len(s), len(s)
 	for lines := 0; lines < n; lines++ {
@@ -308,5 +314,5 @@ func lastLines(s string, n, max int) (tail string, cut bool) {
 		}
 		cut = true
 	}
-	return s[keep:] + "\n", cut
+	return s[keep:] + nl, cut
 }
