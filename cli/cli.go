@@ -186,10 +186,34 @@ func (c *cmd) ps(args []string) int {
 			started = r.StartedAt.Local().Format("01-02 15:04:05")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", visible(r.Name, 0), visible(r.RunID, 0), visible(stateWord(r), 0),
-			r.PID, started, size(r.LogBytes), commandOf(r))
+			r.PID, started, logSize(r), commandOf(r))
 	}
 	tw.Flush()
 	return 0
+}
+
+// logSize is the log's size, and what of the output it lacks.
+func logSize(r runs.Run) string {
+	s := size(r.LogBytes)
+	if r.LogDropped > 0 {
+		s += " +" + size(r.LogDropped) + " dropped"
+	}
+	if r.LogCapped {
+		s += " (capped)"
+	}
+	return s
+}
+
+// incomplete says what a run's log lacks, for stderr; "" when it is whole.
+func incomplete(r runs.Run) string {
+	if r.LogDropped == 0 && r.LogError == "" {
+		return ""
+	}
+	why := "the cap"
+	if r.LogError != "" {
+		why = visible(r.LogError, 200)
+	}
+	return fmt.Sprintf("agent-box: log of run %s is incomplete: %d bytes of output were not written (%s)\n", visible(r.RunID, 0), r.LogDropped, why)
 }
 
 func stateWord(r runs.Run) string {
@@ -358,6 +382,9 @@ func (c *cmd) logs(args []string) int {
 			// A crash or a full disk cut the last frame.
 			fmt.Fprintf(c.err, "agent-box: log of run %s ends with %d bytes of a cut frame, left out\n", *runID, demux.Pending())
 		}
+		if res.EOF {
+			fmt.Fprint(c.err, incomplete(res.Run))
+		}
 		if res.EOF || ctx.Err() != nil {
 			if *follow {
 				return status(res.Run)
@@ -456,6 +483,7 @@ func (c *cmd) wait(args []string) int {
 				duration = res.Duration.Round(time.Millisecond).String()
 			}
 			fmt.Fprintf(c.out, "%s %s: %s (%s)\n", visible(res.Run.Name, 0), visible(res.Run.RunID, 0), visible(stateWord(res.Run), 0), duration)
+			fmt.Fprint(c.err, incomplete(res.Run))
 			return status(res.Run)
 		}
 	}

@@ -123,6 +123,25 @@ func TestFileSizeLimitStopsTheLogNotTheChild(t *testing.T) {
 			assert.True(t, rec.OutputClosed)
 			assert.Equal(t, int64(len(log)), rec.LogBytes, "record's log_bytes is the file's size")
 			assert.Greater(t, rec.LogDropped, int64(0))
+			// Every view shows what the log lacks (issue 9: only the
+			// record had it).
+			dropped := float64(rec.LogDropped)
+			assert.Equal(t, dropped, run["log_dropped"], "process_wait")
+			assert.Contains(t, w.Text, fmt.Sprintf("log_dropped=%d", rec.LogDropped), "process_wait's text")
+			assert.Equal(t, dropped, l["log_dropped"], "process_list")
+			assert.Equal(t, dropped, tl.Data["log_dropped"], "tail_log")
+			assert.Contains(t, tl.Text, fmt.Sprintf("%d bytes of output missing", rec.LogDropped), "tail_log's text")
+			ps, err := exec.Command(binary, "--state-dir", state, "ps", "--json").Output()
+			require.NoError(t, err)
+			assert.Contains(t, string(ps), fmt.Sprintf(`"log_dropped": %d`, rec.LogDropped), "ps --json")
+			ps, err = exec.Command(binary, "--state-dir", state, "ps").Output()
+			require.NoError(t, err)
+			assert.Contains(t, string(ps), "dropped", "ps")
+			var cliErr bytes.Buffer
+			cli := exec.Command(binary, "--state-dir", state, "wait", "big")
+			cli.Stderr = &cliErr
+			_ = cli.Run() // exits 7, the run's code
+			assert.Contains(t, cliErr.String(), "log of run "+rec.RunID+" is incomplete", "agent-box wait")
 			if mode == "combined" {
 				assert.True(t, bytes.HasPrefix(wantOut, log), "the log is a prefix of the output (%d bytes)", len(log))
 				assert.Equal(t, int64(len(wantOut)), rec.LogBytes+rec.LogDropped, "every byte is either in the log or counted as dropped")

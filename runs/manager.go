@@ -86,6 +86,7 @@ type Run struct {
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
 	LogPath     string          `json:"log_path,omitempty"`
 	LogBytes    int64           `json:"log_bytes"`
+	LogDropped  int64           `json:"log_dropped,omitempty"` // output bytes drained but never written: the log's end is missing
 	LogCapped   bool            `json:"log_capped,omitempty"`
 	LogError    string          `json:"log_error,omitempty"`
 	Verdict     outcome.Verdict `json:"-"`
@@ -266,6 +267,7 @@ func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 			run.LogBytes = fi.Size()
 		}
 	}
+	run.LogDropped = max(rec.LogDropped, 0)
 	run.LogCapped = rec.LogCapped
 	run.LogError = rec.LogError
 	return run

@@ -27,6 +27,7 @@ const runProps = `{
   "finished_at": {"type": "string"},
   "log_path": {"type": "string"},
   "log_bytes": {"type": "integer"},
+  "log_dropped": {"type": "integer", "description": "Output bytes missing from the log's end (cap or write error)."},
   "log_capped": {"type": "boolean"},
   "log_error": {"type": "string"}
 }`
@@ -130,6 +131,7 @@ const tailOutputSchema = `{"type": "object", "properties": {
   "exit_code": {"type": ["integer", "null"]},
   "signal": {"type": "string"},
   "log_bytes": {"type": "integer"},
+  "log_dropped": {"type": "integer"},
   "log_capped": {"type": "boolean"},
   "log_error": {"type": "string"}
 }, "required": ["content", "offset", "end_offset", "truncated", "eof", "state", "log_bytes"]}`

@@ -94,6 +94,9 @@ func runLine(r runs.Run) string {
 		fmt.Fprintf(&b, " reason=%s", clipped(r.Reason, 2*textFieldMax))
 	}
 	fmt.Fprintf(&b, " log_bytes=%d", r.LogBytes)
+	if r.LogDropped > 0 {
+		fmt.Fprintf(&b, " log_dropped=%d", r.LogDropped)
+	}
 	if r.LogCapped {
 		b.WriteString(" log_capped=true")
 	}
@@ -210,6 +213,9 @@ func tailText(o TailOutput) string {
 	}
 	if o.LogError != "" {
 		fmt.Fprintf(&b, " log incomplete: %s", q(o.LogError))
+	}
+	if o.LogDropped > 0 {
+		fmt.Fprintf(&b, " (%d bytes of output missing from its end)", o.LogDropped)
 	}
 	body := o.Content
 	if len(o.Matches) > 0 {

@@ -294,6 +294,7 @@ type TailOutput struct {
 	ExitCode     *int            `json:"exit_code"`
 	Signal       string          `json:"signal,omitempty"`
 	LogBytes     int64           `json:"log_bytes"`
+	LogDropped   int64           `json:"log_dropped,omitempty"`
 	LogCapped    bool            `json:"log_capped,omitempty"`
 	LogError     string          `json:"log_error,omitempty"`
 
@@ -360,7 +361,7 @@ func tailOutput(res runs.TailResult, encoding string, lr logread.Request) TailOu
 		Name: run.Name, RunID: run.RunID, Encoding: encoding, Lossy: w.Lossy,
 		Offset: w.Offset, EndOffset: w.EndOffset, Truncated: w.Truncated, EOF: res.EOF,
 		State: string(run.State), Reason: run.Reason, ExitCode: run.ExitCode, Signal: run.Signal,
-		LogBytes: run.LogBytes, LogCapped: run.LogCapped, LogError: run.LogError,
+		LogBytes: run.LogBytes, LogDropped: run.LogDropped, LogCapped: run.LogCapped, LogError: run.LogError,
 		Matches: w.Matches, Skipped: w.Skipped,
 	}
 	for _, g := range w.Skipped {
