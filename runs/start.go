@@ -451,6 +451,12 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 		return Run{}, fmt.Errorf("creating run: %w", err)
 	}
 	if _, err := sup.report(spec, m.StartTimeout); err != nil {
+		// A supervisor reports a failure before it is done: it may still
+		// be killing a child whose pid it could not record, or writing
+		// the start error. Until it exits the run reads "starting", so
+		// answer once it has: the answer and every later listing then
+		// agree.
+		sup.awaitExit(supervisorEndLimit)
 		// The supervisor (or the launcher before it: systemd-run) says
 		// why in its log; the first lines of it belong in the answer.
 		if why := supervisorLogHead(m.Store.RunDir(req.Name, runID)); why != "" {
@@ -470,11 +476,24 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 
 // launched is a supervisor started but not yet told what to run.
 type launched struct {
-	cmd   *exec.Cmd
-	pid   int
-	start uint64 // its start time (/proc/PID/stat field 22)
-	specW *os.File
-	repR  *os.File
+	cmd    *exec.Cmd
+	pid    int
+	start  uint64 // its start time (/proc/PID/stat field 22)
+	specW  *os.File
+	repR   *os.File
+	exited chan struct{} // closed once it has exited and been reaped
+}
+
+// supervisorEndLimit bounds process_start's wait for a supervisor that
+// reported a failure to exit.
+const supervisorEndLimit = 5 * time.Second
+
+// awaitExit waits, at most d, for the supervisor to exit.
+func (l *launched) awaitExit(d time.Duration) {
+	select {
+	case <-l.exited:
+	case <-time.After(d):
+	}
 }
 
 // launch starts the supervisor in a session of its own, with its stderr
@@ -524,8 +543,8 @@ func (m *Manager) launch(runDir string, spec *supervisor.Spec) (*launched, error
 	// start time.)
 	st, err := proc.ReadStat(cmd.Process.Pid)
 	// Reap it if it ends while we live; after we are gone, init does.
-	go cmd.Wait()
-	l := &launched{cmd: cmd, pid: cmd.Process.Pid, start: st.StartTime, specW: specW, repR: repR}
+	l := &launched{cmd: cmd, pid: cmd.Process.Pid, start: st.StartTime, specW: specW, repR: repR, exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(l.exited) }()
 	if err != nil {
 		l.abort()
 		return nil, fmt.Errorf("reading the supervisor's start time: %w", err)

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -64,4 +65,36 @@ func TestRunBeingStartedIsStartingAndKept(t *testing.T) {
 	require.Equal(t, outcome.ReasonStarting, seen.Verdict.Reason, "a run being started reads %s/%s", seen.State, seen.Reason)
 	require.Empty(t, res.Removed, "process_remove(all_finished) removed a run that was being started")
 	require.Equal(t, outcome.Running, started.run.State, started.run.Reason)
+}
+
+// TestHelperFailingSupervisor is not a test: with
+// AGENT_BOX_FAILING_SUPERVISOR=1 it is a supervisor that reports that it
+// could not start the child and then takes a while to exit, as a real one
+// does while it kills a child whose pid it could not record.
+func TestHelperFailingSupervisor(t *testing.T) {
+	if os.Getenv("AGENT_BOX_FAILING_SUPERVISOR") != "1" {
+		t.Skip("helper process")
+	}
+	io.Copy(io.Discard, os.NewFile(supervisor.SpecFD, "spec"))
+	os.NewFile(supervisor.ReportFD, "report").WriteString("error writing record: file too large\n")
+	time.Sleep(400 * time.Millisecond)
+	os.Exit(1)
+}
+
+// TestFailedStartAgreesWithTheList: once process_start has answered that
+// the start failed, no listing says the run is starting. Before (issue 9)
+// the supervisor's report arrived before its exit, and a list in between
+// read running/starting.
+func TestFailedStartAgreesWithTheList(t *testing.T) {
+	t.Setenv("AGENT_BOX_FAILING_SUPERVISOR", "1")
+	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
+	require.NoError(t, err)
+	m := &Manager{Store: newStore(t), Sys: sys,
+		Supervisor: []string{os.Args[0], "-test.run=^TestHelperFailingSupervisor$", "--"}}
+	_, err = m.Start(context.Background(), StartRequest{Name: "f", Argv: []string{"/bin/true"}, Cwd: "/"})
+	require.ErrorIs(t, err, supervisor.ErrStartFailed)
+	run, err := m.Get("f", "")
+	require.NoError(t, err)
+	require.NotEqual(t, outcome.Running, run.State, "process_start failed, yet the run reads %s/%s", run.State, run.Reason)
+	require.False(t, run.Verdict.MayBeAlive, "the name stays in use after a failed start")
 }
