@@ -480,7 +480,7 @@ func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
 	// its record, never a run dir without one (which would be listed as
 	// the newest, unreadable run of the name).
 	dir := s.RunDir(r.Name, r.RunID)
-	tmp := filepath.Join(s.nameDir(r.Name), ".new-"+r.RunID)
+	tmp := filepath.Join(s.nameDir(r.Name), newPrefix+r.RunID)
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
@@ -856,16 +856,33 @@ func (s *Store) LockName(name string, timeout time.Duration) (unlock func(), err
 		return nil, err
 	}
 	where := "lock name " + name
+	deadline := time.Now().Add(timeout)
+	for {
+		unlock, stale, err := s.lockOnce(name, deadline)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		if !stale {
+			return unlock, nil
+		}
+		// RemoveNameIfEmpty removed the name (and the lock we waited on)
+		// while we waited: a lock on a file nobody else can open any more
+		// excludes nobody, so take the one at the path now.
+	}
+}
+
+// lockOnce opens the name's lock file and flocks it; stale says the file
+// locked is no longer the one at the path.
+func (s *Store) lockOnce(name string, deadline time.Time) (unlock func(), stale bool, err error) {
 	if err := s.makeNameDir(name); err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, false, err
 	}
 	path := filepath.Join(s.nameDir(name), lockFile)
 	f, err := OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600, "the lock of name "+name)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, false, err
 	}
 	fd := int(f.Fd())
-	deadline := time.Now().Add(timeout)
 	for {
 		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
@@ -876,26 +893,32 @@ func (s *Store) LockName(name string, timeout time.Duration) (unlock func(), err
 		}
 		if err != unix.EWOULDBLOCK {
 			f.Close()
-			return nil, fmt.Errorf("%s: flock %s: %w", where, path, err)
+			return nil, false, fmt.Errorf("flock %s: %w", path, err)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			f.Close()
-			return nil, fmt.Errorf("%s: held by another process for %v: %w", where, timeout, ErrLocked)
+			return nil, false, fmt.Errorf("held by another process: %w", ErrLocked)
 		}
 		// flock(2) has no timeout and a blocking flock cannot be
 		// interrupted from Go, so poll; starts are rare and short.
 		time.Sleep(min(lockPoll, left))
 	}
 	var once sync.Once
-	return func() {
+	unlock = func() {
 		once.Do(func() {
 			// LOCK_UN first: closing releases the lock only when no other
 			// descriptor shares the open file description.
 			_ = unix.Flock(fd, unix.LOCK_UN)
 			f.Close()
 		})
-	}, nil
+	}
+	var held, now unix.Stat_t
+	if unix.Fstat(fd, &held) != nil || unix.Lstat(path, &now) != nil || held.Dev != now.Dev || held.Ino != now.Ino {
+		unlock()
+		return nil, true, nil
+	}
+	return unlock, false, nil
 }
 
 const lockPoll = 5 * time.Millisecond

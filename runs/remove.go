@@ -1,7 +1,12 @@
 package runs
 
 import (
+	"errors"
 	"fmt"
+	"os"
+
+	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/runrecord"
 )
 
 // RemoveResult lists what process_remove deleted.
@@ -27,6 +32,9 @@ func (m *Manager) Remove(name, runID string, allFinished bool) (RemoveResult, er
 			return res, invalid("name is required unless all_finished is true")
 		}
 		run, err := m.Get(name, runID)
+		if errors.Is(err, ErrNotFound) {
+			m.tidy(name) // a name with nothing but what killed starts left
+		}
 		if err != nil {
 			return res, err
 		}
@@ -41,6 +49,7 @@ func (m *Manager) Remove(name, runID string, allFinished bool) (RemoveResult, er
 			return res, err
 		}
 		res.Removed = append(res.Removed, run)
+		m.tidy(name)
 		return res, nil
 	}
 	if runID != "" {
@@ -62,5 +71,41 @@ func (m *Manager) Remove(name, runID string, allFinished bool) (RemoveResult, er
 		}
 		res.Removed = append(res.Removed, run)
 	}
+	names := []string{name}
+	if name == "" {
+		names, _ = m.Store.Names()
+	}
+	for _, n := range names {
+		m.tidy(n)
+	}
 	return res, nil
+}
+
+// tidy removes what starts cut by a killed agent-box left of name
+// (runrecord.RemoveAbandoned), and the name's directory once no run is
+// left in it. Best effort, and only under the name's lock, taken without
+// waiting: a start in progress holds it, and then there is nothing to
+// tidy that is provably abandoned.
+func (m *Manager) tidy(name string) {
+	if fi, err := os.Lstat(m.Store.RunDir(name, "")); err != nil || !fi.IsDir() {
+		return // no such name (LockName would make its dir), or not a real dir
+	}
+	unlock, err := m.Store.LockName(name, 0)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	m.Store.RemoveAbandoned(name, m.supervisorAlive)
+	m.Store.RemoveNameIfEmpty(name)
+}
+
+// supervisorAlive reports whether the supervisor rec names is still the
+// process it was (its pid and start time): a start dir it may still use is
+// kept until it has gone.
+func (m *Manager) supervisorAlive(rec *runrecord.Record) bool {
+	if rec.SupervisorPID <= 1 {
+		return false
+	}
+	l, _ := m.Sys.Probe(rec.SupervisorPID, rec.SupervisorStartTime)
+	return l == outcome.Same
 }

@@ -353,6 +353,10 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 		return Run{}, err
 	}
 	defer unlock()
+	// Under the lock no start of this name is in progress: what earlier,
+	// killed starts left half built goes (best effort: it is in nobody's
+	// way, since List ignores it).
+	m.Store.RemoveAbandoned(req.Name, m.supervisorAlive)
 
 	if prev, err := m.Get(req.Name, ""); err == nil {
 		if prev.rec == nil {
