@@ -111,6 +111,10 @@ type conn struct {
 
 	mu       sync.Mutex
 	inflight map[string]context.CancelFunc // by the request's JSON id
+
+	// initialized: an initialize request has been read. Set as it is read,
+	// not answered, so that requests a client writes after it are served.
+	initialized atomic.Bool
 }
 
 // envelope is what the transport needs of a message to route it.
@@ -119,6 +123,7 @@ type envelope struct {
 	Method string          `json:"method"`
 	Params struct {
 		RequestID json.RawMessage `json:"requestId"` // notifications/cancelled
+		Meta      *mcp.Meta       `json:"_meta"`     // a 2026-07-28 request's protocol version
 	} `json:"params"`
 }
 
@@ -182,10 +187,20 @@ func (c *conn) dispatch(ctx context.Context, line []byte) {
 		// A response: agent-box sends the client no requests, so there is
 		// nothing waiting for it.
 		if !hasID(e.ID) {
-			c.handle(ctx, line) // not a message at all: mcp-go answers the error
+			c.handle(ctx, line, nil) // not a message at all: mcp-go answers the error
 		}
 		return
 	case routed && hasID(e.ID):
+		if err := strictJSON(line); err != nil {
+			c.write(refusal(e.ID, mcp.INVALID_REQUEST, "%v", err))
+			return
+		}
+		if e.Method == string(mcp.MethodInitialize) {
+			c.initialized.Store(true)
+		} else if needsInitialize(&e) && !c.initialized.Load() {
+			c.write(refusal(e.ID, mcp.INVALID_REQUEST, "%s before initialize: send initialize first, or name protocol version %s in the request's _meta", e.Method, mcp.ProtocolVersion20260728))
+			return
+		}
 		c.slots <- struct{}{}
 		c.wg.Add(1)
 		rctx, cancel := context.WithCancel(ctx)
@@ -201,8 +216,13 @@ func (c *conn) dispatch(ctx context.Context, line []byte) {
 				c.mu.Unlock()
 				cancel()
 			}()
-			c.handle(rctx, line)
+			c.handle(rctx, line, e.ID)
 		}()
+		return
+	case routed && strictJSON(line) != nil:
+		// A notification cannot be answered; one that would be read two
+		// ways is not acted on.
+		c.errLog.Printf("ignoring a notification that is not strict JSON: %v", strictJSON(line))
 		return
 	case routed && e.Method == string(mcp.MethodNotificationCancelled):
 		c.mu.Lock()
@@ -212,13 +232,13 @@ func (c *conn) dispatch(ctx context.Context, line []byte) {
 			cancel()
 		}
 	}
-	c.handle(ctx, line)
+	c.handle(ctx, line, nil)
 }
 
 // handle runs one message through mcp-go and writes its answer, if any. A
 // panic outside the tool handlers (which WithRecovery covers) still gets
 // the request an answer.
-func (c *conn) handle(ctx context.Context, line []byte) {
+func (c *conn) handle(ctx context.Context, line []byte, id json.RawMessage) {
 	var resp mcp.JSONRPCMessage
 	func() {
 		defer func() {
@@ -235,7 +255,7 @@ func (c *conn) handle(ctx context.Context, line []byte) {
 		resp = c.srv.HandleMessage(ctx, line)
 	}()
 	if resp != nil {
-		c.write(resp)
+		c.write(withID(resp, id))
 	}
 }
 
