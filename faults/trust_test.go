@@ -156,3 +156,28 @@ func TestBorrowedSupervisorCommandLineHidesNothing(t *testing.T) {
 		assert.False(t, strings.Contains(w.Text, "still running"), w.Text)
 	}
 }
+
+// TestAgentBoxInsideARunSeesItTruly: agent-box called from a run's own
+// script shares the run's session (its supervisor's) and the leader's
+// group, ids that a planted record naming them could not be told from.
+// With the run's supervisor alive and verified, the record is believed:
+// the run reads running, and only the kill of agent-box's own group is
+// refused.
+func TestAgentBoxInsideARunSeesItTruly(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	s := connect(t, state)
+	s.OK("process_start", map[string]any{"name": "outer",
+		"command": `'` + binary + `' --state-dir '` + state + `' ps --json; printf '\075\075\075\n'; '` + binary + `' --state-dir '` + state + `' kill outer; printf 'KILL-%s=%s\n' RC $?; sleep 300`})
+	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "outer", "signal": "KILL"}) })
+	var out string
+	abtest.WaitFor(t, "the inner agent-box's answers", 20*time.Second, func() bool {
+		out = abtest.Str(s.OK("tail_log", map[string]any{"name": "outer"}).Data["content"])
+		return strings.Contains(out, "KILL-RC=")
+	})
+	ps, kill, _ := strings.Cut(out, "===\n")
+	assert.Contains(t, ps, `"state": "running"`, out)
+	assert.NotContains(t, ps, "not this run's", out)
+	assert.Contains(t, kill, "KILL-RC=1", "its own group is never signalled: %s", out)
+	assert.Equal(t, "running", abtest.RunOf(t, s.OK("process_list", nil), "outer")["state"])
+}

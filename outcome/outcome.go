@@ -37,16 +37,16 @@ type Self struct {
 	PID, PGID, SID int
 }
 
-// MayBeRun reports whether pid may name a process of a run at all: above
-// 1 (kill(2) reads 0 as the caller's own group and -1 as every process it
-// may signal, and pid 1 is init) and none of the deciding process's own
-// pid, group or session. A supervisor and its child are forked into a
-// session of their own, so a genuine record never names these while they
-// are taken: the kernel does not hand out a pid that is still some live
-// group's or session's id. Any record that does is planted, or its pids
-// were handed out again; either way they are not the run's.
+// MayBeRun reports whether pid may be signalled as a process or group of a
+// run: above 1 (kill(2) reads 0 as the caller's own group and -1 as every
+// process it may signal, and pid 1 is init) and none of the deciding
+// process's own pid, group or session.
 func (s Self) MayBeRun(pid int) bool {
-	return pid > 1 && pid != s.PID && pid != s.PGID && pid != s.SID
+	return pid > 1 && !s.owns(pid)
+}
+
+func (s Self) owns(pid int) bool {
+	return pid == s.PID || pid == s.PGID || pid == s.SID
 }
 
 // Reason says why a State was chosen; callers branch on it.
@@ -112,14 +112,24 @@ type Verdict struct {
 func Decide(run Run, facts Facts) Verdict {
 	sameBoot := run.BootID != "" && run.BootID == facts.BootID
 	hasChild, hasSup := run.PID > 0, run.SupervisorPID > 0
-	// A pid that no run can have is never the run's, whatever a probe says.
-	childOK := hasChild && facts.Self.MayBeRun(run.PID)
-	supOK := hasSup && facts.Self.MayBeRun(run.SupervisorPID)
+	me := facts.Self
+	// Pid 1 is init and never a run's; 0 and below are no pids.
+	childOK := hasChild && run.PID > 1
+	supOK := hasSup && run.SupervisorPID > 1
 	sup := facts.Supervisor
-	if hasSup && !supOK && sup == Same {
-		sup = Foreign // init, or this very process, with its own start time
+	if hasSup && sup == Same && (!supOK || run.SupervisorPID == me.PID || run.SupervisorPID == me.PGID) {
+		// init, this very process or its group leader, with its own start
+		// time: none of them is a supervisor (each leads a session and a
+		// group of its own, and agent-box is none).
+		sup = Foreign
 	}
 	supervised := supOK && sup == Same
+	// A record naming this process's own pid, group or session is genuine
+	// only when we run inside the run (agent-box called from a run's
+	// script: its session is the supervisor's, its group perhaps the
+	// leader's). Only a live supervisor, verified, can vouch for that;
+	// without one such a record is taken for planted.
+	vouched := supervised || !me.owns(run.PID) && !me.owns(run.SupervisorPID)
 	// The leader is the run's only if it is in its supervisor's session:
 	// the supervisor made that session and forked the leader into it, and
 	// a group leader can never leave its session (setsid(2) fails with
@@ -127,7 +137,7 @@ func Decide(run Run, facts Facts) Verdict {
 	// lives, also after a SIGKILLed supervisor. A live process with the
 	// recorded start time elsewhere is someone else's.
 	child := facts.Child
-	if hasChild && child == Same && !(childOK && supOK && facts.ChildSID == run.SupervisorPID) {
+	if hasChild && child == Same && !(childOK && supOK && vouched && facts.ChildSID == run.SupervisorPID) {
 		child = Foreign
 	}
 
@@ -144,10 +154,14 @@ func Decide(run Run, facts Facts) Verdict {
 		return Verdict{State: Unknown, Reason: ReasonForeignProcess}
 	}
 
+	// The leader's group is signalled as -PID: never ours (kill(-ours)
+	// would stop the decider itself), whoever vouches.
+	target := childOK && me.MayBeRun(run.PID)
 	// Members of the leader's group, found without a live supervisor, are
 	// tied to the run by the group id (the leader's pid) and the session id
-	// (the supervisor's pid): both must be numbers a run can have.
-	groupOK := childOK && supOK
+	// (the supervisor's pid): both must be numbers a run can have, and not
+	// ours (else the members found would be our own session's).
+	groupOK := target && supOK && me.MayBeRun(run.SupervisorPID)
 
 	if run.ExitRecorded {
 		// Survivors are the run's processes that outlive its leader. A
@@ -158,7 +172,7 @@ func Decide(run Run, facts Facts) Verdict {
 		// are still ours, and a Reused leader means the number was handed
 		// out again and the count is about someone else. Another boot
 		// makes the count meaningless altogether.
-		if sameBoot && childOK && facts.Survivors > 0 && (supervised || (groupOK && child != Reused)) {
+		if sameBoot && target && facts.Survivors > 0 && (supervised || (groupOK && child != Reused)) {
 			return Verdict{State: Exited, Reason: ReasonExitedSurvivors, MayBeAlive: true, Signalable: true}
 		}
 		return Verdict{State: Exited, Reason: ReasonExited}
@@ -182,11 +196,11 @@ func Decide(run Run, facts Facts) Verdict {
 
 	switch {
 	case child == Same && supervised:
-		return Verdict{State: Running, Reason: ReasonRunning, MayBeAlive: true, Signalable: true}
+		return Verdict{State: Running, Reason: ReasonRunning, MayBeAlive: true, Signalable: target}
 	case child == Same:
 		// In the session of a supervisor that is gone: the session id
 		// outlives its leader, so the leader is still provably the run's.
-		return Verdict{State: Running, Reason: ReasonUnsupervised, MayBeAlive: true, Signalable: true}
+		return Verdict{State: Running, Reason: ReasonUnsupervised, MayBeAlive: true, Signalable: target}
 	case supervised:
 		// The leader is gone (or its pid reused) but the supervisor has not
 		// written the exit yet: it is between wait(2) and the record write.
@@ -194,7 +208,7 @@ func Decide(run Run, facts Facts) Verdict {
 		// ExitRecorded, so a kill can reach them now, not only once the
 		// exit is written.
 		return Verdict{State: Running, Reason: ReasonExiting, MayBeAlive: true,
-			Signalable: childOK && facts.Survivors > 0}
+			Signalable: target && facts.Survivors > 0}
 	case child == Gone && groupOK && facts.Survivors > 0:
 		// Nobody recorded how the leader ended, but members of its group
 		// live on (a job it backgrounded). They are ours for the reason

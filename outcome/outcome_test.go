@@ -132,6 +132,18 @@ func TestDecide(t *testing.T) {
 			Verdict{Exited, ReasonExited, false, false}},
 		{"exiting, the leader's pid is ours: not signalable", pids(child, me.PGID, 50), Facts{BootID: bootA, Child: Reused, Supervisor: Same, Survivors: 2, Self: me},
 			Verdict{Running, ReasonExiting, true, false}},
+		// agent-box called from inside a run: its session is the run's
+		// supervisor's, its group perhaps the leader's. A verified live
+		// supervisor makes the record believable; our own group is still
+		// never signalled.
+		{"inside the run: our session is its live supervisor's", pids(child, 100, me.SID), Facts{BootID: bootA, Child: Same, ChildSID: me.SID, Supervisor: Same, Self: me},
+			Verdict{Running, ReasonRunning, true, true}},
+		{"inside the run: its leader's group is ours", pids(child, me.PGID, me.SID), Facts{BootID: bootA, Child: Same, ChildSID: me.SID, Supervisor: Same, Self: me},
+			Verdict{Running, ReasonRunning, true, false}},
+		{"inside the run, its supervisor gone: unverifiable", pids(child, me.PGID, me.SID), Facts{BootID: bootA, Child: Same, ChildSID: me.SID, Supervisor: Gone, Self: me},
+			Verdict{Unknown, ReasonForeignProcess, false, false}},
+		{"supervisor is our group leader, alive with its start time", pids(child, 100, me.PGID), Facts{BootID: bootA, Child: Same, ChildSID: me.PGID, Supervisor: Same, Self: me},
+			Verdict{Unknown, ReasonForeignRecord, false, false}},
 		{"leader in its gone supervisor's session (a session id outlives its leader)", child, Facts{BootID: bootA, Child: Same, ChildSID: 50, Supervisor: Gone},
 			Verdict{Running, ReasonUnsupervised, true, true}},
 
@@ -251,9 +263,15 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 	where := fmt.Sprintf("Decide(%+v, %+v) = %+v", run, facts, v)
 	sameBoot := run.BootID != "" && run.BootID == facts.BootID
 	hasChild, hasSup := run.PID > 0, run.SupervisorPID > 0
-	pidsOK := facts.Self.MayBeRun(run.PID) && facts.Self.MayBeRun(run.SupervisorPID)
-	childSame := hasChild && facts.Child == Same && pidsOK && facts.ChildSID == run.SupervisorPID
-	supSame := hasSup && facts.Supervisor == Same && facts.Self.MayBeRun(run.SupervisorPID)
+	me := facts.Self
+	owns := func(pid int) bool { return pid == me.PID || pid == me.PGID || pid == me.SID }
+	supIsUs := run.SupervisorPID <= 1 || run.SupervisorPID == me.PID || run.SupervisorPID == me.PGID
+	supSame := hasSup && facts.Supervisor == Same && !supIsUs
+	// Our own ids in a record are believed only with a live, verified
+	// supervisor (agent-box run from inside the run).
+	vouched := supSame || !owns(run.PID) && !owns(run.SupervisorPID)
+	childSame := hasChild && facts.Child == Same && run.PID > 1 && run.SupervisorPID > 1 && vouched && facts.ChildSID == run.SupervisorPID
+	pidsOK := me.MayBeRun(run.PID) && (supSame || me.MayBeRun(run.SupervisorPID))
 
 	if want, ok := stateOf[v.Reason]; !ok || want != v.State {
 		t.Errorf("%s: reason %q does not go with state %q", where, v.Reason, v.State)
@@ -261,7 +279,7 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 	if want := mayBeAliveOf[v.Reason]; v.MayBeAlive != want {
 		t.Errorf("%s: MayBeAlive = %v for reason %q, want %v", where, v.MayBeAlive, v.Reason, want)
 	}
-	foreign := sameBoot && hasSup && (facts.Supervisor == Foreign || facts.Supervisor == Same && !supSame)
+	foreign := sameBoot && hasSup && (facts.Supervisor == Foreign || facts.Supervisor == Same && supIsUs)
 	foreignChild := sameBoot && hasChild && !foreign && (facts.Child == Foreign || facts.Child == Same && !childSame)
 	if (v.State == Exited) != (run.ExitRecorded && !foreign && !foreignChild) {
 		t.Errorf("%s: Exited if and only if an exit is recorded (by a record that is the run's)", where)
@@ -286,7 +304,7 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 	}
 	if v.Signalable {
 		if !pidsOK {
-			t.Errorf("%s: Signalable with a recorded pid no run can have (<= 1, or the decider's own pid, group or session)", where)
+			t.Errorf("%s: Signalable with a group no run can have (<= 1, or the decider's own pid, group or session), or members looked for in our own session", where)
 		}
 		if facts.Child == Same && !childSame {
 			t.Errorf("%s: Signalable with a live leader outside its supervisor's session", where)

@@ -71,6 +71,10 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 		res.Message = fmt.Sprintf("run %s already exited (%s); nothing signalled", run.RunID, run.Reason)
 		return res, nil
 	}
+	if !v.Signalable && run.PID > 1 && !m.Sys.Self().MayBeRun(run.PID) && run.State == outcome.Running {
+		return KillResult{}, fmt.Errorf("%w: run %q (run id %s) is %s, but its process group %d is this agent-box's own (it runs inside the run), so nothing was signalled; kill it from outside",
+			ErrNotSignalable, name, run.RunID, run.State, run.PID)
+	}
 	if !v.Signalable {
 		return KillResult{}, fmt.Errorf("%w: run %q (run id %s) is %s: %s; its pid %d is not provably the run's process, so nothing was signalled",
 			ErrNotSignalable, name, run.RunID, run.State, run.Reason, run.PID)

@@ -322,7 +322,7 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 	// Outcome decides whether what is found may be trusted (the pids a
 	// record names are checked there); only look where it can be.
 	if hasChild && (facts.Child != outcome.Reused || run.supAlive) && (in.ExitRecorded || exiting || lost) && facts.Supervisor != outcome.Foreign &&
-		facts.Self.MayBeRun(rec.PID) && facts.Self.MayBeRun(rec.SupervisorPID) {
+		facts.Self.MayBeRun(rec.PID) && (run.supAlive || facts.Self.MayBeRun(rec.SupervisorPID)) {
 		run.Survivors = idx.members(rec, run.supAlive)
 		facts.Survivors = len(run.Survivors)
 	}
