@@ -215,3 +215,10 @@ func BenchmarkStrictJSON(b *testing.B) {
 		}
 	})
 }
+
+// A 2026-07-28 client starts with server/discover, before any handshake.
+func TestDiscoverNeedsNoInitialize(t *testing.T) {
+	c := servePipe(t)
+	r := c.call(`{"jsonrpc":"2.0","id":1,"method":"server/discover"}`)
+	assert.NotContains(t, errorOf(t, r), "before initialize", r)
+}

@@ -77,7 +77,7 @@ func withID(resp mcp.JSONRPCMessage, id json.RawMessage) mcp.JSONRPCMessage {
 // nor does server/discover, which is how such a client starts.
 func needsInitialize(e *envelope) bool {
 	switch e.Method {
-	case string(mcp.MethodInitialize), string(mcp.MethodPing), "server/discover":
+	case string(mcp.MethodInitialize), string(mcp.MethodPing), string(mcp.MethodServerDiscover):
 		return false
 	}
 	return !mcp.IsModernProtocol(e.Params.Meta.ProtocolVersion())
