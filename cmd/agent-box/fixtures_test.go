@@ -78,6 +78,9 @@ func TestForeignBootAndReusedPidAreUnknownAndNotSignalled(t *testing.T) {
 	}
 	// Neither blocks its name: their processes are provably not running.
 	s.OK("process_start", map[string]any{"name": "rebooted", "command": "true"})
+	// Its supervisor writes the run dir until the run has ended: the
+	// state dir's cleanup must not race it.
+	s.OK("process_wait", map[string]any{"name": "rebooted", "timeout_ms": 20000})
 }
 
 func TestCorruptRecordIsListedUnknown(t *testing.T) {

@@ -62,6 +62,7 @@ func TestLaunchChosenAtFirstStart(t *testing.T) {
 	assert.Equal(t, "exited", run["state"], w.Text)
 	assert.Equal(t, int64(0), abtest.Num(run["exit_code"]), w.Text)
 	s.OK("process_start", map[string]any{"name": "b", "command": "echo hi"})
+	s.OK("process_wait", map[string]any{"name": "b", "timeout_ms": 30000}) // before the state dir's cleanup
 
 	require.Contains(t, stderr.String(), "supervisors: setsid (AGENT_BOX_LAUNCH=systemd but systemd-run is not on PATH")
 	assert.Equal(t, 1, strings.Count(stderr.String(), "supervisors:"), "the choice is logged once per server:\n%s", stderr.String())
