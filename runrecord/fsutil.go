@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
@@ -94,7 +93,7 @@ func replaceFile(dir, file string, data []byte) error {
 }
 
 func fsyncDir(dir string) error {
-	fd, err := openNoFollow(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := openNoFollow(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
@@ -105,9 +104,9 @@ func fsyncDir(dir string) error {
 	return nil
 }
 
-func openNoFollow(dirfd int, path string, flags int) (int, error) {
+func openNoFollow(dirfd int, path string, flags int, perm uint32) (int, error) {
 	for {
-		fd, err := unix.Openat(dirfd, path, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(dirfd, path, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 		if err == unix.EINTR {
 			continue
 		}
@@ -129,14 +128,7 @@ var ErrNotRegular = errors.New("not a regular file")
 // For a regular file O_NONBLOCK changes nothing. what names the file in
 // errors ("log of run x/ID").
 func OpenFile(path string, flags int, perm uint32, what string) (*os.File, error) {
-	var fd int
-	var err error
-	for {
-		fd, err = unix.Open(path, flags|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
-		if err != unix.EINTR {
-			break
-		}
-	}
+	fd, err := openNoFollow(unix.AT_FDCWD, path, flags|unix.O_NONBLOCK, perm)
 	switch {
 	case err == unix.ENOENT:
 		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
@@ -148,46 +140,44 @@ func OpenFile(path string, flags int, perm uint32, what string) (*os.File, error
 	case err != nil:
 		return nil, fmt.Errorf("opening %s: %w", what, &fs.PathError{Op: "open", Path: path, Err: err})
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	kind, err := fileKind(fd)
+	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("opening %s: %w", what, &fs.PathError{Op: "fstat", Path: path, Err: err})
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if kind != "" {
 		unix.Close(fd)
-		return nil, fmt.Errorf("%s is %s: %w; nothing was read or written", what, kindOf(st.Mode), ErrNotRegular)
+		return nil, fmt.Errorf("%s is %s: %w; nothing was read or written", what, kind, ErrNotRegular)
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// kindOf names a file type in a user's words.
-func kindOf(mode uint32) string {
-	switch mode & unix.S_IFMT {
+// fileKind fstats fd: "" for a regular file, else what it is in a user's
+// words ("a FIFO"). fstat, not a stat of the path: it is about the file
+// that was opened, which no rename can swap.
+func fileKind(fd int) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return "", err
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "", nil
 	case unix.S_IFIFO:
-		return "a FIFO"
+		return "a FIFO", nil
 	case unix.S_IFSOCK:
-		return "a socket"
+		return "a socket", nil
 	case unix.S_IFDIR:
-		return "a directory"
+		return "a directory", nil
 	case unix.S_IFCHR, unix.S_IFBLK:
-		return "a device"
-	case unix.S_IFLNK:
-		return "a symlink"
+		return "a device", nil
 	}
-	return "not a regular file"
-}
-
-// noFollowError names the errno O_NOFOLLOW gives for a symlink.
-func noFollowError(err error) error {
-	if errors.Is(err, syscall.ELOOP) {
-		return fmt.Errorf("%w: %w", ErrSymlink, err)
-	}
-	return err
+	return "not a regular file", nil
 }
 
 // openDirNoFollow opens a directory that must not be a symlink.
 func openDirNoFollow(path string) (*os.File, error) {
-	fd, err := openNoFollow(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := openNoFollow(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	switch {
 	case err == nil:
 		return os.NewFile(uintptr(fd), path), nil
@@ -236,7 +226,7 @@ func notDirError(path, what string, typ fs.FileMode) error {
 // owned by this user, private. It works on an O_NOFOLLOW descriptor so the
 // checks and the chmod apply to the same inode.
 func checkPrivateDir(path string) (warning string, err error) {
-	fd, err := openNoFollow(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := openNoFollow(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err == unix.ELOOP || err == unix.ENOTDIR {
 		return "", notDirAt(path, err)
 	}
@@ -266,7 +256,7 @@ func checkPrivateDir(path string) (warning string, err error) {
 // than MaxRecordBytes. buf, when not nil, is reused across calls.
 func readRecordAt(dirfd int, path string, buf *[]byte) (*Record, error) {
 	// O_NONBLOCK: a FIFO planted as record.json must not hang the reader.
-	fd, err := openNoFollow(dirfd, path, unix.O_RDONLY|unix.O_NONBLOCK)
+	fd, err := openNoFollow(dirfd, path, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	switch {
 	case err == unix.ENOENT:
 		return nil, fmt.Errorf("no %s: %w", recordFile, ErrNotFound)
@@ -276,12 +266,10 @@ func readRecordAt(dirfd int, path string, buf *[]byte) (*Record, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if kind, err := fileKind(fd); err != nil {
 		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("%w: %s is %s, not a regular file", ErrCorrupt, recordFile, kindOf(st.Mode))
+	} else if kind != "" {
+		return nil, fmt.Errorf("%w: %s is %s, not a regular file", ErrCorrupt, recordFile, kind)
 	}
 
 	var local []byte
