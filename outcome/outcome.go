@@ -97,7 +97,8 @@ type Verdict struct {
 	MayBeAlive bool
 	// Signalable is true when the run's process group may be signalled: the
 	// leader (or, after its exit, its group) is provably the recorded one.
-	// It is never true when a recorded pid fails Self.MayBeRun.
+	// It is never true when the group it would signal (-PID) fails
+	// Self.MayBeRun.
 	Signalable bool
 }
 
@@ -156,7 +157,7 @@ func Decide(run Run, facts Facts) Verdict {
 
 	// The leader's group is signalled as -PID: never ours (kill(-ours)
 	// would stop the decider itself), whoever vouches.
-	target := childOK && me.MayBeRun(run.PID)
+	target := me.MayBeRun(run.PID)
 	// Members of the leader's group, found without a live supervisor, are
 	// tied to the run by the group id (the leader's pid) and the session id
 	// (the supervisor's pid): both must be numbers a run can have, and not

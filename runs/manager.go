@@ -319,10 +319,10 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 	// group: nobody records its exit, but they can still be stopped.
 	exiting := !in.ExitRecorded && facts.Child != outcome.Same && run.supAlive
 	lost := !in.ExitRecorded && facts.Child == outcome.Gone && !run.supAlive
-	// Outcome decides whether what is found may be trusted (the pids a
-	// record names are checked there); only look where it can be.
-	if hasChild && (facts.Child != outcome.Reused || run.supAlive) && (in.ExitRecorded || exiting || lost) && facts.Supervisor != outcome.Foreign &&
-		facts.Self.MayBeRun(rec.PID) && (run.supAlive || facts.Self.MayBeRun(rec.SupervisorPID)) {
+	// Whether what is found may be trusted (the pids a record names, our
+	// own among them) is outcome's to decide, and view shows survivors
+	// only when it does.
+	if hasChild && (facts.Child != outcome.Reused || run.supAlive) && (in.ExitRecorded || exiting || lost) && facts.Supervisor != outcome.Foreign {
 		run.Survivors = idx.members(rec, run.supAlive)
 		facts.Survivors = len(run.Survivors)
 	}

@@ -42,8 +42,9 @@ func (emptyLog) ReadAt(p []byte, off int64) (int, error) { return 0, io.EOF }
 // openLog opens a run's log for reading: what the store's OpenFile
 // allows (a regular file, no symlink, never blocking in open), or nothing
 // when the run never made one.
-func openLog(path, what string) (io.ReaderAt, func(), int64, error) {
-	f, err := runrecord.OpenFile(path, os.O_RDONLY, 0, what)
+func openLog(run Run) (io.ReaderAt, func(), int64, error) {
+	what := fmt.Sprintf("the log of run %s/%s", run.Name, run.RunID)
+	f, err := runrecord.OpenFile(run.LogPath, os.O_RDONLY, 0, what)
 	if errors.Is(err, os.ErrNotExist) {
 		return emptyLog{}, func() {}, 0, nil
 	}
@@ -57,9 +58,6 @@ func openLog(path, what string) (io.ReaderAt, func(), int64, error) {
 	}
 	return f, func() { f.Close() }, fi.Size(), nil
 }
-
-// logName names a run's log in errors.
-func logName(run Run) string { return fmt.Sprintf("the log of run %s/%s", run.Name, run.RunID) }
 
 // Tail reads one window of a run's log, waiting up to req.Wait for output
 // past req.Offset while the run can still write.
@@ -88,7 +86,7 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 	}()
 	for {
 		final := run.LogFinal() // decided before the size is read
-		r, closeLog, size, err := openLog(run.LogPath, logName(run))
+		r, closeLog, size, err := openLog(run)
 		if err != nil {
 			return TailResult{}, err
 		}
@@ -233,7 +231,7 @@ func (m *Manager) Wait(ctx context.Context, name, runID string, timeout time.Dur
 // answer is about the exit, a damaged log must not hide it.
 func (m *Manager) outputTail(res *WaitResult) {
 	rec := res.Run.rec
-	r, closeLog, size, err := openLog(res.Run.LogPath, logName(res.Run))
+	r, closeLog, size, err := openLog(res.Run)
 	if err != nil {
 		return
 	}
