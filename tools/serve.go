@@ -182,6 +182,12 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 func (c *conn) dispatch(ctx context.Context, line []byte) {
 	var e envelope
 	routed := json.Unmarshal(line, &e) == nil
+	// A request or notification that encoding/json (mcp-go) would read one
+	// way and another reader another is not acted on (strict.go).
+	var strict error
+	if routed && e.Method != "" {
+		strict = strictJSON(line)
+	}
 	switch {
 	case routed && e.Method == "":
 		// A response: agent-box sends the client no requests, so there is
@@ -191,8 +197,8 @@ func (c *conn) dispatch(ctx context.Context, line []byte) {
 		}
 		return
 	case routed && hasID(e.ID):
-		if err := strictJSON(line); err != nil {
-			c.write(refusal(e.ID, mcp.INVALID_REQUEST, "%v", err))
+		if strict != nil {
+			c.write(refusal(e.ID, mcp.INVALID_REQUEST, "%v", strict))
 			return
 		}
 		if e.Method == string(mcp.MethodInitialize) {
@@ -219,10 +225,9 @@ func (c *conn) dispatch(ctx context.Context, line []byte) {
 			c.handle(rctx, line, e.ID)
 		}()
 		return
-	case routed && strictJSON(line) != nil:
-		// A notification cannot be answered; one that would be read two
-		// ways is not acted on.
-		c.errLog.Printf("ignoring a notification that is not strict JSON: %v", strictJSON(line))
+	case strict != nil:
+		// A notification cannot be answered, only ignored.
+		c.errLog.Printf("ignoring a notification that is not strict JSON: %v", strict)
 		return
 	case routed && e.Method == string(mcp.MethodNotificationCancelled):
 		c.mu.Lock()

@@ -49,22 +49,16 @@ func withID(resp mcp.JSONRPCMessage, id json.RawMessage) mcp.JSONRPCMessage {
 	if !hasID(id) {
 		return resp
 	}
+	// mcp-go's HandleMessage answers with these two, as values
+	// (TestIDsAreEchoedByteExactly pins it for replies and errors alike).
 	raw := mcp.NewRequestId(id)
 	switch r := resp.(type) {
 	case mcp.JSONRPCResponse:
 		r.ID = raw
 		return r
-	case *mcp.JSONRPCResponse:
-		c := *r
-		c.ID = raw
-		return c
 	case mcp.JSONRPCError:
 		r.ID = raw
 		return r
-	case *mcp.JSONRPCError:
-		c := *r
-		c.ID = raw
-		return c
 	}
 	return resp
 }
