@@ -231,8 +231,14 @@ func plant(t *testing.T, state, name string, mut func(r *runrecord.Record)) *run
 // and returns it with a channel closed when it exits.
 func victim(t *testing.T) (*exec.Cmd, proc.Stat, <-chan struct{}) {
 	t.Helper()
+	return victimWith(t, &syscall.SysProcAttr{Setpgid: true})
+}
+
+// victimWith is victim, started with attr (Setsid: a session of its own).
+func victimWith(t *testing.T, attr *syscall.SysProcAttr) (*exec.Cmd, proc.Stat, <-chan struct{}) {
+	t.Helper()
 	cmd := exec.Command("sleep", "300")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = attr
 	require.NoError(t, cmd.Start())
 	gone := make(chan struct{})
 	go func() { cmd.Wait(); close(gone) }()

@@ -41,18 +41,7 @@ func deadProcess(t *testing.T) (int, uint64) {
 func TestRecordNamingALiveProcessWithItsStartTime(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	sleeper := exec.Command("sleep", "300")
-	sleeper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	require.NoError(t, sleeper.Start())
-	gone := make(chan struct{})
-	go func() { sleeper.Wait(); close(gone) }()
-	t.Cleanup(func() { sleeper.Process.Kill(); <-gone })
-	var st proc.Stat
-	abtest.WaitFor(t, "the sleep's /proc entry", 5*time.Second, func() bool {
-		var err error
-		st, err = proc.ReadStat(sleeper.Process.Pid)
-		return err == nil
-	})
+	_, st, gone := victimWith(t, &syscall.SysProcAttr{Setsid: true})
 	init, err := proc.ReadStat(1)
 	require.NoError(t, err)
 	supPID, supStart := deadProcess(t)
