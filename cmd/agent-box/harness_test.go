@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -48,4 +49,31 @@ func firstBytes(t *testing.T, s *abtest.Server, name string, framed bool, n int)
 		off = abtest.Num(r.Data["end_offset"])
 	}
 	return got
+}
+
+// TestRunsLeftBehindAreEndedBeforeTheStateDirGoes: runs outlive the server
+// by design, so one a test leaves behind goes on writing under its state
+// dir while t.TempDir's cleanup removes it. abtest.Connect ends them first;
+// without that, the subtest's cleanup fails with "directory not empty".
+func TestRunsLeftBehindAreEndedBeforeTheStateDirGoes(t *testing.T) {
+	t.Parallel()
+	var state string
+	ok := t.Run("leaves a writer", func(t *testing.T) {
+		state = t.TempDir()
+		s := connect(t, state)
+		junk := state + "/junk"
+		require.NoError(t, os.Mkdir(junk, 0o700))
+		s.OK("process_start", map[string]any{
+			"name":    "writer",
+			"command": `i=0; while :; do : > "$JUNK/f$i" 2>/dev/null; i=$((i+1)); done`,
+			"env":     map[string]string{"JUNK": junk},
+		})
+		abtest.WaitFor(t, "the writer's first file", 10*time.Second, func() bool {
+			_, err := os.Stat(junk + "/f1")
+			return err == nil
+		})
+	})
+	require.True(t, ok, "the subtest (and its state dir's cleanup) failed")
+	_, err := os.Stat(state)
+	require.True(t, os.IsNotExist(err), "the state dir outlived its test: %v", err)
 }

@@ -86,9 +86,11 @@ type Server struct {
 	schemas  map[string]*jsonschema.Resolved // output schemas by tool, from tools/list
 }
 
-// Connect starts binary --state-dir stateDir and opens a session.
+// Connect starts binary --state-dir stateDir and opens a session. When the
+// test ends, the runs still alive under stateDir are killed.
 func Connect(t testing.TB, binary, stateDir string) *Server {
 	t.Helper()
+	reapRunsAtCleanup(t, stateDir)
 	return ConnectCmd(t, exec.Command(binary, "--state-dir", stateDir))
 }
 

@@ -1,0 +1,68 @@
+package abtest
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agent-box/agent-box/proc"
+)
+
+// reapRunsAtCleanup ends, when the test is over, every run started under
+// stateDir that is still alive. A supervisor outlives the server by design,
+// so a run a test left behind goes on writing its run dir (its exit record,
+// the record's temp file) while t.TempDir's cleanup removes the tree, and
+// that RemoveAll fails with "directory not empty". Registered before the
+// session's Close, it runs after it (cleanups run last-in first-out) and
+// before the TempDir removal, which was registered earlier still.
+func reapRunsAtCleanup(t testing.TB, stateDir string) {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	t.Cleanup(func() { reapRuns(t, abs) })
+}
+
+// reapRuns SIGKILLs the sessions of the supervisors whose stderr (the run
+// dir's supervisor.log) lies under stateDir, and waits until they are gone.
+func reapRuns(t testing.TB, stateDir string) {
+	prefix := stateDir + string(filepath.Separator)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		procs, err := proc.Processes()
+		if err != nil {
+			t.Logf("reaping runs of %s: %v", stateDir, err)
+			return
+		}
+		sessions := map[int]bool{}
+		for _, p := range procs {
+			if p.SID == p.PID && p.PID > 1 {
+				if log, err := os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/fd/2"); err == nil && strings.HasPrefix(log, prefix) {
+					sessions[p.PID] = true
+				}
+			}
+		}
+		alive := 0
+		for _, p := range procs {
+			if sessions[p.SID] && p.PID > 1 && p.PID != os.Getpid() {
+				alive++
+				syscall.Kill(p.PID, syscall.SIGKILL)
+			}
+		}
+		if alive == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Logf("reaping runs of %s: %d process(es) still alive after 10 s", stateDir, alive)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
