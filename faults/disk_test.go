@@ -186,7 +186,7 @@ func sizesFor(t *testing.T, state, name, command, cwd string) recordSizes {
 		r := &runrecord.Record{
 			Version: runrecord.Version, Name: name, RunID: id, Command: command, Cwd: cwd,
 			CaptureMode: "combined", LogFormat: "raw", Stdin: "null", MaxLogBytes: 1 << 30,
-			BootID: boot, StartedAt: at, LogPath: store.LogPath(name, id),
+			BootID: boot, StartedAt: at, LogPath: store.LogPath(name, id), StatusOf: "shell", // command is compound
 		}
 		if step >= 1 {
 			r.SupervisorPID, r.SupervisorStartTime = min(num, 1<<22), uint64(num)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +122,65 @@ func sameZones(a, b *runrecord.Record) bool {
 	_, ao := a.StartedAt.Zone()
 	_, bo := b.StartedAt.Zone()
 	return ao == bo
+}
+
+// TestFastDecodeKnowsEveryField: a field added to Record or Exit without a
+// case in the fast decoder must not be dropped on read. The fast path
+// leaves a record with a key it does not know to encoding/json; this test
+// sets each field alone, by reflection, and requires the fast path to take
+// it and agree with encoding/json, so the new field gets its case too.
+func TestFastDecodeKnowsEveryField(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	var fill func(v reflect.Value)
+	fill = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString("x")
+		case reflect.Int, reflect.Int64:
+			v.SetInt(7)
+		case reflect.Uint64:
+			v.SetUint(7)
+		case reflect.Bool:
+			v.SetBool(true)
+		case reflect.Slice:
+			v.Set(reflect.ValueOf([]string{"a", "b"}))
+		case reflect.Map:
+			v.Set(reflect.ValueOf(map[string]string{"k": "v"}))
+		case reflect.Pointer:
+			v.Set(reflect.New(v.Type().Elem()))
+			fill(v.Elem())
+		case reflect.Struct:
+			if v.Type() == reflect.TypeOf(at) {
+				v.Set(reflect.ValueOf(at))
+				return
+			}
+			for i := range v.NumField() {
+				fill(v.Field(i))
+			}
+		default:
+			t.Fatalf("field kind %s: teach this test to fill it", v.Kind())
+		}
+	}
+	rt := reflect.TypeOf(runrecord.Record{})
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		var r runrecord.Record
+		fill(reflect.ValueOf(&r).Elem().Field(i))
+		data, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := runrecord.FastDecode(data)
+		if !ok {
+			t.Errorf("Record.%s (%s): the fast decoder does not read it; add its case", f.Name, f.Tag.Get("json"))
+			continue
+		}
+		var want runrecord.Record
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, &want) {
+			t.Errorf("Record.%s: fast decoder read %+v, encoding/json %+v", f.Name, got, &want)
+		}
+	}
 }

@@ -100,11 +100,16 @@ type Exit struct {
 // became visible. The supervisor then adds the child's pid, and later Exit
 // and the log status. Secrets never appear in a record in clear.
 type Record struct {
-	Version     int               `json:"version"`
-	Name        string            `json:"name"`
-	RunID       string            `json:"run_id"`
-	Command     string            `json:"command,omitempty"` // shell string, run with /bin/sh -c
-	Argv        []string          `json:"argv,omitempty"`    // exec'd directly when Command is empty
+	Version int      `json:"version"`
+	Name    string   `json:"name"`
+	RunID   string   `json:"run_id"`
+	Command string   `json:"command,omitempty"` // shell string, run with /bin/sh -c
+	Argv    []string `json:"argv,omitempty"`    // exec'd directly when Command is empty
+	// StatusOf says whose exit status the run reports: "program" when the
+	// shell exec'd a lone simple command (or there was no shell), "shell"
+	// when the shell stayed as the leader. Empty in records written before
+	// it existed: "shell" for a Command, "program" for Argv.
+	StatusOf    string            `json:"status_of,omitempty"`
 	Cwd         string            `json:"cwd"`
 	Env         map[string]string `json:"env,omitempty"`        // overrides given at start, redacted
 	SecretEnv   []string          `json:"secret_env,omitempty"` // names only

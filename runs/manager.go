@@ -76,6 +76,7 @@ type Run struct {
 	ExitCode    *int            `json:"exit_code"`
 	Signal      string          `json:"signal,omitempty"`
 	TimedOut    bool            `json:"timed_out,omitempty"`
+	StatusOf    string          `json:"status_of,omitempty"` // whose exit status: StatusOfProgram or StatusOfShell
 	Survivors   []int           `json:"survivors,omitempty"`
 	Command     string          `json:"command,omitempty"`
 	Argv        []string        `json:"argv,omitempty"`
@@ -248,6 +249,7 @@ func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 	}
 	run.Command = rec.Command
 	run.Argv = rec.Argv
+	run.StatusOf = statusOf(rec)
 	run.Cwd = rec.Cwd
 	run.CaptureMode = rec.CaptureMode
 	run.Stdin = rec.Stdin

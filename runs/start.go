@@ -337,8 +337,10 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 	}
 	// Resolve the program before anything touches the disk, so a typo
 	// changes nothing.
-	path, argv := "/bin/sh", []string{"/bin/sh", "-c", req.Command}
+	script, statusOf := shellScript(req.Command)
+	path, argv := "/bin/sh", []string{"/bin/sh", "-c", script}
 	if len(req.Argv) > 0 {
+		statusOf = StatusOfProgram
 		argv = req.Argv
 		var err error
 		if path, err = resolve(argv[0], req.Cwd, childEnv(&req, req.Name, "")); err != nil {
@@ -401,6 +403,7 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 		StartedAt:   now,
 		LogPath:     m.Store.LogPath(req.Name, runID),
 		SecretEnv:   secretNames,
+		StatusOf:    statusOf,
 	}
 	if req.CaptureMode == string(capture.Framed) {
 		rec.LogFormat = logframe.FormatName

@@ -16,7 +16,8 @@ const runProps = `{
   "pid": {"type": "integer"},
   "exit_code": {"type": ["integer", "null"], "description": "exit status when the process exited normally; null when it was killed by a signal or has not exited"},
   "signal": {"type": "string", "description": "signal that killed it, e.g. SIGKILL"},
-  "timed_out": {"type": "boolean"},
+  "timed_out": {"type": "boolean", "description": "the run's timeout_s killed it"},
+  "status_of": {"type": "string", "enum": ["program", "shell"], "description": "whose pid and exit status these are: the program's, or /bin/sh's for a compound command (pipes, lists, builtins)"},
   "survivors": {"type": "array", "items": {"type": "integer"}, "description": "pids of the run's processes still alive after its leader exited (its group's members, and any that left the group)"},
   "command": {"type": "string"},
   "argv": {"type": "array", "items": {"type": "string"}},
@@ -38,7 +39,7 @@ const startInput = `{
   "type": "object",
   "properties": {
     "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "Your name for the run, used by the other tools. Reusing the name of a finished run starts a new run and keeps the old one."},
-    "command": {"type": "string", "maxLength": 131072, "description": "Shell command, run with /bin/sh -c. Give this or argv."},
+    "command": {"type": "string", "maxLength": 131072, "description": "Shell command, run with /bin/sh -c. A single simple command is exec'd: pid and exit status are the program's, else the shell's (status_of). Give this or argv."},
     "argv": {"type": "array", "items": {"type": "string"}, "maxItems": 4096, "description": "Program and arguments, run without a shell. Give this or command."},
     "cwd": {"type": "string", "description": "Working directory (must exist); default: the home directory."},
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 1024, "description": "Variables set over the inherited environment."},

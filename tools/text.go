@@ -84,6 +84,9 @@ func runLine(r runs.Run) string {
 	if r.PID > 0 {
 		fmt.Fprintf(&b, " pid=%d", r.PID)
 	}
+	if r.StatusOf == runs.StatusOfShell {
+		b.WriteString(" status_of=shell")
+	}
 	if len(r.Survivors) > 0 {
 		fmt.Fprintf(&b, " survivors=%v", r.Survivors)
 	}
