@@ -272,7 +272,7 @@ type runInfo struct {
 
 type waitInfo struct {
 	Run        runInfo `json:"run"`
-	TimedOut   bool    `json:"timed_out"`
+	TimedOut   bool    `json:"wait_timed_out"`
 	OutputTail string  `json:"output_tail"`
 }
 

@@ -470,14 +470,16 @@ func (c *cmd) wait(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	for {
-		res, err := c.m.Wait(ctx, name, "", runs.MaxWaitTimeout, nil)
+		// Nobody's request timeout to fit: wait as long as a call may.
+		max := runs.MaxWaitTimeout
+		res, err := c.m.Wait(ctx, runs.WaitRequest{Names: []string{name}, Timeout: &max, Watched: true})
 		if err != nil {
 			return c.fail(err)
 		}
 		if ctx.Err() != nil {
 			return ExitError
 		}
-		if !res.TimedOut {
+		if !res.WaitTimedOut {
 			duration := "duration unknown"
 			if res.DurationKnown {
 				duration = res.Duration.Round(time.Millisecond).String()

@@ -125,7 +125,7 @@ func TestInspectorCLI(t *testing.T) {
 	// integer: a string would be refused.
 	wait := toolResult(t, inspector(t, state, "--method", "tools/call", "--tool-name", "process_wait",
 		"--tool-arg", "name=smoke", "--tool-arg", "timeout_ms=30000"))
-	require.Equal(t, false, wait["timed_out"])
+	require.Equal(t, false, wait["wait_timed_out"])
 	waited := wait["run"].(map[string]any)
 	require.Equal(t, runID, waited["run_id"])
 	require.Equal(t, "exited", waited["state"])

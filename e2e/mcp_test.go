@@ -197,7 +197,7 @@ type listOut struct {
 
 type waitOut struct {
 	Run      runInfo `json:"run"`
-	TimedOut bool    `json:"timed_out"`
+	TimedOut bool    `json:"wait_timed_out"`
 }
 
 // tailOut is tail_log's answer.

@@ -97,7 +97,7 @@ func TestFileSizeLimitStopsTheLogNotTheChild(t *testing.T) {
 			s.OK("process_start", map[string]any{"name": "big", "command": cmd, "capture_mode": mode})
 
 			w := s.OK("process_wait", map[string]any{"name": "big", "timeout_ms": 60000})
-			require.Equal(t, false, w.Data["timed_out"], "the child must not block on a full pipe: %s", w.Text)
+			require.Equal(t, false, w.Data["wait_timed_out"], "the child must not block on a full pipe: %s", w.Text)
 			run := runMap(w)
 			line := firstLine(w.Text)
 			assert.Equal(t, "exited", run["state"], line)
@@ -264,7 +264,7 @@ func TestFileSizeLimitBelowTheRecord(t *testing.T) {
 		s, state, r := start(t, func(sz recordSizes) int { return sz.withPID[1] + 1 })
 		require.False(t, r.IsError, "the records up to the pid fit: %s", r.Text)
 		w := s.OK("process_wait", map[string]any{"name": "r", "timeout_ms": 30000})
-		require.Equal(t, false, w.Data["timed_out"], "process_wait must end even though the exit cannot be recorded: %s", w.Text)
+		require.Equal(t, false, w.Data["wait_timed_out"], "process_wait must end even though the exit cannot be recorded: %s", w.Text)
 		run := runMap(w)
 		// The exit cannot be recorded, and the supervisor is gone: the
 		// honest answer is unknown, never "exited" with a made-up code and
@@ -334,7 +334,7 @@ func TestFullDiskStopsTheLogNotTheChild(t *testing.T) {
 			s := connect(t, state)
 			s.OK("process_start", map[string]any{"name": "big", "command": fmt.Sprintf("seq 1 %d; exit 9", n), "capture_mode": mode})
 			w := s.OK("process_wait", map[string]any{"name": "big", "timeout_ms": 60000})
-			require.Equal(t, false, w.Data["timed_out"], "the child must not block on a full pipe: %s", firstLine(w.Text))
+			require.Equal(t, false, w.Data["wait_timed_out"], "the child must not block on a full pipe: %s", firstLine(w.Text))
 			run := runMap(w)
 			if run["state"] == "exited" {
 				assert.Equal(t, int64(9), abtest.Num(run["exit_code"]), firstLine(w.Text))
@@ -389,7 +389,7 @@ func TestFullDiskExitRecorded(t *testing.T) {
 			cmd := `i=0; while [ $i -lt 100 ]; do printf '%0999d\n' $i; sleep 0.01; i=$((i+1)); done; exit 9`
 			s.OK("process_start", map[string]any{"name": "slow", "command": cmd, "capture_mode": mode})
 			w := s.OK("process_wait", map[string]any{"name": "slow", "timeout_ms": 60000})
-			require.Equal(t, false, w.Data["timed_out"], firstLine(w.Text))
+			require.Equal(t, false, w.Data["wait_timed_out"], firstLine(w.Text))
 			run := runMap(w)
 			line := firstLine(w.Text)
 			assert.Equal(t, "exited", run["state"], "the exit must be recorded although the log filled the disk: %s", line)

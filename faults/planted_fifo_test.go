@@ -59,7 +59,7 @@ func TestFIFOInPlaceOfALogOrRecord(t *testing.T) {
 	}
 	w := s.Call("process_wait", map[string]any{"name": "fifo", "timeout_ms": 200})
 	assert.False(t, w.IsError, w.Text)
-	assert.Equal(t, true, w.Data["timed_out"], w.Text)
+	assert.Equal(t, true, w.Data["wait_timed_out"], w.Text)
 	l := abtest.RunOf(t, s.OK("process_list", nil), "fifo")
 	assert.Equal(t, "running", l["state"])
 

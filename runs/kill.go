@@ -227,7 +227,7 @@ func (m *Manager) waitRecorded(name, runID string, d time.Duration) {
 func (m *Manager) waitUntil(name, runID string, d time.Duration, done func(Run) bool, last Run) Run {
 	deadline := time.Now().Add(d)
 	// Watch before reading, so that a record written in between wakes us.
-	watch := watchDir(m.Store.RunDir(name, runID), watchRecord)
+	watch := watchDirs(watchRecord, m.Store.RunDir(name, runID))
 	defer watch.Close()
 	for {
 		r, err := m.Get(name, runID)

@@ -64,6 +64,8 @@ type Manager struct {
 	// server that only lists and reads must not pay before its first
 	// reply. Nil means LaunchSetsid.
 	Launch func() string
+	// Waits bounds process_wait; zero fields take DefaultWaitPolicy's.
+	Waits WaitPolicy
 }
 
 // Run is one run as the tools and the CLI show it.

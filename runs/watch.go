@@ -23,14 +23,18 @@ const (
 	watchRecord = unix.IN_MOVED_TO | unix.IN_DELETE_SELF
 )
 
-func watchDir(dir string, mask uint32) *dirWatch {
+// watchDirs watches every one of dirs on one inotify instance. Without
+// one (no instances left, a dir gone) its Wait sleeps briefly instead.
+func watchDirs(mask uint32, dirs ...string) *dirWatch {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return &dirWatch{fd: -1}
 	}
-	if _, err := unix.InotifyAddWatch(fd, dir, mask); err != nil {
-		unix.Close(fd)
-		return &dirWatch{fd: -1}
+	for _, dir := range dirs {
+		if _, err := unix.InotifyAddWatch(fd, dir, mask); err != nil {
+			unix.Close(fd)
+			return &dirWatch{fd: -1}
+		}
 	}
 	return &dirWatch{fd: fd}
 }
@@ -90,8 +94,9 @@ func (w *dirWatch) Wait(ctx context.Context, d time.Duration) {
 	}
 }
 
+// Close releases the watch; a nil watch (never made) is fine.
 func (w *dirWatch) Close() {
-	if w.fd >= 0 {
+	if w != nil && w.fd >= 0 {
 		unix.Close(w.fd)
 	}
 }

@@ -141,24 +141,29 @@ const waitInput = `{
   "type": "object",
   "properties": {
     "name": {"type": "string"},
+    "names": {"type": "array", "items": {"type": "string"}, "maxItems": 64, "description": "Instead of name: return when the first of these runs ends."},
     "run_id": {"type": "string"},
-    "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 600000, "default": 60000, "description": "Give up after this long and report the run still running; call again to keep waiting."}
+    "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 600000, "default": 30000, "description": "Without a progress token at most 50000."},
+    "since_offset": {"type": "integer", "minimum": 0, "description": "Log offset you have read to: the tail starts no earlier."},
+    "survivors": {"type": "boolean", "default": false, "description": "Also wait for processes that outlive the leader."}
   },
-  "required": ["name"],
   "additionalProperties": false
 }`
 
 var waitOutput = `{"type": "object", "properties": {
   "run": ` + runSchema + `,
-  "timed_out": {"type": "boolean"},
+  "others": {"type": "array", "items": ` + runSchema + `, "description": "with names: the other runs, still going"},
+  "wait_timed_out": {"type": "boolean", "description": "this wait's bound passed with the run still going (the run's own timeout is run.timed_out)"},
+  "wait_shortened": {"type": "boolean", "description": "timeout_ms was cut to the bound for calls without a progress token"},
   "duration_ms": {"type": "integer", "description": "Run time so far, or until the exit; absent when the run's end is unknown."},
-  "output_tail": {"type": "string", "description": "The last lines of output (framed runs: stdout and stderr interleaved), at most 20 lines and 8 KiB."},
+  "output_tail": {"type": "string", "description": "The last lines of output (framed runs: stdout and stderr interleaved), at most 20 lines and 8 KiB, none before since_offset."},
   "stderr_tail": {"type": "string", "description": "Framed runs: the last lines of stderr alone."},
-  "output_tail_offset": {"type": "integer", "description": "Where output_tail begins in the log (framed: the frame holding its first byte). tail_log from offset 0 reads what comes before."},
-  "output_tail_whole": {"type": "boolean", "description": "output_tail is the run's whole output: nothing was left out."},
+  "output_tail_offset": {"type": "integer", "description": "Where output_tail begins in the log (framed: the frame holding its first byte)."},
+  "stderr_tail_offset": {"type": "integer", "description": "Framed runs: the frame holding stderr_tail's first byte."},
+  "output_tail_whole": {"type": "boolean", "description": "output_tail is all of the output past since_offset: nothing was left out."},
   "output_tail_cut": {"type": "boolean", "description": "The tail's first line is longer than the bound: only its end is shown."},
   "hint": {"type": "string"}
-}, "required": ["run", "timed_out"]}`
+}, "required": ["run", "wait_timed_out"]}`
 
 const writeInput = `{
   "type": "object",

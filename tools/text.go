@@ -62,17 +62,18 @@ func commandOf(r runs.Run) string {
 func stateOf(r runs.Run) string {
 	switch {
 	case r.Signal != "":
-		s := "exited (killed by " + r.Signal + ")"
+		s := "exited (killed by " + r.Signal
 		if r.TimedOut {
-			s += " timed out"
+			// The run's timeout_s, not a wait's: say whose.
+			s += " at its timeout_s"
 		}
-		return s
+		return s + ")"
 	case r.ExitCode != nil:
-		s := "exited (code " + strconv.Itoa(*r.ExitCode) + ")"
+		s := "exited (code " + strconv.Itoa(*r.ExitCode)
 		if r.TimedOut {
-			s += " timed out"
+			s += ", after its timeout_s"
 		}
-		return s
+		return s + ")"
 	}
 	return string(r.State)
 }
@@ -244,35 +245,66 @@ func tailText(o TailOutput) string {
 	return b.String()
 }
 
+// waitHint is the one line that says what to do next, if anything: wait
+// again, or wait for (or stop) the processes that outlived the leader.
+func waitHint(res runs.WaitResult, waited time.Duration) string {
+	switch {
+	case res.WaitTimedOut && res.Shortened:
+		return fmt.Sprintf("still running after waiting %s: a call without a progress token waits at most %s, so that the client's request timeout cannot end it first; call process_wait again to keep waiting",
+			waited, res.Bound)
+	case res.WaitTimedOut:
+		return fmt.Sprintf("still running after waiting %s; call process_wait again to keep waiting", waited)
+	case res.Run.State == "exited" && len(res.Run.Survivors) > 0:
+		return fmt.Sprintf("the leader exited but %d process(es) of the run still run (pids %s): process_wait with survivors=true waits for them, process_kill stops them",
+			len(res.Run.Survivors), joinPids(res.Run.Survivors))
+	}
+	return ""
+}
+
+func joinPids(pids []int) string {
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, " ")
+}
+
 func waitText(res runs.WaitResult, waited time.Duration) string {
 	var b strings.Builder
-	if res.TimedOut {
-		fmt.Fprintf(&b, "still running after waiting %s; call process_wait again to keep waiting\n", waited)
+	if h := waitHint(res, waited); h != "" {
+		b.WriteString(h + "\n")
 	}
 	duration := "unknown"
 	if res.DurationKnown {
 		duration = res.Duration.Round(time.Millisecond).String()
 	}
 	fmt.Fprintf(&b, "%s duration=%s\n", runLine(res.Run), duration)
+	for _, o := range res.Others {
+		fmt.Fprintf(&b, "also waited on: %s\n", runLine(o))
+	}
 	// A capped log kept the start of the output: its last lines are not
 	// the last the process wrote, which may be the ones that matter.
 	capped := ""
 	if res.Run.LogCapped {
 		capped = fmt.Sprintf(" (the log was capped at %d bytes: output past the cap was not kept, so these are not the last lines written)", res.Run.LogBytes)
 	}
-	// Say what the tail leaves out, and where to read it.
-	from := ""
-	if !res.OutputWhole {
-		from = fmt.Sprintf(", from log offset %d of %d (tail_log from offset 0 for the rest)", res.OutputFrom, res.Run.LogBytes)
+	// Say what the tail leaves out, and where to read it: from where the
+	// caller is (since_offset), not from the start it already has.
+	from := func(at int64) string {
+		if res.OutputWhole {
+			return ""
+		}
+		return fmt.Sprintf(", from log offset %d of %d (tail_log from offset %d for the rest)", at, res.Run.LogBytes, res.Since)
 	}
+	cut := ""
 	if res.OutputCut {
-		from += ", the first line cut to its end"
+		cut = ", the first line cut to its end"
 	}
 	if res.Stderr != "" {
-		fmt.Fprintf(&b, "[last lines of stderr%s%s; %d bytes follow]\n%s", capped, from, len(res.Stderr), res.Stderr)
+		fmt.Fprintf(&b, "[last lines of stderr%s%s%s; %d bytes follow]\n%s", capped, from(res.StderrFrom), cut, len(res.Stderr), res.Stderr)
 	}
 	if res.Output != "" {
-		fmt.Fprintf(&b, "[last lines of output%s%s; %d bytes follow]\n%s", capped, from, len(res.Output), res.Output)
+		fmt.Fprintf(&b, "[last lines of output%s%s%s; %d bytes follow]\n%s", capped, from(res.OutputFrom), cut, len(res.Output), res.Output)
 	}
 	return b.String()
 }

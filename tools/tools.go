@@ -99,7 +99,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.tail)
 	add("process_wait", "Wait for a process to end",
-		"Block until a run ends (up to timeout_ms, at most 10 minutes) and return its exit code or signal, duration and the last lines of output. Use this instead of polling. At the timeout it returns with timed_out true: call again to keep waiting.",
+		"Block until a run ends and return its exit code or signal, duration and last lines of output. Use this instead of polling. Send a progress token to wait up to 10 min (progress every few s); without one a call waits at most 50 s. On wait_timed_out call again.",
 		waitInput, waitOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.wait)
@@ -385,9 +385,12 @@ func tailOutput(res runs.TailResult, encoding string, lr logread.Request) TailOu
 }
 
 type waitArgs struct {
-	Name      string `json:"name"`
-	RunID     string `json:"run_id"`
-	TimeoutMS *int64 `json:"timeout_ms"`
+	Name        string   `json:"name"`
+	Names       []string `json:"names"`
+	RunID       string   `json:"run_id"`
+	TimeoutMS   *int64   `json:"timeout_ms"`
+	SinceOffset int64    `json:"since_offset"`
+	Survivors   bool     `json:"survivors"`
 }
 
 // untilGone returns ctx, cancelled also when the client goes away.
@@ -410,26 +413,34 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	timeout := 60 * time.Second
-	if a.TimeoutMS != nil {
-		timeout = time.Duration(*a.TimeoutMS) * time.Millisecond
+	wr := runs.WaitRequest{Names: a.Names, RunID: a.RunID, SinceOffset: a.SinceOffset, Survivors: a.Survivors}
+	switch {
+	case a.Name != "" && len(a.Names) > 0:
+		return fail(fmt.Errorf("%w: give name or names, not both", runs.ErrInvalid)), nil
+	case len(a.Names) == 0:
+		wr.Names = []string{a.Name} // runs says what is wrong with an empty one
 	}
-	var progress func(time.Duration)
+	if a.TimeoutMS != nil {
+		d := time.Duration(*a.TimeoutMS) * time.Millisecond
+		if *a.TimeoutMS < 0 || *a.TimeoutMS > runs.MaxWaitTimeout.Milliseconds() {
+			d = -1 // runs says what the range is
+		}
+		wr.Timeout = &d
+	}
 	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+		wr.Watched = true
 		tok := req.Params.Meta.ProgressToken
-		srv := server.ServerFromContext(ctx)
-		progress = func(elapsed time.Duration) {
-			if srv == nil {
-				return
+		if srv := server.ServerFromContext(ctx); srv != nil {
+			wr.Progress = func(elapsed time.Duration, running []string) {
+				srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+					"progressToken": tok,
+					"progress":      elapsed.Seconds(),
+					"message":       fmt.Sprintf("%s still running after %s", strings.Join(running, ", "), elapsed.Round(time.Second)),
+				})
 			}
-			srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
-				"progressToken": tok,
-				"progress":      elapsed.Seconds(),
-				"message":       fmt.Sprintf("%s still running after %s", a.Name, elapsed.Round(time.Second)),
-			})
 		}
 	}
-	if timeout > 0 {
+	if a.TimeoutMS == nil || *a.TimeoutMS > 0 {
 		release, err := h.waitSlot()
 		if err != nil {
 			return fail(err), nil
@@ -439,16 +450,27 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	ctx, cancel := h.untilGone(ctx)
 	defer cancel()
 	began := time.Now()
-	res, err := h.M.Wait(ctx, a.Name, a.RunID, timeout, progress)
+	res, err := h.M.Wait(ctx, wr)
 	if err != nil {
 		return fail(err), nil
 	}
 	// What was waited, not what was asked: a cancelled call ends early.
 	waited := time.Since(began).Round(time.Millisecond)
+	return result(waitResult(res, waited), waitText(res, waited)), nil
+}
+
+// waitResult is process_wait's structured result.
+func waitResult(res runs.WaitResult, waited time.Duration) map[string]any {
 	out := map[string]any{
-		"run":         res.Run,
-		"timed_out":   res.TimedOut,
-		"output_tail": res.Output,
+		"run":            res.Run,
+		"wait_timed_out": res.WaitTimedOut,
+		"output_tail":    res.Output,
+	}
+	if res.Shortened {
+		out["wait_shortened"] = true
+	}
+	if len(res.Others) > 0 {
+		out["others"] = res.Others
 	}
 	if res.DurationKnown {
 		out["duration_ms"] = res.Duration.Milliseconds()
@@ -462,11 +484,12 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	}
 	if res.Stderr != "" {
 		out["stderr_tail"] = res.Stderr
+		out["stderr_tail_offset"] = res.StderrFrom
 	}
-	if res.TimedOut {
-		out["hint"] = fmt.Sprintf("still running after waiting %s; call process_wait again to keep waiting", waited)
+	if h := waitHint(res, waited); h != "" {
+		out["hint"] = h
 	}
-	return result(out, waitText(res, waited)), nil
+	return out
 }
 
 type writeArgs struct {

@@ -55,8 +55,8 @@ func checkRun(run map[string]any, wantID, wantState string) error {
 // checkWait checks a process_wait result: the run ended by exiting with
 // wantExit.
 func checkWait(res map[string]any, runID string, wantExit int) error {
-	if res["timed_out"] != false {
-		return fmt.Errorf("timed_out: want false, got %v", res["timed_out"])
+	if res["wait_timed_out"] != false {
+		return fmt.Errorf("wait_timed_out: want false, got %v", res["wait_timed_out"])
 	}
 	run, _ := res["run"].(map[string]any)
 	if err := checkRun(run, runID, "exited"); err != nil {

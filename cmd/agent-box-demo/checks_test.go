@@ -50,24 +50,24 @@ func TestCheckOK(t *testing.T) {
 
 func TestCheckWait(t *testing.T) {
 	const id = "20261203T071252.373253094Z-5717c0"
-	good := `{"timed_out":false,"duration_ms":3026,"run":{"name":"demo","run_id":"` + id + `","state":"exited","exit_code":3}}`
+	good := `{"wait_timed_out":false,"duration_ms":3026,"run":{"name":"demo","run_id":"` + id + `","state":"exited","exit_code":3}}`
 	noErr(t, checkWait(obj(t, good), id, 3))
 
 	for _, tc := range []struct {
 		name, res string
 		parts     []string
 	}{
-		{"wrong exit code", `{"timed_out":false,"run":{"run_id":"` + id + `","state":"exited","exit_code":1}}`,
+		{"wrong exit code", `{"wait_timed_out":false,"run":{"run_id":"` + id + `","state":"exited","exit_code":1}}`,
 			[]string{"exit_code: want 3", "got 1"}},
-		{"no exit code", `{"timed_out":false,"run":{"run_id":"` + id + `","state":"exited","exit_code":null}}`,
+		{"no exit code", `{"wait_timed_out":false,"run":{"run_id":"` + id + `","state":"exited","exit_code":null}}`,
 			[]string{"exit_code: want 3", "got <nil>"}},
-		{"signalled", `{"timed_out":false,"run":{"run_id":"` + id + `","state":"exited","exit_code":3,"signal":"TERM"}}`,
+		{"signalled", `{"wait_timed_out":false,"run":{"run_id":"` + id + `","state":"exited","exit_code":3,"signal":"TERM"}}`,
 			[]string{"signal: want none, got TERM"}},
-		{"still running", `{"timed_out":true,"run":{"run_id":"` + id + `","state":"running","exit_code":null}}`,
-			[]string{"timed_out: want false, got true"}},
-		{"unknown", `{"timed_out":false,"run":{"run_id":"` + id + `","state":"unknown","reason":"supervisor gone","exit_code":null}}`,
+		{"still running", `{"wait_timed_out":true,"run":{"run_id":"` + id + `","state":"running","exit_code":null}}`,
+			[]string{"wait_timed_out: want false, got true"}},
+		{"unknown", `{"wait_timed_out":false,"run":{"run_id":"` + id + `","state":"unknown","reason":"supervisor gone","exit_code":null}}`,
 			[]string{`state: want "exited", got "unknown"`, "supervisor gone"}},
-		{"another run", `{"timed_out":false,"run":{"run_id":"other","state":"exited","exit_code":3}}`,
+		{"another run", `{"wait_timed_out":false,"run":{"run_id":"other","state":"exited","exit_code":3}}`,
 			[]string{"run_id: want " + id, `got "other"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantErr(t, checkWait(obj(t, tc.res), id, 3), tc.parts...) })

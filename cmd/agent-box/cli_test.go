@@ -410,7 +410,7 @@ func TestMCPWaitAndKillOnRunsStartedByCLI(t *testing.T) {
 	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "cli-sleep", "signal": "KILL"}) })
 
 	w := s.OK("process_wait", map[string]any{"name": "cli-exit", "timeout_ms": 30000})
-	assert.Equal(t, false, w.Data["timed_out"], w.Text)
+	assert.Equal(t, false, w.Data["wait_timed_out"], w.Text)
 	run := w.Data["run"].(map[string]any)
 	assert.Equal(t, exitID, run["run_id"])
 	assert.Equal(t, "exited", run["state"], w.Text)
@@ -419,14 +419,14 @@ func TestMCPWaitAndKillOnRunsStartedByCLI(t *testing.T) {
 
 	// Still running: the wait times out and says so.
 	w = s.OK("process_wait", map[string]any{"name": "cli-sleep", "timeout_ms": 0})
-	assert.Equal(t, true, w.Data["timed_out"], w.Text)
+	assert.Equal(t, true, w.Data["wait_timed_out"], w.Text)
 	assert.Equal(t, "running", w.Data["run"].(map[string]any)["state"], w.Text)
 
 	k := s.OK("process_kill", map[string]any{"name": "cli-sleep", "signal": "INT"})
 	assert.Equal(t, "SIGINT", k.Data["signal"], k.Text)
 	assert.NotEmpty(t, k.Data["signalled_groups"], k.Text)
 	w = s.OK("process_wait", map[string]any{"name": "cli-sleep", "timeout_ms": 30000})
-	assert.Equal(t, false, w.Data["timed_out"], w.Text)
+	assert.Equal(t, false, w.Data["wait_timed_out"], w.Text)
 	run = w.Data["run"].(map[string]any)
 	assert.Equal(t, sleepID, run["run_id"])
 	assert.Equal(t, "SIGINT", run["signal"], w.Text)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -54,4 +55,160 @@ func TestLoneCommandIsTheProgram(t *testing.T) {
 	assert.Equal(t, "exited", run["state"], w.Text)
 	assert.EqualValues(t, 0, run["exit_code"], w.Text)
 	assert.Nil(t, run["signal"], w.Text)
+}
+
+func runOf(t *testing.T, v any) map[string]any {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	require.True(t, ok, "not a run: %v", v)
+	return m
+}
+
+// A wait that no progress notification keeps alive is cut to a bound
+// below the clients' 60 s request timeout, and says so; one with a token
+// waits as long as asked and reports progress (issue 10). The bounds are
+// settable, so this runs in seconds; TestLongWaits runs the real ones.
+func TestWaitFitsTheClientsTimeout(t *testing.T) {
+	t.Parallel()
+	s := abtest.ConnectEnv(t, binary, t.TempDir(), "AGENT_BOX_WAIT_UNWATCHED_MS=1500", "AGENT_BOX_PROGRESS_MS=200")
+	s.OK("process_start", map[string]any{"name": "long", "argv": []any{"sleep", "60"}})
+
+	began := time.Now()
+	w := s.OK("process_wait", map[string]any{"name": "long", "timeout_ms": 60000})
+	took := time.Since(began)
+	assert.Less(t, took, 10*time.Second, "cut to the unwatched bound")
+	assert.Equal(t, true, w.Data["wait_timed_out"], w.Text)
+	assert.Equal(t, true, w.Data["wait_shortened"], w.Text)
+	assert.Equal(t, "running", runOf(t, w.Data["run"])["state"])
+	assert.Contains(t, abtest.Str(w.Data["hint"]), "progress token")
+	assert.Contains(t, w.Text, "call process_wait again")
+	assert.Empty(t, s.Progress(""), "no token, no notifications")
+
+	// Asked for less than the bound: not shortened.
+	w = s.OK("process_wait", map[string]any{"name": "long", "timeout_ms": 300})
+	assert.Equal(t, true, w.Data["wait_timed_out"])
+	assert.Nil(t, w.Data["wait_shortened"])
+
+	began = time.Now()
+	w = s.CallWithProgress("process_wait", map[string]any{"name": "long", "timeout_ms": 3000}, "tok")
+	require.False(t, w.IsError, w.Text)
+	assert.GreaterOrEqual(t, time.Since(began), 3*time.Second, "with a token the asked timeout is honoured past the unwatched bound")
+	assert.Equal(t, true, w.Data["wait_timed_out"])
+	assert.Nil(t, w.Data["wait_shortened"])
+	got := s.Progress("tok")
+	assert.GreaterOrEqual(t, len(got), 5, "progress every 200 ms for 3 s")
+	for i, p := range got {
+		assert.Contains(t, p.Message, "long still running")
+		if i > 0 {
+			assert.Greater(t, p.Progress, got[i-1].Progress, "progress must increase")
+		}
+	}
+	s.OK("process_kill", map[string]any{"name": "long", "signal": "KILL"})
+
+	// The run's own timeout and the wait's are told apart.
+	s.OK("process_start", map[string]any{"name": "capped", "argv": []any{"sleep", "30"}, "timeout_s": 1})
+	w = s.OK("process_wait", map[string]any{"name": "capped", "timeout_ms": 20000})
+	assert.Equal(t, false, w.Data["wait_timed_out"])
+	assert.Equal(t, true, runOf(t, w.Data["run"])["timed_out"])
+	assert.Contains(t, w.Text, "killed by SIGTERM at its timeout_s")
+	assert.NotContains(t, w.Text, "still running")
+}
+
+// names: the first of several runs to end answers; the others are listed
+// with their states.
+func TestWaitForTheFirstOfSeveral(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "slow", "argv": []any{"sleep", "30"}})
+	s.OK("process_start", map[string]any{"name": "quick", "command": "sleep 0.5; exit 3"})
+	w := s.OK("process_wait", map[string]any{"names": []any{"slow", "quick"}, "timeout_ms": 20000})
+	run := runOf(t, w.Data["run"])
+	assert.Equal(t, "quick", run["name"], w.Text)
+	assert.EqualValues(t, 3, run["exit_code"])
+	assert.Equal(t, false, w.Data["wait_timed_out"])
+	others := w.Data["others"].([]any)
+	require.Len(t, others, 1)
+	assert.Equal(t, "slow", runOf(t, others[0])["name"])
+	assert.Equal(t, "running", runOf(t, others[0])["state"])
+	assert.Contains(t, w.Text, "also waited on: slow")
+
+	// Nothing ends in time: wait_timed_out, every run reported.
+	s.OK("process_start", map[string]any{"name": "slow2", "argv": []any{"sleep", "30"}})
+	w = s.OK("process_wait", map[string]any{"names": []any{"slow", "slow2"}, "timeout_ms": 300})
+	assert.Equal(t, true, w.Data["wait_timed_out"])
+	assert.Len(t, w.Data["others"], 1)
+
+	for _, bad := range []map[string]any{
+		{"names": []any{"slow", "slow"}},
+		{"names": []any{"slow", "quick"}, "run_id": "x"},
+		{"names": []any{"slow", "quick"}, "since_offset": 3},
+		{"name": "slow", "names": []any{"quick"}},
+		{"names": []any{"slow", "nosuch"}},
+	} {
+		r := s.Call("process_wait", bad)
+		assert.True(t, r.IsError, "%v: %s", bad, r.Text)
+	}
+	for _, name := range []string{"slow", "slow2"} {
+		s.OK("process_kill", map[string]any{"name": name, "signal": "KILL"})
+	}
+}
+
+// since_offset: the tail starts no earlier than what the caller has read,
+// and the hint names that offset, not 0.
+func TestWaitResumesAtSinceOffset(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "count", "command": "seq 1 100"})
+	w := s.OK("process_wait", map[string]any{"name": "count", "timeout_ms": 20000})
+	assert.Equal(t, false, w.Data["output_tail_whole"])
+	assert.Contains(t, w.Text, "tail_log from offset 0 for the rest")
+
+	// The reader is at line 60: the last 20 lines start after it.
+	at := int64(len("1\n2\n3\n4\n5\n6\n7\n8\n9\n")) + 51*3 // bytes of lines 1..60
+	w = s.OK("process_wait", map[string]any{"name": "count", "since_offset": at})
+	assert.Contains(t, w.Text, fmt.Sprintf("tail_log from offset %d for the rest", at), w.Text)
+
+	// The reader is at line 95: the tail is what follows, whole.
+	at = int64(len("1\n2\n3\n4\n5\n6\n7\n8\n9\n")) + 86*3
+	w = s.OK("process_wait", map[string]any{"name": "count", "since_offset": at})
+	assert.Equal(t, "96\n97\n98\n99\n100\n", w.Data["output_tail"])
+	assert.EqualValues(t, at, w.Data["output_tail_offset"])
+	assert.Equal(t, true, w.Data["output_tail_whole"])
+	assert.NotContains(t, w.Text, "for the rest")
+}
+
+// A framed run's stderr tail has its own offset: the frame holding its
+// first line, not the interleaved tail's (which stdout written after it
+// moves later).
+func TestWaitStderrTailOffset(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "mixed", "capture_mode": "framed",
+		"command": "echo first-error >&2; sleep 0.1; seq 1 2000; sleep 0.1; echo last-error >&2"})
+	w := s.OK("process_wait", map[string]any{"name": "mixed", "timeout_ms": 20000})
+	require.Equal(t, "first-error\nlast-error\n", w.Data["stderr_tail"], w.Text)
+	off := abtest.Num(w.Data["stderr_tail_offset"])
+	assert.Less(t, off, abtest.Num(w.Data["output_tail_offset"]), "stderr's tail begins before the interleaved one")
+	r := s.OK("tail_log", map[string]any{"name": "mixed", "offset": off, "max_bytes": 64})
+	assert.True(t, strings.HasPrefix(abtest.Str(r.Data["stderr"]), "first-error\n"), "tail_log from stderr_tail_offset reads the tail's first line: %q", r.Data["stderr"])
+	assert.Contains(t, w.Text, fmt.Sprintf("[last lines of stderr, from log offset %d of", off))
+}
+
+// A leader that exits while processes of the run live on: the reply says
+// so in one line, and survivors=true waits for them.
+func TestWaitForSurvivors(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "daemon", "command": "sleep 2 >/dev/null 2>&1 & echo started"})
+	w := s.OK("process_wait", map[string]any{"name": "daemon", "timeout_ms": 20000})
+	run := runOf(t, w.Data["run"])
+	require.Equal(t, "exited", run["state"], w.Text)
+	require.Len(t, run["survivors"], 1, w.Text)
+	assert.Contains(t, abtest.Str(w.Data["hint"]), "survivors=true")
+	assert.Equal(t, 1, strings.Count(w.Text, "survivors=true"), "said once: %s", w.Text)
+
+	w = s.OK("process_wait", map[string]any{"name": "daemon", "survivors": true, "timeout_ms": 20000})
+	assert.Equal(t, false, w.Data["wait_timed_out"], w.Text)
+	assert.Empty(t, runOf(t, w.Data["run"])["survivors"], w.Text)
+	assert.Nil(t, w.Data["hint"])
 }

@@ -15,9 +15,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -132,7 +134,21 @@ func manager(stateDir string) (*runs.Manager, error) {
 		}
 		return launch
 	})
-	return &runs.Manager{Store: store, Sys: sys, Supervisor: supervisorCmd, Launch: launch}, nil
+	m := &runs.Manager{Store: store, Sys: sys, Supervisor: supervisorCmd, Launch: launch}
+	// Test knobs: a suite cannot wait 50 s to see a wait cut short.
+	m.Waits.Unwatched = envMillis("AGENT_BOX_WAIT_UNWATCHED_MS")
+	m.Waits.ProgressEvery = envMillis("AGENT_BOX_PROGRESS_MS")
+	return m, nil
+}
+
+// envMillis reads a duration in milliseconds from the environment; unset
+// or not a positive number means zero (the default).
+func envMillis(key string) time.Duration {
+	n, err := strconv.Atoi(os.Getenv(key))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Millisecond
 }
 
 func serve(m *runs.Manager) int {

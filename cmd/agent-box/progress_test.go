@@ -5,21 +5,24 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/internal/abtest"
 )
 
 // A process_wait that carries a progress token gets progress
-// notifications while it blocks (every 3 s), with increasing progress, so
-// that clients which reset their timeout on progress keep waiting; one
-// without a token gets none.
+// notifications while it blocks (every 3 s; 300 ms here), with increasing
+// progress, so that clients which reset their timeout on progress keep
+// waiting; one without a token gets none.
 func TestWaitSendsProgress(t *testing.T) {
-	s := connect(t, t.TempDir())
-	s.OK("process_start", map[string]any{"name": "slow", "argv": []any{"sleep", "7"}})
+	t.Parallel()
+	s := abtest.ConnectEnv(t, binary, t.TempDir(), "AGENT_BOX_PROGRESS_MS=300")
+	s.OK("process_start", map[string]any{"name": "slow", "argv": []any{"sleep", "1"}})
 	w := s.CallWithProgress("process_wait", map[string]any{"name": "slow", "timeout_ms": 60000}, "tok-1")
 	require.False(t, w.IsError, w.Text)
 	require.Equal(t, "exited", w.Data["run"].(map[string]any)["state"], w.Text)
 
 	got := s.Progress("tok-1")
-	require.GreaterOrEqual(t, len(got), 2, "a 7 s wait with progress every 3 s")
+	require.GreaterOrEqual(t, len(got), 2, "a 1 s wait with progress every 300 ms")
 	for i, p := range got {
 		assert.NotEmpty(t, p.Message, "notification %d says what it waits for", i)
 		if i > 0 {
@@ -27,7 +30,7 @@ func TestWaitSendsProgress(t *testing.T) {
 		}
 	}
 
-	s.OK("process_start", map[string]any{"name": "slow2", "argv": []any{"sleep", "4"}})
+	s.OK("process_start", map[string]any{"name": "slow2", "argv": []any{"sleep", "1"}})
 	s.OK("process_wait", map[string]any{"name": "slow2", "timeout_ms": 60000})
 	assert.Len(t, s.Progress(""), 0, "no token, no notifications")
 }

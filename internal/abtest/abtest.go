@@ -94,6 +94,16 @@ func Connect(t testing.TB, binary, stateDir string) *Server {
 	return ConnectCmd(t, exec.Command(binary, "--state-dir", stateDir))
 }
 
+// ConnectEnv is Connect with env (KEY=value) added to the server's
+// environment: the settings main reads (AGENT_BOX_PROGRESS_MS...).
+func ConnectEnv(t testing.TB, binary, stateDir string, env ...string) *Server {
+	t.Helper()
+	reapRunsAtCleanup(t, stateDir)
+	cmd := exec.Command(binary, "--state-dir", stateDir)
+	cmd.Env = append(os.Environ(), env...)
+	return ConnectCmd(t, cmd)
+}
+
 // ConnectCmd opens a session with the MCP server that cmd runs on its
 // stdin/stdout (agent-box itself, or ssh running it remotely).
 func ConnectCmd(t testing.TB, cmd *exec.Cmd) *Server {

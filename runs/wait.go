@@ -1,0 +1,221 @@
+package runs
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/agent-box/agent-box/outcome"
+)
+
+// WaitPolicy bounds how long one process_wait call may block. A client's
+// own request timeout ends a call that blocks past it with an error and no
+// answer at all: the official TypeScript SDK and Codex time a request out
+// after 60 s unless progress notifications keep it alive, so a wait that
+// no notification reaches is cut to Unwatched, and says so.
+type WaitPolicy struct {
+	Default       time.Duration // when timeout_ms is not given
+	Unwatched     time.Duration // at most this long without progress notifications
+	Max           time.Duration // at most this long with them
+	ProgressEvery time.Duration // how often a watched wait reports progress
+}
+
+// DefaultWaitPolicy is the policy of a Manager whose Waits is zero.
+var DefaultWaitPolicy = WaitPolicy{
+	Default:       30 * time.Second,
+	Unwatched:     50 * time.Second,
+	Max:           10 * time.Minute,
+	ProgressEvery: 3 * time.Second,
+}
+
+// MaxWaitTimeout bounds process_wait's timeout_ms.
+const MaxWaitTimeout = 10 * time.Minute
+
+// MaxWaitNames bounds the runs one process_wait waits on.
+const MaxWaitNames = 64
+
+func (m *Manager) waitPolicy() WaitPolicy {
+	p := m.Waits
+	d := DefaultWaitPolicy
+	if p.Default <= 0 {
+		p.Default = d.Default
+	}
+	if p.Unwatched <= 0 {
+		p.Unwatched = d.Unwatched
+	}
+	if p.Max <= 0 {
+		p.Max = d.Max
+	}
+	if p.ProgressEvery <= 0 {
+		p.ProgressEvery = d.ProgressEvery
+	}
+	return p
+}
+
+// bound is how long a wait may block: the asked timeout (nil: the
+// default), cut to Unwatched when no progress notification reaches the
+// client (shortened says it was).
+func (p WaitPolicy) bound(asked *time.Duration, watched bool) (d time.Duration, shortened bool, err error) {
+	d = p.Default
+	if asked != nil {
+		if *asked < 0 || *asked > p.Max {
+			return 0, false, invalid("timeout_ms must be between 0 and %d", p.Max.Milliseconds())
+		}
+		d = *asked
+	}
+	if !watched && d > p.Unwatched {
+		return p.Unwatched, asked != nil, nil
+	}
+	return d, false, nil
+}
+
+// outputSettle bounds the wait for the output to close after the exit.
+const outputSettle = 500 * time.Millisecond
+
+// WaitRequest is process_wait's arguments.
+type WaitRequest struct {
+	// Names are the runs waited on (the newest run of each); the wait ends
+	// when the first of them ends. RunID picks an older run of the only
+	// name.
+	Names []string
+	RunID string
+	// Timeout is timeout_ms; nil means the policy's default.
+	Timeout *time.Duration
+	// Watched says progress notifications reach the client (it sent a
+	// progress token), so that its request timeout does not fire while
+	// the call blocks. Progress, if not nil, sends one.
+	Watched  bool
+	Progress func(elapsed time.Duration, running []string)
+	// SinceOffset: the caller has read the log up to here; the output
+	// tail starts no earlier.
+	SinceOffset int64
+	// Survivors: a run whose leader exited is over only once the
+	// processes that outlived it are gone too.
+	Survivors bool
+}
+
+// WaitResult is what process_wait answers.
+type WaitResult struct {
+	Run Run
+	// Others are the other runs waited on, as of the answer.
+	Others []Run
+	// WaitTimedOut: the wait's bound passed with every run still going
+	// (not the run's own timeout_s, which is Run.TimedOut).
+	WaitTimedOut bool
+	// Shortened: the asked timeout was cut to the bound for clients
+	// without progress notifications; Bound is what was waited at most.
+	Shortened bool
+	Bound     time.Duration
+	Duration  time.Duration // run time so far, or until its exit; see DurationKnown
+	// DurationKnown is false for a run whose end is unknown (no exit
+	// recorded, and not running): its duration cannot be told.
+	DurationKnown bool
+	Tail
+}
+
+func (req *WaitRequest) check() error {
+	switch {
+	case len(req.Names) == 0:
+		return invalid("give name, or names to wait for the first of several runs")
+	case len(req.Names) > MaxWaitNames:
+		return invalid("names has %d runs, at most %d", len(req.Names), MaxWaitNames)
+	case len(req.Names) > 1 && req.RunID != "":
+		return invalid("run_id picks a run of one name; with names each is its newest run")
+	case len(req.Names) > 1 && req.SinceOffset != 0:
+		return invalid("since_offset is an offset in one run's log; give it with name, not names")
+	case req.SinceOffset < 0:
+		return invalid("since_offset %d is negative; pass a previous answer's end_offset", req.SinceOffset)
+	}
+	for i, n := range req.Names {
+		if slices.Contains(req.Names[:i], n) {
+			return invalid("names lists %q twice", n)
+		}
+	}
+	return nil
+}
+
+// over reports whether waiting for run is over.
+func (req *WaitRequest) over(run Run) bool {
+	if req.Survivors && run.State == outcome.Exited && len(run.Survivors) > 0 {
+		return false
+	}
+	return run.Ended()
+}
+
+// Wait blocks until the first of the runs ends, the bound passes or ctx
+// is done (cancel, client gone, shutdown).
+func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error) {
+	if err := req.check(); err != nil {
+		return WaitResult{}, err
+	}
+	pol := m.waitPolicy()
+	bound, shortened, err := pol.bound(req.Timeout, req.Watched)
+	if err != nil {
+		return WaitResult{}, err
+	}
+	rs := make([]Run, len(req.Names))
+	dirs := make([]string, len(req.Names))
+	for i, name := range req.Names {
+		if rs[i], err = m.Get(name, req.RunID); err != nil {
+			return WaitResult{}, err
+		}
+		dirs[i] = m.Store.RunDir(rs[i].Name, rs[i].RunID)
+	}
+	start := time.Now()
+	deadline := start.Add(bound)
+	nextProgress := start.Add(pol.ProgressEvery)
+	var watch *dirWatch
+	defer func() { watch.Close() }()
+	ended := slices.IndexFunc(rs, req.over)
+	for ended < 0 {
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			break
+		}
+		if watch == nil {
+			watch = watchDirs(watchRecord, dirs...)
+		} else {
+			watch.Wait(ctx, min(left, time.Until(nextProgress)))
+		}
+		if req.Progress != nil && !time.Now().Before(nextProgress) {
+			req.Progress(time.Since(start), req.Names)
+			nextProgress = time.Now().Add(pol.ProgressEvery)
+		}
+		for i := range rs {
+			if rs[i], err = m.Get(rs[i].Name, rs[i].RunID); err != nil {
+				return WaitResult{}, err
+			}
+		}
+		ended = slices.IndexFunc(rs, req.over)
+	}
+	res := WaitResult{WaitTimedOut: ended < 0, Shortened: shortened, Bound: bound}
+	if ended < 0 {
+		ended = 0
+	}
+	run := rs[ended]
+	// The exit is recorded before the output is drained; give the
+	// supervisor a moment so that the answer can say the log is complete.
+	// A descendant that keeps the output open does not hold us longer.
+	for settle := time.Now().Add(outputSettle); run.Ended() && !run.LogFinal() && time.Now().Before(settle) && ctx.Err() == nil; {
+		if watch == nil {
+			watch = watchDirs(watchRecord, dirs[ended])
+		}
+		watch.Wait(ctx, time.Until(settle))
+		if run, err = m.Get(run.Name, run.RunID); err != nil {
+			return WaitResult{}, err
+		}
+	}
+	res.Run = run
+	res.Others = slices.Delete(slices.Clone(rs), ended, ended+1)
+	if run.StartedAt != nil && (run.FinishedAt != nil || run.State == outcome.Running) {
+		end := time.Now()
+		if run.FinishedAt != nil {
+			end = *run.FinishedAt
+		}
+		res.Duration, res.DurationKnown = end.Sub(*run.StartedAt), true
+	}
+	if run.rec != nil {
+		res.Tail = outputTail(run, req.SinceOffset)
+	}
+	return res, nil
+}
