@@ -203,6 +203,10 @@ func NewRunID(t time.Time) string {
 	return t.UTC().Format(runIDTimeLayout) + "-" + hex.EncodeToString(b[:])
 }
 
+// RunIDAt is the time part of the run ids made at t: ids made at t or
+// later sort at or after it.
+func RunIDAt(t time.Time) string { return t.UTC().Format(runIDTimeLayout) }
+
 const (
 	runIDTimeLayout = "20060102T150405.000000000Z"
 	runIDRandBytes  = 3

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
+	"time"
 
+	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/runrecord"
 )
 
@@ -25,13 +28,60 @@ type ListQuery struct {
 	All    bool   // every run of each name, not only the newest
 	Limit  int    // at most this many runs; 0 = DefaultListLimit
 	Before string // only runs whose run id sorts before this one (older)
+	State  string // only runs in this state: running, exited or unknown
+	// ChangedSince is a cursor of an earlier answer: only the runs that
+	// started or ended since it was issued, every one of them. It is
+	// given alone.
+	ChangedSince string
 }
 
 // Page is one answer of ListPage.
 type Page struct {
-	Runs       []Run  // sorted by name, then run id
+	Runs       []Run  // the newest first
 	Total      int    // runs matching the query, in this page or not; a name that cannot be listed counts as one (see ListPage)
 	NextBefore string // pass as Before for the next, older page; "" when none
+	Cursor     string // pass as ChangedSince to learn what changed since this answer
+}
+
+func (q *ListQuery) check() error {
+	if q.ChangedSince != "" && (q.Name != "" || q.All || q.Limit != 0 || q.Before != "" || q.State != "") {
+		return invalid("changed_since lists every run that changed, of every name; give it alone")
+	}
+	if q.Name != "" {
+		if err := runrecord.ValidName(q.Name); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	if q.Before != "" {
+		if err := runrecord.ValidRunID(q.Before); err != nil {
+			return fmt.Errorf("%w: before: %w", ErrInvalid, err)
+		}
+	}
+	switch q.State {
+	case "", string(outcome.Running), string(outcome.Exited), string(outcome.Unknown):
+	default:
+		return invalid("state %s is not one of running, exited, unknown", quoteShort(q.State))
+	}
+	switch {
+	case q.Limit == 0:
+		q.Limit = DefaultListLimit
+	case q.Limit < 0 || q.Limit > MaxListLimit:
+		return invalid("limit %d is out of range 1..%d", q.Limit, MaxListLimit)
+	}
+	return nil
+}
+
+// age sorts a run among others by when it started: its run id, or for a
+// name that cannot be listed brokenNameID.
+func age(r Run) string {
+	if r.RunID == "" {
+		return brokenNameID(r.Name)
+	}
+	return r.RunID
+}
+
+func newestFirst(rs []Run) {
+	sort.SliceStable(rs, func(i, j int) bool { return age(rs[i]) > age(rs[j]) })
 }
 
 // ListPage lists the newest Limit runs that match q. Only the chosen runs'
@@ -47,21 +97,12 @@ type Page struct {
 // page among themselves by that id, which depends on the name alone and so
 // holds while other names break or are mended between calls.
 func (m *Manager) ListPage(q ListQuery) (Page, error) {
-	if q.Name != "" {
-		if err := runrecord.ValidName(q.Name); err != nil {
-			return Page{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
+	if err := q.check(); err != nil {
+		return Page{}, err
 	}
-	if q.Before != "" {
-		if err := runrecord.ValidRunID(q.Before); err != nil {
-			return Page{}, fmt.Errorf("%w: before: %w", ErrInvalid, err)
-		}
-	}
-	switch {
-	case q.Limit == 0:
-		q.Limit = DefaultListLimit
-	case q.Limit < 0 || q.Limit > MaxListLimit:
-		return Page{}, invalid("limit %d is out of range 1..%d", q.Limit, MaxListLimit)
+	at := time.Now() // before anything is read: see cursor
+	if q.ChangedSince != "" {
+		return m.changes(q.ChangedSince, at)
 	}
 	index, err := m.Store.Index(q.Name)
 	if err != nil {
@@ -70,16 +111,11 @@ func (m *Manager) ListPage(q ListQuery) (Page, error) {
 		}
 		return Page{}, err
 	}
-	type key struct{ name, id string } // id "": a name that cannot be listed
-	type aged struct {
-		key
-		at string // sorts it by age: the run id, or brokenNameID
-	}
 	var keys []aged
 	for _, nr := range index {
 		if nr.Err != nil {
 			if at := brokenNameID(nr.Name); q.Before == "" || at < q.Before {
-				keys = append(keys, aged{key{nr.Name, ""}, at})
+				keys = append(keys, aged{runKeyOf{nr.Name, ""}, at})
 			}
 			continue
 		}
@@ -89,49 +125,125 @@ func (m *Manager) ListPage(q ListQuery) (Page, error) {
 		}
 		for _, id := range ids {
 			if q.Before == "" || id < q.Before {
-				keys = append(keys, aged{key{nr.Name, id}, id})
+				keys = append(keys, aged{runKeyOf{nr.Name, id}, id})
 			}
 		}
 	}
-	page := Page{Total: len(keys)}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].at < keys[j].at })
-	if len(keys) > q.Limit {
-		keys = keys[len(keys)-q.Limit:]
-		page.NextBefore = keys[0].at
+	var page Page
+	if q.State == "" {
+		// Chosen from the listings alone: only the page's records are read.
+		page.Total = len(keys)
+		if len(keys) > q.Limit {
+			keys = keys[len(keys)-q.Limit:]
+			page.NextBefore = keys[0].at
+		}
+		if page.Runs, err = m.readKeys(q.Name, keys); err != nil {
+			return Page{}, err
+		}
+	} else {
+		// A state is known only from the record and the live system:
+		// every candidate is read.
+		rs, err := m.readKeys(q.Name, keys)
+		if err != nil {
+			return Page{}, err
+		}
+		page.Runs = slices.DeleteFunc(rs, func(r Run) bool { return string(r.State) != q.State })
+		page.Total = len(page.Runs)
+		if len(page.Runs) > q.Limit {
+			newestFirst(page.Runs)
+			page.Runs = page.Runs[:q.Limit]
+			page.NextBefore = age(page.Runs[q.Limit-1])
+		}
 	}
-	want := make(map[key]bool, len(keys))
+	newestFirst(page.Runs)
+	// The page is all there is: its cursor knows every running run.
+	whole := q.Name == "" && q.All && q.State == "" && page.NextBefore == "" &&
+		!slices.ContainsFunc(page.Runs, func(r Run) bool { return r.RunID == "" }) // a name that cannot be listed may hide running runs
+	c := &cursor{At: at, Boot: bootKey(m.Sys.BootID()), Full: whole, Open: map[uint64]bool{}, Done: map[uint64]bool{}}
+	for _, r := range page.Runs {
+		c.note(r)
+	}
+	page.Cursor = c.String()
+	return page, nil
+}
+
+type runKeyOf struct{ name, id string } // id "": a name that cannot be listed
+
+type aged struct {
+	runKeyOf
+	at string // sorts it by age: the run id, or brokenNameID
+}
+
+// readKeys reads and views the runs of keys (of name, or of every name).
+func (m *Manager) readKeys(name string, keys []aged) ([]Run, error) {
+	want := make(map[runKeyOf]bool, len(keys))
 	names := make(map[string]bool)
 	for _, k := range keys {
-		want[k.key] = true
+		want[k.runKeyOf] = true
 		names[k.name] = true
 	}
-	entries, err := m.Store.ListWhere(q.Name, func(name, id string) bool {
+	entries, err := m.Store.ListWhere(name, func(name, id string) bool {
 		if id == "" {
 			// The name cannot be listed: shown if this page holds it,
 			// or holds runs of it (it broke since Index).
 			return names[name]
 		}
-		return want[key{name, id}]
+		return want[runKeyOf{name, id}]
 	})
 	switch {
 	case err == nil:
 	case errors.Is(err, runrecord.ErrNotFound):
-		return Page{}, fmt.Errorf("%w: no run named %q", ErrNotFound, q.Name)
-	case q.Name != "":
-		// q.Name's directory cannot be listed: one entry saying why, as
-		// a listing of every name shows it, if this page holds it.
+		return nil, fmt.Errorf("%w: no run named %q", ErrNotFound, name)
+	case name != "":
+		// name's directory cannot be listed: one entry saying why, as a
+		// listing of every name shows it, if this page holds it.
 		entries = nil
-		if names[q.Name] {
-			entries = []runrecord.Entry{{Name: q.Name, Err: err}}
+		if names[name] {
+			entries = []runrecord.Entry{{Name: name, Err: err}}
 		}
 	default:
+		return nil, err
+	}
+	return m.viewAll(entries), nil
+}
+
+func (m *Manager) viewAll(entries []runrecord.Entry) []Run {
+	idx := &procIndex{sys: m.Sys, bulk: len(entries) > bulkProbe}
+	rs := make([]Run, 0, len(entries))
+	for _, e := range entries {
+		rs = append(rs, m.view(e, idx))
+	}
+	return rs
+}
+
+// changes lists the runs that started or ended since the cursor s was
+// issued, and a cursor that knows every running run. A cursor that knew
+// every running run already needs only those and the recent ones read.
+func (m *Manager) changes(s string, at time.Time) (Page, error) {
+	c, err := parseCursor(s)
+	if err != nil {
+		return Page{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	recent := runrecord.RunIDAt(c.At.Add(-cursorLag))
+	entries, err := m.Store.ListWhere("", func(name, id string) bool {
+		return id != "" && (!c.Full || id >= recent || c.Open[runKey(name, id)])
+	})
+	if err != nil {
 		return Page{}, err
 	}
-	idx := &procIndex{sys: m.Sys, bulk: len(entries) > bulkProbe}
-	page.Runs = make([]Run, 0, len(entries))
-	for _, e := range entries {
-		page.Runs = append(page.Runs, m.view(e, idx))
+	boot := bootKey(m.Sys.BootID())
+	next := &cursor{At: at, Boot: boot, Full: true, Open: map[uint64]bool{}, Done: map[uint64]bool{}}
+	page := Page{Runs: []Run{}}
+	for _, r := range m.viewAll(entries) {
+		if c.changed(r, boot) {
+			page.Runs = append(page.Runs, r)
+		}
+		next.note(r)
 	}
+	newestFirst(page.Runs)
+	page.Total = len(page.Runs)
+	page.Cursor = next.String()
 	return page, nil
 }
 

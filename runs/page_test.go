@@ -109,10 +109,16 @@ func TestListPageBrokenNamesPagedAsNewest(t *testing.T) {
 	assert.Empty(t, p.NextBefore)
 	require.Len(t, p.Runs, 10)
 	var names []string
-	for _, r := range p.Runs {
+	for i, r := range p.Runs {
 		names = append(names, r.Name)
+		if i > 0 {
+			assert.Greater(t, age(p.Runs[i-1]), age(r), "newest first")
+		}
 	}
-	assert.Equal(t, []string{"n0", "n0", "n0", "n1", "n1", "n2", "n2", "xx", "yy", "zz"}, names, "sorted by name")
+	assert.ElementsMatch(t, []string{"n0", "n0", "n0", "n1", "n1", "n2", "n2", "xx", "yy", "zz"}, names)
+	for _, r := range p.Runs[:3] {
+		assert.Contains(t, []string{"xx", "yy", "zz"}, r.Name, "names that cannot be listed sort as the newest")
+	}
 
 	for _, all := range []bool{true, false} {
 		runs := len(ids)

@@ -169,19 +169,8 @@ func (req *StartRequest) normalize() error {
 	if len(req.Argv) > 0 && req.Argv[0] == "" {
 		return invalid("argv[0] is empty")
 	}
-	if req.Cwd == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return invalid("no cwd given and no home directory: %v", err)
-		}
-		req.Cwd = home
-	}
-	if !filepath.IsAbs(req.Cwd) {
-		abs, err := filepath.Abs(req.Cwd)
-		if err != nil {
-			return invalid("cwd %q: %v", req.Cwd, err)
-		}
-		req.Cwd = abs
+	if err := req.resolveCwd(); err != nil {
+		return err
 	}
 	fi, err := os.Stat(req.Cwd)
 	if err != nil {
@@ -227,6 +216,25 @@ func (req *StartRequest) normalize() error {
 	case req.MaxLogBytes < 0 || req.MaxLogBytes > MaxMaxLogBytes:
 		return invalid("max_log_bytes %d is out of range 1..%d", req.MaxLogBytes, MaxMaxLogBytes)
 	}
+	return nil
+}
+
+// resolveCwd makes req.Cwd absolute the way a shell in the home directory
+// would: empty is the home directory, "~" and "~/..." expand to it, and a
+// relative path is taken from it. Not from agent-box's own cwd, which is
+// wherever ssh started it and means nothing to the agent.
+func (req *StartRequest) resolveCwd() error {
+	if filepath.IsAbs(req.Cwd) {
+		return nil
+	}
+	if strings.HasPrefix(req.Cwd, "~") && req.Cwd != "~" && !strings.HasPrefix(req.Cwd, "~/") {
+		return invalid("cwd %s: only ~ and ~/ are expanded (another user's home, ~user, is not); give an absolute path", quoteShort(req.Cwd))
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return invalid("cwd %s is relative to the home directory, and there is none: %v", quoteShort(req.Cwd), err)
+	}
+	req.Cwd = filepath.Join(home, strings.TrimPrefix(strings.TrimPrefix(req.Cwd, "~"), "/"))
 	return nil
 }
 

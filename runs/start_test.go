@@ -98,3 +98,25 @@ func TestFailedStartAgreesWithTheList(t *testing.T) {
 	require.NotEqual(t, outcome.Running, run.State, "process_start failed, yet the run reads %s/%s", run.State, run.Reason)
 	require.False(t, run.Verdict.MayBeAlive, "the name stays in use after a failed start")
 }
+
+func TestCwdResolvesAgainstHome(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, c := range []struct{ cwd, want string }{
+		{"", home},
+		{"~", home},
+		{"~/src/app", home + "/src/app"},
+		{"src/app", home + "/src/app"},
+		{"./src/../src/app", home + "/src/app"},
+		{"/abs/path", "/abs/path"},
+	} {
+		req := StartRequest{Cwd: c.cwd}
+		if err := req.resolveCwd(); err != nil || req.Cwd != c.want {
+			t.Errorf("cwd %q: got %q, %v; want %q", c.cwd, req.Cwd, err, c.want)
+		}
+	}
+	req := StartRequest{Cwd: "~root/x"}
+	if err := req.resolveCwd(); err == nil {
+		t.Errorf("~root/x was accepted as %q", req.Cwd)
+	}
+}

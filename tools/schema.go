@@ -41,7 +41,7 @@ const startInput = `{
     "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "Your name for the run, used by the other tools. Reusing the name of a finished run starts a new run and keeps the old one."},
     "command": {"type": "string", "maxLength": 131072, "description": "Shell command, run with /bin/sh -c. A single simple command is exec'd: pid and exit status are the program's, else the shell's (status_of). Give this or argv."},
     "argv": {"type": "array", "items": {"type": "string"}, "maxItems": 4096, "description": "Program and arguments, run without a shell. Give this or command."},
-    "cwd": {"type": "string", "description": "Working directory (must exist); default: the home directory."},
+    "cwd": {"type": "string", "description": "Working directory (must exist): absolute, or from the home directory (the default; ~ works)."},
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 1024, "description": "Variables set over the inherited environment."},
     "secret_env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 64, "description": "Variables whose values are masked as [redacted] in the log, tail_log, process_list and the record."},
     "capture_mode": {"type": "string", "enum": ["combined", "framed"], "default": "combined", "description": "combined: one byte stream as a terminal shows it, in the exact order written. framed: stdout and stderr kept apart, each byte-exact (tail_log returns them separately); writes to the two that come close together may swap places in the interleaved view."},
@@ -61,7 +61,9 @@ const listInput = `{
     "name": {"type": "string", "description": "Only runs of this name."},
     "all": {"type": "boolean", "default": false, "description": "Include older runs of each name, not only the newest."},
     "limit": {"type": "integer", "minimum": 1, "maximum": 100000, "default": 100, "description": "At most this many runs, the newest."},
-    "before": {"type": "string", "description": "Only runs older than this run id: pass the previous answer's next_before to page on."}
+    "before": {"type": "string", "description": "Only runs older than this run id: pass the previous answer's next_before to page on."},
+    "state": {"type": "string", "enum": ["running", "exited", "unknown"]},
+    "changed_since": {"type": "string", "description": "A cursor from an earlier answer. Give it alone."}
   },
   "additionalProperties": false
 }`
@@ -69,8 +71,9 @@ const listInput = `{
 var listOutput = `{"type": "object", "properties": {
   "runs": {"type": "array", "items": ` + runSchema + `},
   "total": {"type": "integer", "description": "Runs matching, in this answer or not."},
-  "next_before": {"type": "string", "description": "More, older runs exist: pass this as before."}
-}, "required": ["runs", "total"]}`
+  "next_before": {"type": "string", "description": "More, older runs exist: pass this as before."},
+  "cursor": {"type": "string", "description": "pass as changed_since to list the runs that started or ended after this answer"}
+}, "required": ["runs", "total", "cursor"]}`
 
 const killInput = `{
   "type": "object",

@@ -123,10 +123,16 @@ func runLine(r runs.Run) string {
 // is no place for ten thousand lines.
 const listTextMax = 50
 
-func listText(page runs.Page) string {
+func listText(page runs.Page, changes bool) string {
+	// The cursor is for the next call; a model that reads only the text
+	// must still find it.
+	cursor := "\ncursor=" + page.Cursor + " (process_list changed_since=cursor lists what starts or ends after this)"
 	rs := page.Runs
+	if len(rs) == 0 && changes {
+		return "no run started or ended since that cursor" + cursor
+	}
 	if len(rs) == 0 {
-		return "no runs"
+		return "no runs" + cursor
 	}
 	shown := rs
 	var b strings.Builder
@@ -142,7 +148,11 @@ func listText(page runs.Page) string {
 		fmt.Fprintf(&b, "%d runs (running %d, exited %d, unknown %d); %d below: every running or unknown one first, then the newest; all of them in structured content:\n",
 			len(rs), counts["running"], counts["exited"], counts["unknown"], len(shown))
 	} else {
-		fmt.Fprintf(&b, "%d run(s):\n", len(rs))
+		what := "run(s)"
+		if changes {
+			what = "run(s) started or ended since that cursor"
+		}
+		fmt.Fprintf(&b, "%d %s:\n", len(rs), what)
 	}
 	for i, r := range shown {
 		if i > 0 {
@@ -150,12 +160,13 @@ func listText(page runs.Page) string {
 		}
 		b.WriteString(runLine(r))
 	}
+	b.WriteString(cursor)
 	return b.String()
 }
 
 // worthShowing picks n of rs for the text: the runs that are not over
 // (running, or unknown and worth a look) before any exited one, then the
-// newest. They keep rs's order (by name, then run id).
+// newest. They keep rs's order (the newest first).
 func worthShowing(rs []runs.Run, n int) []runs.Run {
 	idx := make([]int, len(rs))
 	for i := range idx {

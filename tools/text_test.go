@@ -56,7 +56,7 @@ func TestListTextShowsRunningRunsFirst(t *testing.T) {
 		rs = append(rs, runs.Run{Name: fmt.Sprintf("job-%03d", i), RunID: fmt.Sprintf("20260101T000000.%09dZ-000000", i), State: "exited"})
 	}
 	rs = append([]runs.Run{{Name: "aaa", RunID: "20250101T000000.000000000Z-000000", State: "running"}}, rs...)
-	text := listText(runs.Page{Runs: rs, Total: len(rs)})
+	text := listText(runs.Page{Runs: rs, Total: len(rs)}, false)
 	assert.Contains(t, text, "aaa run_id=", "the running run, oldest and first by name")
 	assert.Contains(t, text, "job-299 ", "the newest")
 	assert.NotContains(t, text, "job-249 ", "older than the newest 49")

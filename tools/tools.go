@@ -84,7 +84,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
 		h.start)
 	add("process_list", "List processes",
-		"List runs with their true state (running, exited with code or signal, or unknown and why), read from disk: also runs started by earlier connections. Only the newest run of each name unless all is true; at most limit runs (default 100, the newest), older ones with before = the answer's next_before.",
+		"List runs, newest first, with their true state (running, exited with code or signal, or unknown and why), read from disk: also runs of earlier connections. Only the newest run of each name unless all; at most limit (default 100), older with before = next_before. Keep the cursor: changed_since=cursor lists only the runs that started or ended since, also after a reconnect.",
 		listInput, listOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.list)
@@ -205,10 +205,12 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 }
 
 type listArgs struct {
-	Name   string `json:"name"`
-	All    bool   `json:"all"`
-	Limit  *int   `json:"limit"`
-	Before string `json:"before"`
+	Name         string `json:"name"`
+	All          bool   `json:"all"`
+	Limit        *int   `json:"limit"`
+	Before       string `json:"before"`
+	State        string `json:"state"`
+	ChangedSince string `json:"changed_since"`
 }
 
 func (h *Handlers) list(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -223,15 +225,15 @@ func (h *Handlers) list(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		}
 		limit = *a.Limit
 	}
-	page, err := h.M.ListPage(runs.ListQuery{Name: a.Name, All: a.All, Limit: limit, Before: a.Before})
+	page, err := h.M.ListPage(runs.ListQuery{Name: a.Name, All: a.All, Limit: limit, Before: a.Before, State: a.State, ChangedSince: a.ChangedSince})
 	if err != nil {
 		return fail(err), nil
 	}
-	out := map[string]any{"runs": page.Runs, "total": page.Total}
+	out := map[string]any{"runs": page.Runs, "total": page.Total, "cursor": page.Cursor}
 	if page.NextBefore != "" {
 		out["next_before"] = page.NextBefore
 	}
-	return result(out, listText(page)), nil
+	return result(out, listText(page, a.ChangedSince != "")), nil
 }
 
 type killArgs struct {

@@ -159,8 +159,9 @@ func TestNameReuseKeepsOldRun(t *testing.T) {
 	l := s.OK("process_list", map[string]any{"all": true})
 	runs := l.Data["runs"].([]any)
 	require.Len(t, runs, 2, l.Text)
-	first := runs[0].(map[string]any)
-	second := runs[1].(map[string]any)
+	// Newest first.
+	first := runs[1].(map[string]any)
+	second := runs[0].(map[string]any)
 	assert.Less(t, abtest.Str(first["run_id"]), abtest.Str(second["run_id"]))
 	r1 := s.OK("tail_log", map[string]any{"name": "job", "run_id": first["run_id"]})
 	r2 := s.OK("tail_log", map[string]any{"name": "job"})

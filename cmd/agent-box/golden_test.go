@@ -34,6 +34,7 @@ func normalize(s, state string) string {
 		{`"duration_ms": \d+`, `"duration_ms": "$$DUR"`},
 		{`duration=[0-9.]+m?s`, "duration=$$DUR"},
 		{`"version": "[^"]*"`, `"version": "$$VERSION"`},
+		{`c1\.[A-Za-z0-9_-]+`, "$$CURSOR"},
 	} {
 		s = regexp.MustCompile(r.re).ReplaceAllString(s, r.repl)
 	}

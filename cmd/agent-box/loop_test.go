@@ -212,3 +212,128 @@ func TestWaitForSurvivors(t *testing.T) {
 	assert.Empty(t, runOf(t, w.Data["run"])["survivors"], w.Text)
 	assert.Nil(t, w.Data["hint"])
 }
+
+func names(t *testing.T, r abtest.Result) []string {
+	t.Helper()
+	var out []string
+	for _, v := range r.Data["runs"].([]any) {
+		out = append(out, abtest.Str(runOf(t, v)["name"]))
+	}
+	return out
+}
+
+// The exit inbox: a cursor from any answer lists, with changed_since,
+// exactly the runs that started or ended after it, also those that ended
+// while no agent-box was alive, each once.
+func TestChangedSinceAcrossReconnects(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	s1 := connect(t, state)
+	s1.OK("process_start", map[string]any{"name": "brief", "command": "sleep 1"})
+	s1.OK("process_start", map[string]any{"name": "server", "argv": []any{"sleep", "30"}})
+	s1.OK("process_start", map[string]any{"name": "done-before", "argv": []any{"true"}})
+	s1.OK("process_wait", map[string]any{"name": "done-before"})
+	c0 := abtest.Str(s1.OK("process_list", nil).Data["cursor"])
+	require.NotEmpty(t, c0)
+	s1.Close()
+
+	// brief ends while no server is alive: its supervisor records it.
+	abtest.WaitFor(t, "brief's exit to be recorded", 20*time.Second, func() bool {
+		b, _ := os.ReadFile(findRecord(t, state, "brief"))
+		return strings.Contains(string(b), `"exit"`)
+	})
+
+	s2 := connect(t, state)
+	r := s2.OK("process_list", map[string]any{"changed_since": c0})
+	assert.Equal(t, []string{"brief"}, names(t, r), r.Text)
+	assert.Equal(t, "exited", runOf(t, r.Data["runs"].([]any)[0])["state"])
+	assert.Contains(t, r.Text, "started or ended since that cursor")
+	c1 := abtest.Str(r.Data["cursor"])
+
+	s2.OK("process_start", map[string]any{"name": "later", "argv": []any{"true"}})
+	s2.OK("process_wait", map[string]any{"name": "later"})
+	s2.OK("process_kill", map[string]any{"name": "server", "signal": "KILL"})
+	s2.OK("process_wait", map[string]any{"name": "server"})
+	r = s2.OK("process_list", map[string]any{"changed_since": c1})
+	assert.Equal(t, []string{"later", "server"}, names(t, r), "newest first, brief not again: %s", r.Text)
+	c2 := abtest.Str(r.Data["cursor"])
+
+	r = s2.OK("process_list", map[string]any{"changed_since": c2})
+	assert.Empty(t, r.Data["runs"], r.Text)
+	assert.Contains(t, r.Text, "no run started or ended since that cursor")
+
+	// A run that starts is news once, and its end once more.
+	s2.OK("process_start", map[string]any{"name": "slow", "argv": []any{"sleep", "30"}})
+	r = s2.OK("process_list", map[string]any{"changed_since": abtest.Str(r.Data["cursor"])})
+	assert.Equal(t, []string{"slow"}, names(t, r))
+	c3 := abtest.Str(r.Data["cursor"])
+	r = s2.OK("process_list", map[string]any{"changed_since": c3})
+	assert.Empty(t, r.Data["runs"], "still running: no news")
+	s2.OK("process_kill", map[string]any{"name": "slow", "signal": "KILL"})
+	s2.OK("process_wait", map[string]any{"name": "slow"})
+	r = s2.OK("process_list", map[string]any{"changed_since": abtest.Str(r.Data["cursor"])})
+	assert.Equal(t, []string{"slow"}, names(t, r))
+
+	for _, bad := range []map[string]any{
+		{"changed_since": "nonsense"},
+		{"changed_since": "c1.AAAA"},
+		{"changed_since": c0, "name": "slow"},
+		{"changed_since": c0, "state": "running"},
+	} {
+		r := s2.Call("process_list", bad)
+		assert.True(t, r.IsError, "%v: %s", bad, r.Text)
+	}
+}
+
+// findRecord is the record.json of the newest run of name.
+func findRecord(t *testing.T, state, name string) string {
+	t.Helper()
+	ents, err := os.ReadDir(state + "/runs/" + name)
+	require.NoError(t, err)
+	last := ""
+	for _, e := range ents {
+		if e.IsDir() && e.Name() > last {
+			last = e.Name()
+		}
+	}
+	return state + "/runs/" + name + "/" + last + "/record.json"
+}
+
+// state filters the listing; runs come newest first.
+func TestListByState(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "a", "argv": []any{"true"}})
+	s.OK("process_wait", map[string]any{"name": "a"})
+	s.OK("process_start", map[string]any{"name": "b", "argv": []any{"sleep", "30"}})
+	s.OK("process_start", map[string]any{"name": "c", "argv": []any{"false"}})
+	s.OK("process_wait", map[string]any{"name": "c"})
+	assert.Equal(t, []string{"c", "b", "a"}, names(t, s.OK("process_list", nil)))
+	assert.Equal(t, []string{"b"}, names(t, s.OK("process_list", map[string]any{"state": "running"})))
+	r := s.OK("process_list", map[string]any{"state": "exited", "limit": 1})
+	assert.Equal(t, []string{"c"}, names(t, r))
+	assert.EqualValues(t, 2, r.Data["total"])
+	r = s.OK("process_list", map[string]any{"state": "exited", "before": r.Data["next_before"]})
+	assert.Equal(t, []string{"a"}, names(t, r))
+	assert.True(t, s.Call("process_list", map[string]any{"state": "dead"}).IsError)
+	s.OK("process_kill", map[string]any{"name": "b", "signal": "KILL"})
+}
+
+// A relative cwd is taken from the home directory, not from wherever ssh
+// started agent-box; ~ expands.
+func TestRelativeCwdIsFromHome(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	require.NoError(t, os.MkdirAll(home+"/src/app", 0o755))
+	s := abtest.ConnectEnv(t, binary, t.TempDir(), "HOME="+home)
+	for i, cwd := range []string{"src/app", "~/src/app", "./src/app/"} {
+		name := fmt.Sprintf("pwd%d", i)
+		r := s.OK("process_start", map[string]any{"name": name, "argv": []any{"pwd"}, "cwd": cwd})
+		assert.Equal(t, home+"/src/app", r.Data["cwd"], cwd)
+		s.OK("process_wait", map[string]any{"name": name})
+		assert.Equal(t, home+"/src/app\n", s.OK("tail_log", map[string]any{"name": name}).Data["content"])
+	}
+	r := s.Call("process_start", map[string]any{"name": "other", "argv": []any{"pwd"}, "cwd": "~nobody/x"})
+	assert.True(t, r.IsError)
+	assert.Contains(t, r.Text, "~user")
+}

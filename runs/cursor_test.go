@@ -1,0 +1,65 @@
+package runs
+
+import (
+	"testing"
+	"time"
+
+	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+func TestCursorRoundTrip(t *testing.T) {
+	c := &cursor{At: time.Unix(0, 1764771000123456789), Boot: 7, Full: true,
+		Open: map[uint64]bool{1: true, 1 << 63: true}, Done: map[uint64]bool{42: true}}
+	got, err := parseCursor(c.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.At.Equal(c.At) || got.Boot != 7 || !got.Full || len(got.Open) != 2 || !got.Open[1<<63] || !got.Done[42] {
+		t.Errorf("round trip: %+v", got)
+	}
+	s := c.String()
+	for _, bad := range []string{"", "c1.", "c2." + s[3:], s + "A", s[:len(s)-2], "c1.!!!!", "c1.AgAAAAAAAAAAAAAAAAA"} {
+		if _, err := parseCursor(bad); err == nil {
+			t.Errorf("parseCursor(%q) accepted", bad)
+		}
+	}
+}
+
+// TestCursorChanged is the rule changed_since applies, case by case.
+func TestCursorChanged(t *testing.T) {
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	old, recent, later := at.Add(-time.Hour), at.Add(-time.Second), at.Add(time.Hour)
+	run := func(name string, state outcome.State, started time.Time, finished *time.Time, rec *runrecord.Record) Run {
+		return Run{Name: name, RunID: runrecord.NewRunID(started), State: state, StartedAt: &started, FinishedAt: finished, rec: rec}
+	}
+	exited := &runrecord.Record{Exit: &runrecord.Exit{}, BootID: "b1"}
+	lost := &runrecord.Record{BootID: "b1"}
+	for _, c := range []struct {
+		what string
+		full bool
+		open bool
+		done bool
+		r    Run
+		boot string
+		want bool
+	}{
+		{"known running, still running", true, true, false, run("a", outcome.Running, old, nil, lost), "b1", false},
+		{"known running, exited since", true, true, false, run("a", outcome.Exited, old, &later, exited), "b1", true},
+		{"known running, lost since (no end time)", false, true, false, run("a", outcome.Unknown, old, nil, lost), "b1", true},
+		{"known ended", true, false, true, run("a", outcome.Exited, recent, &recent, exited), "b1", false},
+		{"unknown to a full cursor: new", true, false, false, run("a", outcome.Running, later, nil, lost), "b1", true},
+		{"plain cursor: started after", false, false, false, run("a", outcome.Running, later, nil, lost), "b1", true},
+		{"plain cursor: ended after", false, false, false, run("a", outcome.Exited, old, &later, exited), "b1", true},
+		{"plain cursor: ended long before", false, false, false, run("a", outcome.Exited, old, &old, exited), "b1", false},
+		{"plain cursor: rebooted since", false, false, false, run("a", outcome.Unknown, old, nil, lost), "b2", true},
+		{"plain cursor: lost, not known running", false, false, false, run("a", outcome.Unknown, old, nil, lost), "b1", false},
+	} {
+		cur := &cursor{At: at, Boot: bootKey("b1"), Full: c.full, Open: map[uint64]bool{}, Done: map[uint64]bool{}}
+		k := runKey(c.r.Name, c.r.RunID)
+		cur.Open[k], cur.Done[k] = c.open, c.done
+		if got := cur.changed(c.r, bootKey(c.boot)); got != c.want {
+			t.Errorf("%s: changed = %v, want %v", c.what, got, c.want)
+		}
+	}
+}
