@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,6 +46,28 @@ type StartRequest struct {
 	Stdin       string
 	TimeoutS    int
 	MaxLogBytes int64
+	// IfRunning says what a running run of the same name means: "" or
+	// "error", the name is in use; "reuse", that run is the answer when
+	// it runs the same command or argv, in the same cwd with the same env.
+	IfRunning string
+	// Ready, if set, makes Start return only once the probe passes, the
+	// run ends, or ReadyTimeout (nil: the wait policy's default) passes.
+	Ready        *ReadyProbe
+	ReadyTimeout *time.Duration
+	// Watched and Progress are as in WaitRequest, for the ready wait.
+	Watched  bool
+	Progress func(elapsed time.Duration, running []string)
+}
+
+// StartResult is process_start's answer: the run, and how its readiness
+// probe ended if one was given.
+type StartResult struct {
+	Run
+	// Reused: the run was running already with the same spec
+	// (IfRunning "reuse"), and is returned instead of a new one.
+	Reused bool `json:"reused,omitempty"`
+	*ReadyResult
+	ReadyAfterMS *int64 `json:"ready_after_ms,omitempty"`
 }
 
 func invalid(format string, a ...any) error {
@@ -216,7 +240,76 @@ func (req *StartRequest) normalize() error {
 	case req.MaxLogBytes < 0 || req.MaxLogBytes > MaxMaxLogBytes:
 		return invalid("max_log_bytes %d is out of range 1..%d", req.MaxLogBytes, MaxMaxLogBytes)
 	}
+	switch req.IfRunning {
+	case "", "error", "reuse":
+	default:
+		return invalid("if_running %s is not one of error, reuse", quoteShort(req.IfRunning))
+	}
+	if t := req.ReadyTimeout; t != nil && (*t < 0 || *t > MaxReadyTimeout) {
+		return invalid("ready_timeout_s must be between 0 and %d", int(MaxReadyTimeout.Seconds()))
+	}
+	if req.Ready != nil {
+		if err := req.Ready.check(); err != nil {
+			return err
+		}
+	} else if req.ReadyTimeout != nil {
+		return invalid("ready_timeout_s bounds the ready probe; give ready too")
+	}
 	return nil
+}
+
+// specDiff says how the run rec records differs from what req asks, in
+// what a reused run must match: the program, its cwd and its env. Secret
+// values are not stored, so secret_env is compared by names.
+func specDiff(rec *runrecord.Record, req *StartRequest) string {
+	red := redactorOf(req.SecretEnv)
+	var argv []string
+	for _, a := range req.Argv {
+		argv = append(argv, red.String(a))
+	}
+	env := map[string]string{}
+	for k, v := range req.Env {
+		env[k] = red.String(v)
+	}
+	secrets := slices.Sorted(maps.Keys(req.SecretEnv))
+	switch {
+	case rec.Command != red.String(req.Command):
+		return fmt.Sprintf("another command: %s (asked: %s)", quoteShort(rec.Command), quoteShort(red.String(req.Command)))
+	case !slices.Equal(rec.Argv, argv):
+		return fmt.Sprintf("another argv: %s (asked: %s)", quoteShort(strings.Join(rec.Argv, " ")), quoteShort(strings.Join(argv, " ")))
+	case rec.Cwd != red.String(req.Cwd):
+		return fmt.Sprintf("another cwd: %s (asked: %s)", quoteShort(rec.Cwd), quoteShort(red.String(req.Cwd)))
+	case !maps.Equal(rec.Env, env) && len(rec.Env)+len(env) > 0:
+		return "another env: " + envDiff(rec.Env, env)
+	case !slices.Equal(slices.Sorted(slices.Values(rec.SecretEnv)), secrets):
+		return fmt.Sprintf("other secret_env names: %s (asked: %s)", strings.Join(rec.SecretEnv, " "), strings.Join(secrets, " "))
+	}
+	return ""
+}
+
+// envDiff names the first variable that differs between had and want.
+func envDiff(had, want map[string]string) string {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if v, ok := had[k]; !ok {
+			return fmt.Sprintf("%s is not set in it (asked: %s)", k, quoteShort(want[k]))
+		} else if v != want[k] {
+			return fmt.Sprintf("%s=%s (asked: %s)", k, quoteShort(v), quoteShort(want[k]))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(had)) {
+		if _, ok := want[k]; !ok {
+			return fmt.Sprintf("%s=%s, not asked for", k, quoteShort(had[k]))
+		}
+	}
+	return ""
+}
+
+func redactorOf(secretEnv map[string]string) *capture.Redactor {
+	var b [][]byte
+	for _, v := range secretEnv {
+		b = append(b, []byte(v))
+	}
+	return capture.NewRedactor(b)
 }
 
 // resolveCwd makes req.Cwd absolute the way a shell in the home directory
@@ -314,8 +407,8 @@ func executable(p string) error {
 
 // Start starts a run and returns it once its supervisor has reported the
 // child's pid (or why it could not be started).
-func (m *Manager) Start(ctx context.Context, req StartRequest) (Run, error) {
-	run, err := m.start(ctx, req)
+func (m *Manager) Start(ctx context.Context, req StartRequest) (StartResult, error) {
+	res, err := m.start(ctx, &req)
 	if err != nil && len(req.SecretEnv) > 0 && len(req.SecretEnv) <= MaxSecrets {
 		// Errors quote the cwd, argv[0], the supervisor's exec error: the
 		// secrets must not come back through them.
@@ -327,7 +420,16 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (Run, error) {
 		}
 		err = &redactedError{msg: capture.NewRedactor(secrets).String(err.Error()), err: err}
 	}
-	return run, err
+	if err != nil || req.Ready == nil {
+		return res, err
+	}
+	ready := m.awaitReady(ctx, res.Run, &req)
+	after := ready.After.Milliseconds()
+	res.ReadyResult, res.ReadyAfterMS = &ready, &after
+	if again, err := m.Get(res.Name, res.RunID); err == nil {
+		res.Run = again // as of the answer: it may have ended
+	}
+	return res, nil
 }
 
 // redactedError keeps what errors.Is needs while showing a masked message.
@@ -339,9 +441,9 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
+func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, error) {
 	if err := req.normalize(); err != nil {
-		return Run{}, err
+		return StartResult{}, err
 	}
 	// Resolve the program before anything touches the disk, so a typo
 	// changes nothing.
@@ -351,16 +453,16 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 		statusOf = StatusOfProgram
 		argv = req.Argv
 		var err error
-		if path, err = resolve(argv[0], req.Cwd, childEnv(&req, req.Name, "")); err != nil {
-			return Run{}, err
+		if path, err = resolve(argv[0], req.Cwd, childEnv(req, req.Name, "")); err != nil {
+			return StartResult{}, err
 		}
 	}
 	unlock, err := m.Store.LockName(req.Name, 10*time.Second)
 	if err != nil {
 		if errors.Is(err, runrecord.ErrLocked) {
-			return Run{}, fmt.Errorf("%w: another agent-box is starting a run named %q right now", ErrNameInUse, req.Name)
+			return StartResult{}, fmt.Errorf("%w: another agent-box is starting a run named %q right now", ErrNameInUse, req.Name)
 		}
-		return Run{}, err
+		return StartResult{}, err
 	}
 	defer unlock()
 	// Under the lock no start of this name is in progress: what earlier,
@@ -372,20 +474,27 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 		if prev.rec == nil {
 			// Nothing proves a run whose record cannot be read is over: a
 			// newer agent-box may have written it for a live run.
-			return Run{}, fmt.Errorf("%w: the newest run of %q (run id %s) has a record this agent-box cannot read (%s), so it may still be running; choose another name, or if you know it is over, process_remove it by run_id",
+			return StartResult{}, fmt.Errorf("%w: the newest run of %q (run id %s) has a record this agent-box cannot read (%s), so it may still be running; choose another name, or if you know it is over, process_remove it by run_id",
 				ErrNameInUse, req.Name, prev.RunID, prev.Reason)
 		}
+		if prev.Verdict.MayBeAlive && req.IfRunning == "reuse" {
+			if diff := specDiff(prev.rec, req); diff != "" {
+				return StartResult{}, fmt.Errorf("%w: run %q (run id %s) is %s with %s; kill it first, or process_restart it to run it as asked",
+					ErrNameInUse, req.Name, prev.RunID, prev.State, diff)
+			}
+			return StartResult{Run: prev, Reused: true}, nil
+		}
 		if prev.Verdict.MayBeAlive {
-			return Run{}, fmt.Errorf("%w: run %q (run id %s, pid %d) is %s (%s); kill it first or choose another name",
+			return StartResult{}, fmt.Errorf("%w: run %q (run id %s, pid %d) is %s (%s); kill it first or choose another name",
 				ErrNameInUse, req.Name, prev.RunID, prev.PID, prev.State, prev.Reason)
 		}
 	} else if !errors.Is(err, ErrNotFound) {
-		return Run{}, err
+		return StartResult{}, err
 	}
 
 	now := time.Now().UTC()
 	runID := runrecord.NewRunID(now)
-	env := childEnv(&req, req.Name, runID)
+	env := childEnv(req, req.Name, runID)
 
 	secrets := make([]string, 0, len(req.SecretEnv))
 	secretNames := make([]string, 0, len(req.SecretEnv))
@@ -463,7 +572,7 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 		if sup != nil {
 			sup.abort()
 		}
-		return Run{}, fmt.Errorf("creating run: %w", err)
+		return StartResult{}, fmt.Errorf("creating run: %w", err)
 	}
 	if _, err := sup.report(spec, m.StartTimeout); err != nil {
 		// A supervisor reports a failure before it is done: it may still
@@ -477,7 +586,7 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 		if why := supervisorLogHead(m.Store.RunDir(req.Name, runID)); why != "" {
 			err = fmt.Errorf("%w; its log says: %s", err, why)
 		}
-		return Run{}, err
+		return StartResult{}, err
 	}
 	run, err := m.Get(req.Name, runID)
 	if err == nil && run.Verdict.Reason == outcome.ReasonExiting {
@@ -486,7 +595,7 @@ func (m *Manager) start(ctx context.Context, req StartRequest) (Run, error) {
 		m.waitRecorded(req.Name, runID, time.Second)
 		run, err = m.Get(req.Name, runID)
 	}
-	return run, err
+	return StartResult{Run: run}, err
 }
 
 // launched is a supervisor started but not yet told what to run.

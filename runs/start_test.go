@@ -46,7 +46,7 @@ func TestRunBeingStartedIsStartingAndKept(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		r, err := m.Start(context.Background(), StartRequest{Name: "build", Argv: []string{"/bin/sleep", "30"}, Cwd: "/"})
-		done <- result{r, err}
+		done <- result{r.Run, err}
 	}()
 	var seen Run
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {

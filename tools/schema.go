@@ -47,13 +47,42 @@ const startInput = `{
     "capture_mode": {"type": "string", "enum": ["combined", "framed"], "default": "combined", "description": "combined: one byte stream as a terminal shows it, in the exact order written. framed: stdout and stderr kept apart, each byte-exact (tail_log returns them separately); writes to the two that come close together may swap places in the interleaved view."},
     "stdin": {"type": "string", "enum": ["null", "pipe"], "default": "null", "description": "pipe: keep stdin open for process_write."},
     "timeout_s": {"type": "integer", "minimum": 0, "maximum": 604800, "description": "Kill every process of the run after this many seconds (TERM, 5 s grace, KILL), also those that outlive the leader. 0: no timeout."},
-    "max_log_bytes": {"type": "integer", "minimum": 0, "maximum": 1099511627776, "description": "Stop writing the log past this size (output is still drained). Default 1 GiB."}
+    "max_log_bytes": {"type": "integer", "minimum": 0, "maximum": 1099511627776, "description": "Stop writing the log past this size (output is still drained). Default 1 GiB."},
+    "if_running": {"type": "string", "enum": ["error", "reuse"], "default": "error", "description": "reuse: if this name runs with the same command/argv, cwd and env, return that run (reused)."},
+    "ready": {"type": "object", "properties": {"log": {"type": "string", "description": "RE2 matching a line"}, "tcp_port": {"type": "integer"}, "http": {"type": "string", "description": "URL answering below 500"}}, "additionalProperties": false, "description": "Return once this one probe passes, the run ends, or ready_timeout_s."},
+    "ready_timeout_s": {"type": "integer", "minimum": 0, "maximum": 600, "description": "Default 30; over 50 needs a progress token."}
   },
   "required": ["name"],
   "additionalProperties": false
 }`
 
-var startOutput = `{"type": "object", "properties": ` + runProps + `, "required": ["name", "run_id", "pid", "state", "capture_mode", "log_path", "started_at"]}`
+// startProps are process_start's answer: the run, and its readiness.
+var startProps = runProps[:len(runProps)-2] + `,
+  "reused": {"type": "boolean", "description": "if_running reuse: the run was running already"},
+  "ready": {"type": "boolean"},
+  "ready_after_ms": {"type": "integer"},
+  "ready_offset": {"type": "integer", "description": "log probe: the offset of the matching line"},
+  "ready_error": {"type": "string", "description": "why not ready: the run ended (with its status), or the probe timed out and the run is left running"},
+  "output_tail": {"type": "string", "description": "not ready because the run ended: its last lines"}
+}`
+
+var startOutput = `{"type": "object", "properties": ` + startProps + `, "required": ["name", "run_id", "pid", "state", "capture_mode", "log_path", "started_at"]}`
+
+const restartInput = `{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string"},
+    "grace_ms": {"type": "integer", "minimum": 0, "maximum": 600000, "default": 5000, "description": "SIGKILL after this long past SIGTERM."},
+    "secret_env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "The run's secret_env values again (never stored)."}
+  },
+  "required": ["name"],
+  "additionalProperties": false
+}`
+
+var restartOutput = `{"type": "object", "properties": ` + startProps[:len(startProps)-2] + `,
+  "previous": ` + runSchema + `,
+  "stopped": {"type": "boolean", "description": "the previous run was running and was stopped"}
+}, "required": ["name", "run_id", "state", "previous"]}`
 
 const listInput = `{
   "type": "object",

@@ -119,6 +119,28 @@ func runLine(r runs.Run) string {
 	return b.String()
 }
 
+func startText(res runs.StartResult) string {
+	verb := "started "
+	if res.Reused {
+		verb = "reused the running "
+	}
+	s := verb + runLine(res.Run)
+	if r := res.ReadyResult; r != nil {
+		switch {
+		case r.Ready && r.Offset != nil:
+			s += fmt.Sprintf("\nready after %dms: the log matched at offset %d", *res.ReadyAfterMS, *r.Offset)
+		case r.Ready:
+			s += fmt.Sprintf("\nready after %dms", *res.ReadyAfterMS)
+		default:
+			s += "\nnot ready: " + r.Why
+			if r.Output != "" {
+				s += fmt.Sprintf("\n[last lines of output; %d bytes follow]\n%s", len(r.Output), r.Output)
+			}
+		}
+	}
+	return s
+}
+
 // listTextMax bounds the runs listText shows one by one: a model's context
 // is no place for ten thousand lines.
 const listTextMax = 50

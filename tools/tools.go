@@ -83,6 +83,11 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		startInput, startOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
 		h.start)
+	add("process_restart", "Restart a run",
+		"Stop the newest run of name if running (TERM, grace_ms, KILL) and start it again with the same spec as a new run; the old run's record and log stay.",
+		restartInput, restartOutput,
+		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
+		h.restart)
 	add("process_list", "List processes",
 		"List runs, newest first, with their true state (running, exited with code or signal, or unknown and why), read from disk: also runs of earlier connections. Only the newest run of each name unless all; at most limit (default 100), older with before = next_before. Keep the cursor: changed_since=cursor lists only the runs that started or ended since, also after a reconnect.",
 		listInput, listOutput,
@@ -177,16 +182,58 @@ func result(structured any, text string) *mcp.CallToolResult {
 }
 
 type startArgs struct {
-	Name        string            `json:"name"`
-	Command     string            `json:"command"`
-	Argv        []string          `json:"argv"`
-	Cwd         string            `json:"cwd"`
-	Env         map[string]string `json:"env"`
-	SecretEnv   map[string]string `json:"secret_env"`
-	CaptureMode string            `json:"capture_mode"`
-	Stdin       string            `json:"stdin"`
-	TimeoutS    int               `json:"timeout_s"`
-	MaxLogBytes int64             `json:"max_log_bytes"`
+	Name          string            `json:"name"`
+	Command       string            `json:"command"`
+	Argv          []string          `json:"argv"`
+	Cwd           string            `json:"cwd"`
+	Env           map[string]string `json:"env"`
+	SecretEnv     map[string]string `json:"secret_env"`
+	CaptureMode   string            `json:"capture_mode"`
+	Stdin         string            `json:"stdin"`
+	TimeoutS      int               `json:"timeout_s"`
+	MaxLogBytes   int64             `json:"max_log_bytes"`
+	IfRunning     string            `json:"if_running"`
+	Ready         *readyArgs        `json:"ready"`
+	ReadyTimeoutS *int64            `json:"ready_timeout_s"`
+}
+
+type readyArgs struct {
+	Log     string `json:"log"`
+	TCPPort int    `json:"tcp_port"`
+	HTTP    string `json:"http"`
+}
+
+// progress says whether the call carries a progress token, and sends the
+// progress of a wait to the client.
+func progress(ctx context.Context, req mcp.CallToolRequest) (watched bool, send func(time.Duration, []string)) {
+	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+		return false, nil
+	}
+	tok := req.Params.Meta.ProgressToken
+	srv := server.ServerFromContext(ctx)
+	if srv == nil {
+		return true, nil
+	}
+	return true, func(elapsed time.Duration, running []string) {
+		srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+			"progressToken": tok,
+			"progress":      elapsed.Seconds(),
+			"message":       fmt.Sprintf("%s still running after %s", strings.Join(running, ", "), elapsed.Round(time.Second)),
+		})
+	}
+}
+
+// millis turns a duration argument given in unit into one for runs; one out
+// of range becomes -1, which runs refuses saying what the range is.
+func millis(v *int64, unit time.Duration, max time.Duration) *time.Duration {
+	if v == nil {
+		return nil
+	}
+	d := time.Duration(*v) * unit
+	if *v < 0 || *v > int64(max/unit) {
+		d = -1
+	}
+	return &d
 }
 
 func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -194,14 +241,47 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	run, err := h.M.Start(ctx, runs.StartRequest{
+	sr := runs.StartRequest{
 		Name: a.Name, Command: a.Command, Argv: a.Argv, Cwd: a.Cwd, Env: a.Env, SecretEnv: a.SecretEnv,
 		CaptureMode: a.CaptureMode, Stdin: a.Stdin, TimeoutS: a.TimeoutS, MaxLogBytes: a.MaxLogBytes,
-	})
+		IfRunning: a.IfRunning, ReadyTimeout: millis(a.ReadyTimeoutS, time.Second, runs.MaxReadyTimeout),
+	}
+	if a.Ready != nil {
+		sr.Ready = &runs.ReadyProbe{Log: a.Ready.Log, TCPPort: a.Ready.TCPPort, HTTP: a.Ready.HTTP}
+		release, err := h.waitSlot()
+		if err != nil {
+			return fail(err), nil
+		}
+		defer release()
+		var cancel context.CancelFunc
+		ctx, cancel = h.untilGone(ctx)
+		defer cancel()
+		sr.Watched, sr.Progress = progress(ctx, req)
+	}
+	res, err := h.M.Start(ctx, sr)
 	if err != nil {
 		return fail(err), nil
 	}
-	return result(run, "started "+runLine(run)), nil
+	return result(res, startText(res)), nil
+}
+
+type restartArgs struct {
+	Name      string            `json:"name"`
+	GraceMS   *int64            `json:"grace_ms"`
+	SecretEnv map[string]string `json:"secret_env"`
+}
+
+func (h *Handlers) restart(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a restartArgs
+	if err := decode(req, &a); err != nil {
+		return fail(err), nil
+	}
+	res, err := h.M.Restart(ctx, runs.RestartRequest{Name: a.Name, Grace: millis(a.GraceMS, time.Millisecond, runs.MaxGrace), SecretEnv: a.SecretEnv})
+	if err != nil {
+		return fail(err), nil
+	}
+	text := "previous: " + runLine(res.Previous) + "\n" + startText(res.StartResult)
+	return result(res, text), nil
 }
 
 type listArgs struct {
@@ -422,26 +502,8 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	case len(a.Names) == 0:
 		wr.Names = []string{a.Name} // runs says what is wrong with an empty one
 	}
-	if a.TimeoutMS != nil {
-		d := time.Duration(*a.TimeoutMS) * time.Millisecond
-		if *a.TimeoutMS < 0 || *a.TimeoutMS > runs.MaxWaitTimeout.Milliseconds() {
-			d = -1 // runs says what the range is
-		}
-		wr.Timeout = &d
-	}
-	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
-		wr.Watched = true
-		tok := req.Params.Meta.ProgressToken
-		if srv := server.ServerFromContext(ctx); srv != nil {
-			wr.Progress = func(elapsed time.Duration, running []string) {
-				srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
-					"progressToken": tok,
-					"progress":      elapsed.Seconds(),
-					"message":       fmt.Sprintf("%s still running after %s", strings.Join(running, ", "), elapsed.Round(time.Second)),
-				})
-			}
-		}
-	}
+	wr.Timeout = millis(a.TimeoutMS, time.Millisecond, runs.MaxWaitTimeout)
+	wr.Watched, wr.Progress = progress(ctx, req)
 	if a.TimeoutMS == nil || *a.TimeoutMS > 0 {
 		release, err := h.waitSlot()
 		if err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -336,4 +338,138 @@ func TestRelativeCwdIsFromHome(t *testing.T) {
 	r := s.Call("process_start", map[string]any{"name": "other", "argv": []any{"pwd"}, "cwd": "~nobody/x"})
 	assert.True(t, r.IsError)
 	assert.Contains(t, r.Text, "~user")
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ready: process_start returns once the probe passes, or says why not.
+func TestStartUntilReady(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+
+	t.Run("log", func(t *testing.T) {
+		r := s.OK("process_start", map[string]any{"name": "printer",
+			"command": "sleep 0.5; echo booting; sleep 0.5; echo listening on 8080; sleep 30",
+			"ready":   map[string]any{"log": `listening on \d+`}, "ready_timeout_s": 20})
+		assert.Equal(t, true, r.Data["ready"], r.Text)
+		assert.EqualValues(t, len("booting\n"), r.Data["ready_offset"])
+		assert.GreaterOrEqual(t, abtest.Num(r.Data["ready_after_ms"]), int64(900))
+		assert.Equal(t, "running", r.Data["state"])
+		assert.Contains(t, r.Text, "ready after")
+		s.OK("process_kill", map[string]any{"name": "printer", "signal": "KILL"})
+	})
+	t.Run("exits first", func(t *testing.T) {
+		r := s.OK("process_start", map[string]any{"name": "crash", "command": "echo boom; exit 2",
+			"ready": map[string]any{"log": "never"}})
+		assert.Equal(t, false, r.Data["ready"], r.Text)
+		assert.Contains(t, r.Data["ready_error"], "exit code 2")
+		assert.Equal(t, "boom\n", r.Data["output_tail"])
+		assert.Equal(t, "exited", r.Data["state"])
+	})
+	t.Run("times out", func(t *testing.T) {
+		r := s.OK("process_start", map[string]any{"name": "mute", "argv": []any{"sleep", "30"},
+			"ready": map[string]any{"tcp_port": freeTCPPort(t)}, "ready_timeout_s": 1})
+		assert.Equal(t, false, r.Data["ready"], r.Text)
+		assert.Contains(t, r.Data["ready_error"], "left running")
+		assert.Equal(t, "running", r.Data["state"])
+		s.OK("process_kill", map[string]any{"name": "mute", "signal": "KILL"})
+	})
+	t.Run("http", func(t *testing.T) {
+		if _, err := exec.LookPath("python3"); err != nil {
+			abtest.Missing(t, "python3 is not installed")
+		}
+		port := freeTCPPort(t)
+		r := s.OK("process_start", map[string]any{"name": "web",
+			"command": fmt.Sprintf("python3 -m http.server %d --bind 127.0.0.1", port),
+			"ready":   map[string]any{"http": fmt.Sprintf("http://127.0.0.1:%d/", port)}, "ready_timeout_s": 30})
+		assert.Equal(t, true, r.Data["ready"], r.Text)
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+		require.NoError(t, err, "ready means it answers")
+		resp.Body.Close()
+		r = s.OK("process_start", map[string]any{"name": "web2", "argv": []any{"sleep", "30"},
+			"ready": map[string]any{"tcp_port": port}})
+		assert.Equal(t, true, r.Data["ready"], "the port accepts: %s", r.Text)
+		for _, n := range []string{"web", "web2"} {
+			s.OK("process_kill", map[string]any{"name": n, "signal": "KILL"})
+		}
+	})
+	for _, bad := range []map[string]any{
+		{"name": "b1", "argv": []any{"true"}, "ready": map[string]any{}},
+		{"name": "b2", "argv": []any{"true"}, "ready": map[string]any{"log": "(", "tcp_port": 1}},
+		{"name": "b3", "argv": []any{"true"}, "ready": map[string]any{"log": "("}},
+		{"name": "b4", "argv": []any{"true"}, "ready": map[string]any{"http": "ftp://x"}},
+		{"name": "b5", "argv": []any{"true"}, "ready": map[string]any{"tcp_port": 70000}},
+		{"name": "b6", "argv": []any{"true"}, "ready_timeout_s": 5},
+		{"name": "b7", "argv": []any{"true"}, "ready": map[string]any{"port": 80}},
+	} {
+		r := s.Call("process_start", bad)
+		assert.True(t, r.IsError, "%v: %s", bad, r.Text)
+	}
+	assert.Equal(t, []string{"web2", "web", "mute", "crash", "printer"}, names(t, s.OK("process_list", nil)), "a refused start starts nothing")
+}
+
+// if_running reuse returns the running run of the same spec; restart
+// starts the spec again as a new run, and both keep the old run.
+func TestReuseAndRestart(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	spec := map[string]any{"name": "srv", "argv": []any{"sleep", "30"}, "cwd": "/", "env": map[string]any{"MODE": "dev"}}
+	first := s.OK("process_start", spec)
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{"if_running": "reuse"}
+		for k, v := range spec {
+			m[k] = v
+		}
+		if k != "" {
+			m[k] = v
+		}
+		return m
+	}
+	r := s.OK("process_start", with("", nil))
+	assert.Equal(t, true, r.Data["reused"])
+	assert.Equal(t, first.Data["run_id"], r.Data["run_id"])
+	assert.Contains(t, r.Text, "reused")
+
+	r = s.Call("process_start", with("cwd", "/tmp"))
+	assert.True(t, r.IsError)
+	assert.Contains(t, r.Text, "another cwd")
+	r = s.Call("process_start", with("env", map[string]any{"MODE": "prod"}))
+	assert.True(t, r.IsError)
+	assert.Contains(t, r.Text, "MODE")
+	r = s.Call("process_start", with("argv", []any{"sleep", "31"}))
+	assert.True(t, r.IsError)
+	assert.Contains(t, r.Text, "another argv")
+	r = s.Call("process_start", spec)
+	assert.True(t, r.IsError, "without if_running the name is in use")
+
+	r = s.OK("process_restart", map[string]any{"name": "srv", "grace_ms": 1000})
+	assert.Equal(t, true, r.Data["stopped"])
+	prev := runOf(t, r.Data["previous"])
+	assert.Equal(t, first.Data["run_id"], prev["run_id"])
+	assert.Equal(t, "exited", prev["state"], r.Text)
+	assert.NotEqual(t, first.Data["run_id"], r.Data["run_id"])
+	assert.Equal(t, "running", r.Data["state"])
+	assert.Equal(t, []any{"sleep", "30"}, r.Data["argv"])
+	l := s.OK("process_list", map[string]any{"name": "srv", "all": true})
+	require.Len(t, l.Data["runs"], 2, "the old run's record stays")
+	old := runOf(t, l.Data["runs"].([]any)[1])
+	assert.Equal(t, "SIGTERM", old["signal"])
+
+	// A finished run restarts too; secrets must be given again.
+	s.OK("process_start", map[string]any{"name": "sec", "command": "echo $TOKEN | wc -c", "secret_env": map[string]any{"TOKEN": "s3cret"}})
+	s.OK("process_wait", map[string]any{"name": "sec"})
+	r = s.Call("process_restart", map[string]any{"name": "sec"})
+	assert.True(t, r.IsError)
+	assert.Contains(t, r.Text, "TOKEN")
+	r = s.OK("process_restart", map[string]any{"name": "sec", "secret_env": map[string]any{"TOKEN": "s3cret"}})
+	assert.Nil(t, r.Data["stopped"])
+	s.OK("process_wait", map[string]any{"name": "sec"})
+	assert.Equal(t, "7\n", s.OK("tail_log", map[string]any{"name": "sec"}).Data["content"])
+	s.OK("process_kill", map[string]any{"name": "srv", "signal": "KILL"})
 }

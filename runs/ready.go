@@ -1,0 +1,182 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/agent-box/agent-box/logframe"
+	"github.com/agent-box/agent-box/logread"
+)
+
+// ReadyProbe says when a run started by process_start counts as ready.
+// Exactly one of its fields is set. Probes run in agent-box, for the call
+// only: the run never depends on them, and a later connection does not
+// see them.
+type ReadyProbe struct {
+	Log     string // RE2: a line of output matches
+	TCPPort int    // a TCP connection to localhost:TCPPort is accepted
+	HTTP    string // a GET of this http(s) URL gets a response with a status below 500
+
+	re *regexp.Regexp
+}
+
+// ReadyResult is how a readiness probe ended.
+type ReadyResult struct {
+	Ready bool          `json:"ready"`
+	After time.Duration `json:"-"`
+	// Offset is, for a log probe that passed, the log offset of the
+	// matching line (framed: of the frame holding its first byte).
+	Offset *int64 `json:"ready_offset,omitempty"`
+	// Why says why the run is not ready: it ended (with its status), or
+	// the probe timed out and the run is left running.
+	Why string `json:"ready_error,omitempty"`
+	// Output is the last lines of output when the run ended unready.
+	Output string `json:"output_tail,omitempty"`
+}
+
+// MaxReadyTimeout bounds ready_timeout_s.
+const MaxReadyTimeout = 10 * time.Minute
+
+// readyPoll is how often a port or URL is tried; a log probe wakes on the
+// log's writes instead.
+const readyPoll = 100 * time.Millisecond
+
+func (p *ReadyProbe) check() error {
+	n := 0
+	if p.Log != "" {
+		n++
+		if len(p.Log) > 4096 {
+			return invalid("ready.log is %d bytes, at most 4096", len(p.Log))
+		}
+		re, err := regexp.Compile(p.Log)
+		if err != nil {
+			return invalid("ready.log: %v", err)
+		}
+		p.re = re
+	}
+	if p.TCPPort != 0 {
+		n++
+		if p.TCPPort < 1 || p.TCPPort > 65535 {
+			return invalid("ready.tcp_port %d is not a port (1..65535)", p.TCPPort)
+		}
+	}
+	if p.HTTP != "" {
+		n++
+		u, err := url.Parse(p.HTTP)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return invalid("ready.http %s is not an http:// or https:// URL", quoteShort(p.HTTP))
+		}
+	}
+	if n != 1 {
+		return invalid("ready takes one probe: log (a regular expression), tcp_port or http; %d given", n)
+	}
+	return nil
+}
+
+// awaitReady runs the probe until it passes, the run ends, the bound
+// passes or ctx is done.
+func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest) ReadyResult {
+	p := req.Ready
+	pol := m.waitPolicy()
+	bound, _, _ := pol.bound(req.ReadyTimeout, req.Watched) // checked in normalize
+	start := time.Now()
+	deadline := start.Add(bound)
+	nextProgress := start.Add(pol.ProgressEvery)
+	var watch *dirWatch
+	defer func() { watch.Close() }()
+	var scanned int64 // a log probe has looked at the log up to here
+	for {
+		ended := run.Ended() || run.rec == nil
+		// Probed after the state is read: a probe that passes just before
+		// the run dies still counts, one that fails after it is not tried.
+		if ok, off := m.probe1(ctx, run, p, &scanned, ended); ok {
+			return ReadyResult{Ready: true, After: time.Since(start), Offset: off}
+		}
+		if ended {
+			why := fmt.Sprintf("the run ended before it was ready: %s", run.Reason)
+			var out string
+			if run.rec != nil {
+				out = outputTail(run, 0).Output
+			}
+			return ReadyResult{After: time.Since(start), Why: why, Output: out}
+		}
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			return ReadyResult{After: time.Since(start), Why: fmt.Sprintf("not ready after %s; the run is left running (process_wait, tail_log or process_kill it)", time.Since(start).Round(time.Millisecond))}
+		}
+		if watch == nil {
+			watch = watchDirs(watchOutput, m.Store.RunDir(run.Name, run.RunID))
+		}
+		watch.Wait(ctx, min(left, readyPoll, time.Until(nextProgress)))
+		if req.Progress != nil && !time.Now().Before(nextProgress) {
+			req.Progress(time.Since(start), []string{run.Name})
+			nextProgress = time.Now().Add(pol.ProgressEvery)
+		}
+		if again, err := m.Get(run.Name, run.RunID); err == nil {
+			run = again
+		}
+	}
+}
+
+// probe1 tries the probe once.
+func (m *Manager) probe1(ctx context.Context, run Run, p *ReadyProbe, scanned *int64, final bool) (bool, *int64) {
+	switch {
+	case p.re != nil:
+		return logMatch(run, p.re, scanned, final)
+	case p.TCPPort != 0:
+		d := net.Dialer{Timeout: time.Second}
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort("localhost", strconv.Itoa(p.TCPPort)))
+		if err == nil {
+			c.Close()
+			return true, nil
+		}
+	case p.HTTP != "":
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.HTTP, nil)
+		if err != nil {
+			return false, nil
+		}
+		resp, err := readyClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			return resp.StatusCode < 500, nil
+		}
+	}
+	return false, nil
+}
+
+// readyClient follows no redirect: a response, any, is the server's.
+var readyClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// logMatch greps the log from *scanned on for a line matching re, and
+// moves *scanned past the complete lines it has looked at.
+func logMatch(run Run, re *regexp.Regexp, scanned *int64, final bool) (bool, *int64) {
+	r, closeLog, size, err := openLog(run)
+	if err != nil {
+		return false, nil
+	}
+	defer closeLog()
+	framed := run.rec != nil && run.rec.LogFormat == logframe.FormatName
+	for *scanned < size {
+		w, err := logread.Read(r, size, logread.Request{Offset: *scanned, MaxBytes: logread.MaxWindow, Framed: framed, Grep: re, Final: final})
+		if err != nil {
+			return false, nil
+		}
+		if len(w.Matches) > 0 {
+			off := w.Matches[0].Offset
+			return true, &off
+		}
+		if w.EndOffset <= *scanned {
+			break // only a line still being written is left
+		}
+		*scanned = w.EndOffset
+	}
+	return false, nil
+}

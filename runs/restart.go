@@ -1,0 +1,107 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-box/agent-box/capture"
+)
+
+// DefaultRestartGrace is how long process_restart lets a run end after
+// SIGTERM before it sends SIGKILL.
+const DefaultRestartGrace = 5 * time.Second
+
+// restartSettle bounds the wait, after the kill, for the old run to be
+// over (its exit recorded, its survivors gone).
+const restartSettle = 5 * time.Second
+
+// RestartRequest is process_restart's arguments.
+type RestartRequest struct {
+	Name  string
+	Grace *time.Duration // nil: DefaultRestartGrace
+	// SecretEnv gives again the secret values the run was started with:
+	// agent-box never stores them, only their names.
+	SecretEnv map[string]string
+}
+
+// RestartResult is the new run, and the old one as it ended.
+type RestartResult struct {
+	StartResult
+	Previous Run  `json:"previous"`
+	Stopped  bool `json:"stopped,omitempty"` // the old run was running and was stopped
+}
+
+// Restart stops the newest run of a name if it is running (TERM, grace,
+// KILL: as Kill) and starts its spec again as a new run of the same name.
+// The old run's record and log stay.
+func (m *Manager) Restart(ctx context.Context, req RestartRequest) (RestartResult, error) {
+	grace := DefaultRestartGrace
+	if req.Grace != nil {
+		grace = *req.Grace
+	}
+	if grace < 0 || grace > MaxGrace {
+		return RestartResult{}, invalid("grace_ms must be between 0 and %d", MaxGrace.Milliseconds())
+	}
+	prev, err := m.Get(req.Name, "")
+	if err != nil {
+		return RestartResult{}, err
+	}
+	spec, err := respec(prev, req.SecretEnv)
+	if err != nil {
+		return RestartResult{}, err
+	}
+	res := RestartResult{Previous: prev}
+	if prev.Verdict.MayBeAlive {
+		if _, err := m.Kill(req.Name, prev.RunID, unix.SIGTERM, grace); err != nil {
+			return RestartResult{}, fmt.Errorf("stopping run %s: %w", prev.RunID, err)
+		}
+		res.Stopped = true
+		res.Previous = m.waitUntil(req.Name, prev.RunID, restartSettle, func(r Run) bool { return !r.Verdict.MayBeAlive }, prev)
+	}
+	if res.StartResult, err = m.Start(ctx, spec); err != nil {
+		return RestartResult{}, fmt.Errorf("starting %q again: %w", req.Name, err)
+	}
+	return res, nil
+}
+
+// respec is the StartRequest that runs prev's spec again.
+func respec(prev Run, secretEnv map[string]string) (StartRequest, error) {
+	rec := prev.rec
+	if rec == nil {
+		return StartRequest{}, fmt.Errorf("%w: the record of run %s of %q cannot be read (%s), so its spec is not known; start it with process_start",
+			ErrNotFound, prev.RunID, prev.Name, prev.Reason)
+	}
+	want := slices.Sorted(slices.Values(rec.SecretEnv))
+	if got := slices.Sorted(maps.Keys(secretEnv)); !slices.Equal(got, want) {
+		if len(want) == 0 {
+			return StartRequest{}, invalid("run %s of %q had no secret_env; leave it out", prev.RunID, prev.Name)
+		}
+		return StartRequest{}, invalid("run %s of %q was started with secret_env %s, whose values agent-box never stores: give them again as secret_env",
+			prev.RunID, prev.Name, strings.Join(want, ", "))
+	}
+	spec := StartRequest{
+		Name: prev.Name, Command: rec.Command, Argv: rec.Argv, Cwd: rec.Cwd, Env: rec.Env, SecretEnv: secretEnv,
+		CaptureMode: rec.CaptureMode, Stdin: rec.Stdin, TimeoutS: rec.TimeoutS, MaxLogBytes: rec.MaxLogBytes,
+	}
+	if len(want) > 0 {
+		// A secret's value inside the command, argv, cwd or env was
+		// recorded masked: running the record would run the mask.
+		parts := append([]string{rec.Command, rec.Cwd}, rec.Argv...)
+		for _, v := range rec.Env {
+			parts = append(parts, v)
+		}
+		for _, p := range parts {
+			if strings.Contains(p, capture.Mask) {
+				return StartRequest{}, invalid("run %s of %q held a secret's value in its command, argv, cwd or env, recorded as %s; start it again with process_start",
+					prev.RunID, prev.Name, capture.Mask)
+			}
+		}
+	}
+	return spec, nil
+}
