@@ -6,6 +6,8 @@ import (
 	"errors"
 	"hash/fnv"
 	"time"
+
+	"github.com/agent-box/agent-box/runrecord"
 )
 
 // A cursor is what an agent knew of the runs when a process_list answer
@@ -102,9 +104,11 @@ func parseCursor(s string) (*cursor, error) {
 	return c, nil
 }
 
-// recent reports whether t is within cursorLag before At, or after it.
-func (c *cursor) recent(t *time.Time) bool {
-	return t != nil && t.After(c.At.Add(-cursorLag))
+// recent reports whether run started (by its run id, as changes reads
+// them) or finished within cursorLag before At, or after it.
+func (c *cursor) recent(r Run) bool {
+	since := c.At.Add(-cursorLag)
+	return r.RunID >= runrecord.RunIDAt(since) || r.FinishedAt != nil && r.FinishedAt.After(since)
 }
 
 // note adds run, as seen now, to what the cursor knows.
@@ -113,7 +117,12 @@ func (c *cursor) note(r Run) {
 	switch {
 	case !r.Ended():
 		c.Open[k] = true
-	case c.recent(r.StartedAt) || c.recent(r.FinishedAt):
+	case r.rec == nil:
+		// Unreadable: known as it is (unknown), so not news again while it
+		// stays so. Should it become readable, its state is news only if
+		// it is recent.
+		c.Done[k] = true
+	case c.recent(r):
 		c.Done[k] = true
 	}
 }
@@ -132,7 +141,7 @@ func (c *cursor) changed(r Run, boot uint32) bool {
 		// the runs it holds and the recent ones).
 		return true
 	}
-	if c.recent(r.StartedAt) || c.recent(r.FinishedAt) {
+	if c.recent(r) {
 		return true
 	}
 	// A run that ended without an end time: the machine rebooted since

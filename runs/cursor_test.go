@@ -1,8 +1,13 @@
 package runs
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/runrecord"
@@ -61,5 +66,51 @@ func TestCursorChanged(t *testing.T) {
 		if got := cur.changed(c.r, bootKey(c.boot)); got != c.want {
 			t.Errorf("%s: changed = %v, want %v", c.what, got, c.want)
 		}
+	}
+}
+
+// Only a listing of every run makes a full cursor: a later page's (before)
+// knows the running runs of its page alone, so a cursor that claimed to
+// know them all would miss the exit of one on an earlier page.
+func TestCursorOfAPageIsFullOnlyWhenItHoldsEveryRun(t *testing.T) {
+	store := newStore(t)
+	createRuns(t, store, "a", "b")
+	m := goneManager(store)
+	full := func(q ListQuery) bool {
+		p, err := m.ListPage(q)
+		require.NoError(t, err)
+		c, err := parseCursor(p.Cursor)
+		require.NoError(t, err)
+		return c.Full
+	}
+	assert.True(t, full(ListQuery{All: true}))
+	first, err := m.ListPage(ListQuery{All: true, Limit: 1})
+	require.NoError(t, err)
+	assert.False(t, full(ListQuery{All: true, Limit: 1}))
+	assert.False(t, full(ListQuery{All: true, Limit: 1, Before: first.NextBefore}), "the last page")
+	assert.False(t, full(ListQuery{Name: "a", All: true}))
+	assert.False(t, full(ListQuery{}), "newest of each name only")
+}
+
+// A run whose record cannot be read is known as it is: not news on every
+// changed_since while it stays so.
+func TestUnreadableRunIsNewsOnce(t *testing.T) {
+	store := newStore(t)
+	rec := record(store, "boot")
+	require.NoError(t, store.Create(rec))
+	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Same }}}
+	p, err := m.ListPage(ListQuery{All: true})
+	require.NoError(t, err)
+	require.Len(t, p.Runs, 1)
+	require.Equal(t, outcome.Running, p.Runs[0].State)
+	require.NoError(t, os.WriteFile(filepath.Join(store.RunDir(rec.Name, rec.RunID), "record.json"), []byte("{garbage"), 0o600))
+	p, err = m.ListPage(ListQuery{ChangedSince: p.Cursor})
+	require.NoError(t, err)
+	require.Len(t, p.Runs, 1, "it was running; now it is unknown: news")
+	assert.Equal(t, outcome.Unknown, p.Runs[0].State)
+	for range 2 {
+		p, err = m.ListPage(ListQuery{ChangedSince: p.Cursor})
+		require.NoError(t, err)
+		assert.Empty(t, p.Runs, "still unreadable: no news")
 	}
 }

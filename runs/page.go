@@ -158,7 +158,7 @@ func (m *Manager) ListPage(q ListQuery) (Page, error) {
 	}
 	newestFirst(page.Runs)
 	// The page is all there is: its cursor knows every running run.
-	whole := q.Name == "" && q.All && q.State == "" && page.NextBefore == "" &&
+	whole := q.Name == "" && q.All && q.State == "" && q.Before == "" && page.NextBefore == "" &&
 		!slices.ContainsFunc(page.Runs, func(r Run) bool { return r.RunID == "" }) // a name that cannot be listed may hide running runs
 	c := &cursor{At: at, Boot: bootKey(m.Sys.BootID()), Full: whole, Open: map[uint64]bool{}, Done: map[uint64]bool{}}
 	for _, r := range page.Runs {

@@ -84,10 +84,10 @@ func (p *ReadyProbe) check() error {
 func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest) ReadyResult {
 	p := req.Ready
 	pol := m.waitPolicy()
-	bound, _, _ := pol.bound(req.ReadyTimeout, req.Watched) // checked in normalize
-	start := time.Now()
+	bound, shortened, _ := pol.bound(req.ReadyTimeout, req.Watched) // checked in normalize
+	clock := newProgressClock(req.Progress, pol.ProgressEvery)
+	start := clock.start
 	deadline := start.Add(bound)
-	nextProgress := start.Add(pol.ProgressEvery)
 	var watch *dirWatch
 	defer func() { watch.Close() }()
 	var scanned int64 // a log probe has looked at the log up to here
@@ -95,7 +95,7 @@ func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest) Re
 		ended := run.Ended() || run.rec == nil
 		// Probed after the state is read: a probe that passes just before
 		// the run dies still counts, one that fails after it is not tried.
-		if ok, off := m.probe1(ctx, run, p, &scanned, ended); ok {
+		if ok, off := m.probe1(ctx, run, p, &scanned, ended, deadline); ok {
 			return ReadyResult{Ready: true, After: time.Since(start), Offset: off}
 		}
 		if ended {
@@ -108,16 +108,17 @@ func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest) Re
 		}
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
-			return ReadyResult{After: time.Since(start), Why: fmt.Sprintf("not ready after %s; the run is left running (process_wait, tail_log or process_kill it)", time.Since(start).Round(time.Millisecond))}
+			cut := ""
+			if shortened {
+				cut = fmt.Sprintf(" (ready_timeout_s cut to %s: a call without a progress token waits at most that)", bound)
+			}
+			return ReadyResult{After: time.Since(start), Why: fmt.Sprintf("not ready after %s%s; the run is left running (process_wait, tail_log or process_kill it)", time.Since(start).Round(time.Millisecond), cut)}
 		}
 		if watch == nil {
 			watch = watchDirs(watchOutput, m.Store.RunDir(run.Name, run.RunID))
 		}
-		watch.Wait(ctx, min(left, readyPoll, time.Until(nextProgress)))
-		if req.Progress != nil && !time.Now().Before(nextProgress) {
-			req.Progress(time.Since(start), []string{run.Name})
-			nextProgress = time.Now().Add(pol.ProgressEvery)
-		}
+		watch.Wait(ctx, clock.sleep(min(left, readyPoll)))
+		clock.tick([]string{run.Name})
 		if again, err := m.Get(run.Name, run.RunID); err == nil {
 			run = again
 		}
@@ -125,10 +126,10 @@ func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest) Re
 }
 
 // probe1 tries the probe once.
-func (m *Manager) probe1(ctx context.Context, run Run, p *ReadyProbe, scanned *int64, final bool) (bool, *int64) {
+func (m *Manager) probe1(ctx context.Context, run Run, p *ReadyProbe, scanned *int64, final bool, deadline time.Time) (bool, *int64) {
 	switch {
 	case p.re != nil:
-		return logMatch(run, p.re, scanned, final)
+		return logMatch(ctx, run, p.re, scanned, final, deadline)
 	case p.TCPPort != 0:
 		d := net.Dialer{Timeout: time.Second}
 		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort("localhost", strconv.Itoa(p.TCPPort)))
@@ -156,15 +157,17 @@ func (m *Manager) probe1(ctx context.Context, run Run, p *ReadyProbe, scanned *i
 var readyClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // logMatch greps the log from *scanned on for a line matching re, and
-// moves *scanned past the complete lines it has looked at.
-func logMatch(run Run, re *regexp.Regexp, scanned *int64, final bool) (bool, *int64) {
+// moves *scanned past the complete lines it has looked at. A long log
+// (a reused run's) is scanned a window at a time, each one ending the
+// scan on the call's end.
+func logMatch(ctx context.Context, run Run, re *regexp.Regexp, scanned *int64, final bool, deadline time.Time) (bool, *int64) {
 	r, closeLog, size, err := openLog(run)
 	if err != nil {
 		return false, nil
 	}
 	defer closeLog()
 	framed := run.rec != nil && run.rec.LogFormat == logframe.FormatName
-	for *scanned < size {
+	for *scanned < size && ctx.Err() == nil && time.Now().Before(deadline) {
 		w, err := logread.Read(r, size, logread.Request{Offset: *scanned, MaxBytes: logread.MaxWindow, Framed: framed, Grep: re, Final: final})
 		if err != nil {
 			return false, nil

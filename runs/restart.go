@@ -56,6 +56,17 @@ func (m *Manager) Restart(ctx context.Context, req RestartRequest) (RestartResul
 	if err != nil {
 		return RestartResult{}, err
 	}
+	// The spec comes from a record, which anyone who can write the state
+	// dir may have edited: it is checked as a request is, and before the
+	// old run is stopped, so that a spec that can no longer start (its cwd
+	// gone, its program off the PATH) leaves the old run running.
+	check := spec
+	if err := check.normalize(); err != nil {
+		return RestartResult{}, fmt.Errorf("run %s of %q cannot be started again as it was: %w", prev.RunID, prev.Name, err)
+	}
+	if _, _, _, err := check.program(); err != nil {
+		return RestartResult{}, fmt.Errorf("run %s of %q cannot be started again as it was: %w", prev.RunID, prev.Name, err)
+	}
 	res := RestartResult{Previous: prev}
 	if prev.Verdict.MayBeAlive {
 		if _, err := m.Kill(req.Name, prev.RunID, unix.SIGTERM, grace); err != nil {

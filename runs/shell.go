@@ -14,16 +14,21 @@ const (
 	StatusOfShell   = "shell"   // the leader is /bin/sh, running a compound command
 )
 
-// shellBuiltins are the commands /bin/sh (dash, bash in POSIX mode) runs
-// itself: exec'ing one would run a different program (/bin/echo) or none
-// (cd), so a command naming one keeps its shell.
+// shellBuiltins are the commands a /bin/sh runs itself — dash's, and
+// bash's (/bin/sh on Fedora and Arch) with its keywords: exec'ing one
+// would run a different program (/bin/echo) or none (cd, declare), so a
+// command naming one keeps its shell.
 var shellBuiltins = map[string]bool{
-	".": true, ":": true, "[": true, "[[": true, "alias": true, "bg": true, "break": true, "builtin": true,
-	"cd": true, "chdir": true, "command": true, "continue": true, "echo": true, "eval": true,
-	"exec": true, "exit": true, "export": true, "false": true, "fc": true, "fg": true,
-	"getopts": true, "hash": true, "jobs": true, "kill": true, "local": true, "printf": true,
-	"pwd": true, "read": true, "readonly": true, "return": true, "set": true, "shift": true,
-	"source": true, "test": true, "times": true, "trap": true, "true": true, "type": true,
+	".": true, ":": true, "[": true, "[[": true, "alias": true, "bg": true, "bind": true, "break": true,
+	"builtin": true, "caller": true, "cd": true, "chdir": true, "command": true, "compgen": true,
+	"complete": true, "compopt": true, "continue": true, "coproc": true, "declare": true, "dirs": true,
+	"disown": true, "echo": true, "enable": true, "eval": true, "exec": true, "exit": true,
+	"export": true, "false": true, "fc": true, "fg": true, "function": true, "getopts": true,
+	"hash": true, "help": true, "history": true, "jobs": true, "kill": true, "let": true,
+	"local": true, "logout": true, "mapfile": true, "popd": true, "printf": true, "pushd": true,
+	"pwd": true, "read": true, "readarray": true, "readonly": true, "return": true, "select": true,
+	"set": true, "shift": true, "shopt": true, "source": true, "suspend": true, "test": true,
+	"time": true, "times": true, "trap": true, "true": true, "type": true, "typeset": true,
 	"ulimit": true, "umask": true, "unalias": true, "unset": true, "wait": true,
 }
 
@@ -61,8 +66,11 @@ func loneCommandAt(command string) (int, bool) {
 	if !ok || len(call.Assigns) > 0 || len(call.Args) == 0 {
 		return 0, false
 	}
+	// Lit returns the word with its backslashes: c\d is cd to the shell,
+	// so a name with a backslash or a quote keeps its shell. So does one
+	// starting with '-', which exec would take as its option (bash's -l).
 	name := call.Args[0].Lit()
-	if name == "" || shellBuiltins[name] {
+	if name == "" || shellBuiltins[name] || strings.ContainsAny(name, "\\'\"") || strings.HasPrefix(name, "-") {
 		return 0, false
 	}
 	at := int(call.Args[0].Pos().Offset())

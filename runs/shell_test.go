@@ -35,6 +35,11 @@ func TestShellScript(t *testing.T) {
 		{"for i in 1 2; do echo $i; done", "", StatusOfShell},
 		{"sleep 1 &&", "", StatusOfShell}, // a syntax error is the shell's to report
 		{"[[ -f x ]]", "", StatusOfShell},
+		{`c\d /tmp`, "", StatusOfShell},
+		{`\exit 3`, "", StatusOfShell},
+		{"declare -x A=1", "", StatusOfShell},
+		{"time make", "", StatusOfShell},
+		{"-l foo", "", StatusOfShell},
 	} {
 		script, statusOf := shellScript(c.command)
 		want := c.script

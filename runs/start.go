@@ -259,8 +259,9 @@ func (req *StartRequest) normalize() error {
 }
 
 // specDiff says how the run rec records differs from what req asks, in
-// what a reused run must match: the program, its cwd and its env. Secret
-// values are not stored, so secret_env is compared by names.
+// what a reused run must match: the program, its cwd, env, stdin and
+// capture mode (a reused run must serve what the caller will do with it).
+// Secret values are not stored, so secret_env is compared by names.
 func specDiff(rec *runrecord.Record, req *StartRequest) string {
 	red := redactorOf(req.SecretEnv)
 	var argv []string
@@ -277,8 +278,12 @@ func specDiff(rec *runrecord.Record, req *StartRequest) string {
 		return fmt.Sprintf("another command: %s (asked: %s)", quoteShort(rec.Command), quoteShort(red.String(req.Command)))
 	case !slices.Equal(rec.Argv, argv):
 		return fmt.Sprintf("another argv: %s (asked: %s)", quoteShort(strings.Join(rec.Argv, " ")), quoteShort(strings.Join(argv, " ")))
-	case rec.Cwd != red.String(req.Cwd):
+	case filepath.Clean(rec.Cwd) != red.String(req.Cwd):
 		return fmt.Sprintf("another cwd: %s (asked: %s)", quoteShort(rec.Cwd), quoteShort(red.String(req.Cwd)))
+	case rec.Stdin != req.Stdin:
+		return fmt.Sprintf("stdin %s (asked: %s)", quoteShort(rec.Stdin), quoteShort(req.Stdin))
+	case rec.CaptureMode != req.CaptureMode:
+		return fmt.Sprintf("capture_mode %s (asked: %s)", quoteShort(rec.CaptureMode), quoteShort(req.CaptureMode))
 	case !maps.Equal(rec.Env, env) && len(rec.Env)+len(env) > 0:
 		return "another env: " + envDiff(rec.Env, env)
 	case !slices.Equal(slices.Sorted(slices.Values(rec.SecretEnv)), secrets):
@@ -304,10 +309,14 @@ func envDiff(had, want map[string]string) string {
 	return ""
 }
 
+// redactorOf masks the values of secretEnv, those within the bounds
+// (a request refused for its bounds may hold larger ones).
 func redactorOf(secretEnv map[string]string) *capture.Redactor {
 	var b [][]byte
 	for _, v := range secretEnv {
-		b = append(b, []byte(v))
+		if len(v) <= MaxSecretBytes {
+			b = append(b, []byte(v))
+		}
 	}
 	return capture.NewRedactor(b)
 }
@@ -318,6 +327,7 @@ func redactorOf(secretEnv map[string]string) *capture.Redactor {
 // wherever ssh started it and means nothing to the agent.
 func (req *StartRequest) resolveCwd() error {
 	if filepath.IsAbs(req.Cwd) {
+		req.Cwd = filepath.Clean(req.Cwd) // "/srv/app/" is "/srv/app", also to if_running reuse
 		return nil
 	}
 	if strings.HasPrefix(req.Cwd, "~") && req.Cwd != "~" && !strings.HasPrefix(req.Cwd, "~/") {
@@ -412,13 +422,7 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (StartResult, err
 	if err != nil && len(req.SecretEnv) > 0 && len(req.SecretEnv) <= MaxSecrets {
 		// Errors quote the cwd, argv[0], the supervisor's exec error: the
 		// secrets must not come back through them.
-		var secrets [][]byte
-		for _, v := range req.SecretEnv {
-			if len(v) <= MaxSecretBytes {
-				secrets = append(secrets, []byte(v))
-			}
-		}
-		err = &redactedError{msg: capture.NewRedactor(secrets).String(err.Error()), err: err}
+		err = &redactedError{msg: redactorOf(req.SecretEnv).String(err.Error()), err: err}
 	}
 	if err != nil || req.Ready == nil {
 		return res, err
@@ -441,70 +445,49 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, error) {
-	if err := req.normalize(); err != nil {
-		return StartResult{}, err
+// program is what the supervisor executes for req: its path, argv, and
+// whose exit status the run reports. Resolved before anything touches the
+// disk, so a typo changes nothing.
+func (req *StartRequest) program() (path string, argv []string, statusOf string, err error) {
+	if len(req.Argv) == 0 {
+		script, statusOf := shellScript(req.Command)
+		return "/bin/sh", []string{"/bin/sh", "-c", script}, statusOf, nil
 	}
-	// Resolve the program before anything touches the disk, so a typo
-	// changes nothing.
-	script, statusOf := shellScript(req.Command)
-	path, argv := "/bin/sh", []string{"/bin/sh", "-c", script}
-	if len(req.Argv) > 0 {
-		statusOf = StatusOfProgram
-		argv = req.Argv
-		var err error
-		if path, err = resolve(argv[0], req.Cwd, childEnv(req, req.Name, "")); err != nil {
-			return StartResult{}, err
-		}
-	}
-	unlock, err := m.Store.LockName(req.Name, 10*time.Second)
-	if err != nil {
-		if errors.Is(err, runrecord.ErrLocked) {
-			return StartResult{}, fmt.Errorf("%w: another agent-box is starting a run named %q right now", ErrNameInUse, req.Name)
-		}
-		return StartResult{}, err
-	}
-	defer unlock()
-	// Under the lock no start of this name is in progress: what earlier,
-	// killed starts left half built goes (best effort: it is in nobody's
-	// way, since List ignores it).
-	m.Store.RemoveAbandoned(req.Name, m.supervisorAlive)
+	path, err = resolve(req.Argv[0], req.Cwd, childEnv(req, req.Name, ""))
+	return path, req.Argv, StatusOfProgram, err
+}
 
-	if prev, err := m.Get(req.Name, ""); err == nil {
-		if prev.rec == nil {
-			// Nothing proves a run whose record cannot be read is over: a
-			// newer agent-box may have written it for a live run.
-			return StartResult{}, fmt.Errorf("%w: the newest run of %q (run id %s) has a record this agent-box cannot read (%s), so it may still be running; choose another name, or if you know it is over, process_remove it by run_id",
-				ErrNameInUse, req.Name, prev.RunID, prev.Reason)
-		}
-		if prev.Verdict.MayBeAlive && req.IfRunning == "reuse" {
-			if diff := specDiff(prev.rec, req); diff != "" {
-				return StartResult{}, fmt.Errorf("%w: run %q (run id %s) is %s with %s; kill it first, or process_restart it to run it as asked",
-					ErrNameInUse, req.Name, prev.RunID, prev.State, diff)
-			}
-			return StartResult{Run: prev, Reused: true}, nil
-		}
-		if prev.Verdict.MayBeAlive {
-			return StartResult{}, fmt.Errorf("%w: run %q (run id %s, pid %d) is %s (%s); kill it first or choose another name",
-				ErrNameInUse, req.Name, prev.RunID, prev.PID, prev.State, prev.Reason)
-		}
-	} else if !errors.Is(err, ErrNotFound) {
-		return StartResult{}, err
+// nameFree decides, under the name's lock, whether req may start a run:
+// the newest run of the name blocks it while it may be alive, unless
+// req reuses it (then it is returned).
+func (m *Manager) nameFree(req *StartRequest) (reused *Run, err error) {
+	prev, err := m.Get(req.Name, "")
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case prev.rec == nil:
+		// Nothing proves a run whose record cannot be read is over: a
+		// newer agent-box may have written it for a live run.
+		return nil, fmt.Errorf("%w: the newest run of %q (run id %s) has a record this agent-box cannot read (%s), so it may still be running; choose another name, or if you know it is over, process_remove it by run_id",
+			ErrNameInUse, req.Name, prev.RunID, prev.Reason)
+	case !prev.Verdict.MayBeAlive:
+		return nil, nil
+	case req.IfRunning != "reuse":
+		return nil, fmt.Errorf("%w: run %q (run id %s, pid %d) is %s (%s); kill it first or choose another name",
+			ErrNameInUse, req.Name, prev.RunID, prev.PID, prev.State, prev.Reason)
 	}
-
-	now := time.Now().UTC()
-	runID := runrecord.NewRunID(now)
-	env := childEnv(req, req.Name, runID)
-
-	secrets := make([]string, 0, len(req.SecretEnv))
-	secretNames := make([]string, 0, len(req.SecretEnv))
-	var secretBytes [][]byte
-	for k, v := range req.SecretEnv {
-		secrets = append(secrets, v)
-		secretNames = append(secretNames, k)
-		secretBytes = append(secretBytes, []byte(v))
+	if diff := specDiff(prev.rec, req); diff != "" {
+		return nil, fmt.Errorf("%w: run %q (run id %s) is %s with %s; kill it first, or process_restart it to run it as asked",
+			ErrNameInUse, req.Name, prev.RunID, prev.State, diff)
 	}
-	red := capture.NewRedactor(secretBytes)
+	return &prev, nil
+}
+
+// newRecord is the first record of a run of req, its secrets masked.
+func (m *Manager) newRecord(req *StartRequest, runID string, now time.Time, statusOf string) *runrecord.Record {
+	red := redactorOf(req.SecretEnv)
 	rec := &runrecord.Record{
 		Version:     runrecord.Version,
 		Name:        req.Name,
@@ -519,7 +502,7 @@ func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, er
 		BootID:      m.Sys.BootID(),
 		StartedAt:   now,
 		LogPath:     m.Store.LogPath(req.Name, runID),
-		SecretEnv:   secretNames,
+		SecretEnv:   slices.Sorted(maps.Keys(req.SecretEnv)),
 		StatusOf:    statusOf,
 	}
 	if req.CaptureMode == string(capture.Framed) {
@@ -534,6 +517,41 @@ func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, er
 			rec.Env[k] = red.String(v)
 		}
 	}
+	return rec
+}
+
+func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, error) {
+	if err := req.normalize(); err != nil {
+		return StartResult{}, err
+	}
+	path, argv, statusOf, err := req.program()
+	if err != nil {
+		return StartResult{}, err
+	}
+	unlock, err := m.Store.LockName(req.Name, 10*time.Second)
+	if err != nil {
+		if errors.Is(err, runrecord.ErrLocked) {
+			return StartResult{}, fmt.Errorf("%w: another agent-box is starting a run named %q right now", ErrNameInUse, req.Name)
+		}
+		return StartResult{}, err
+	}
+	defer unlock()
+	// Under the lock no start of this name is in progress: what earlier,
+	// killed starts left half built goes (best effort: it is in nobody's
+	// way, since List ignores it).
+	m.Store.RemoveAbandoned(req.Name, m.supervisorAlive)
+	if reused, err := m.nameFree(req); err != nil || reused != nil {
+		if reused != nil {
+			return StartResult{Run: *reused, Reused: true}, nil
+		}
+		return StartResult{}, err
+	}
+
+	now := time.Now().UTC()
+	runID := runrecord.NewRunID(now)
+	rec := m.newRecord(req, runID, now, statusOf)
+	secrets := slices.Collect(maps.Values(req.SecretEnv))
+	env := childEnv(req, req.Name, runID)
 	spec := &supervisor.Spec{
 		StateDir:    m.Store.Root,
 		Name:        req.Name,

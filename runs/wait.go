@@ -69,6 +69,37 @@ func (p WaitPolicy) bound(asked *time.Duration, watched bool) (d time.Duration, 
 	return d, false, nil
 }
 
+// progressClock says when a blocking call reports progress next. Without
+// a reporter no report is ever due, so it never shortens a sleep.
+type progressClock struct {
+	send  func(elapsed time.Duration, running []string)
+	every time.Duration
+	start time.Time
+	next  time.Time
+}
+
+func newProgressClock(send func(time.Duration, []string), every time.Duration) *progressClock {
+	now := time.Now()
+	return &progressClock{send: send, every: every, start: now, next: now.Add(every)}
+}
+
+// sleep bounds a sleep that must end before the bound left does, and in
+// time for the next report.
+func (p *progressClock) sleep(left time.Duration) time.Duration {
+	if p.send == nil {
+		return left
+	}
+	return min(left, time.Until(p.next))
+}
+
+// tick reports progress when a report is due.
+func (p *progressClock) tick(running []string) {
+	if p.send != nil && !time.Now().Before(p.next) {
+		p.send(time.Since(p.start), running)
+		p.next = time.Now().Add(p.every)
+	}
+}
+
 // outputSettle bounds the wait for the output to close after the exit.
 const outputSettle = 500 * time.Millisecond
 
@@ -161,9 +192,8 @@ func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
 		}
 		dirs[i] = m.Store.RunDir(rs[i].Name, rs[i].RunID)
 	}
-	start := time.Now()
-	deadline := start.Add(bound)
-	nextProgress := start.Add(pol.ProgressEvery)
+	clock := newProgressClock(req.Progress, pol.ProgressEvery)
+	deadline := clock.start.Add(bound)
 	var watch *dirWatch
 	defer func() { watch.Close() }()
 	ended := slices.IndexFunc(rs, req.over)
@@ -175,12 +205,9 @@ func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
 		if watch == nil {
 			watch = watchDirs(watchRecord, dirs...)
 		} else {
-			watch.Wait(ctx, min(left, time.Until(nextProgress)))
+			watch.Wait(ctx, clock.sleep(left))
 		}
-		if req.Progress != nil && !time.Now().Before(nextProgress) {
-			req.Progress(time.Since(start), req.Names)
-			nextProgress = time.Now().Add(pol.ProgressEvery)
-		}
+		clock.tick(req.Names)
 		for i := range rs {
 			if rs[i], err = m.Get(rs[i].Name, rs[i].RunID); err != nil {
 				return WaitResult{}, err

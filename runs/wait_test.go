@@ -1,8 +1,16 @@
 package runs
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/proc"
 )
 
 func TestWaitBound(t *testing.T) {
@@ -31,4 +39,42 @@ func TestWaitBound(t *testing.T) {
 			t.Errorf("bound(%v, watched %v) = %v, %v, %v; want %v, %v, err %v", c.asked, c.watched, got, shortened, err, c.want, c.shortened, c.err)
 		}
 	}
+}
+
+// countingSys is fakeSys with every probe of a live process counted.
+type countingSys struct {
+	fakeSys
+	probes atomic.Int64
+}
+
+func (c *countingSys) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) {
+	c.probes.Add(1)
+	return c.fakeSys.Probe(pid, start)
+}
+
+// A wait that sends no progress sleeps between its rechecks: a progress
+// time that never moves on must not turn the wait into a busy loop
+// (before: one read and probe after another, 100,000 a second).
+func TestWaitWithoutProgressDoesNotSpin(t *testing.T) {
+	store := newStore(t)
+	rec := record(store, "boot")
+	require.NoError(t, store.Create(rec))
+	sys := &countingSys{fakeSys: fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Same }}}
+	m := &Manager{Store: store, Sys: sys, Waits: WaitPolicy{ProgressEvery: 20 * time.Millisecond}}
+	d := 700 * time.Millisecond
+
+	sys.probes.Store(0)
+	res, err := m.Wait(context.Background(), WaitRequest{Names: []string{"r"}, Timeout: &d})
+	require.NoError(t, err)
+	require.True(t, res.WaitTimedOut)
+	assert.Less(t, sys.probes.Load(), int64(40), "probes in a %s wait without progress", d)
+
+	sys.probes.Store(0)
+	run, err := m.Get("r", "")
+	require.NoError(t, err)
+	req := &StartRequest{Ready: &ReadyProbe{Log: "never"}, ReadyTimeout: &d}
+	require.NoError(t, req.Ready.check())
+	ready := m.awaitReady(context.Background(), run, req)
+	require.False(t, ready.Ready)
+	assert.Less(t, sys.probes.Load(), int64(60), "probes in a %s ready wait without progress (one poll every %s)", d, readyPoll)
 }

@@ -27,9 +27,10 @@ type Tail struct {
 	StderrFrom int64
 	// OutputWhole: Output is all of the output past Since.
 	OutputWhole bool
-	// OutputCut: the tail's first line was longer than the tail's bound,
-	// so only its end is shown.
+	// OutputCut, StderrCut: the tail's first line was longer than the
+	// tail's bound, so only its end is shown.
 	OutputCut bool
+	StderrCut bool
 }
 
 // How much of the output process_wait returns.
@@ -82,12 +83,10 @@ func framedTail(r io.ReaderAt, size, since int64) Tail {
 	if err != nil {
 		return t
 	}
-	var cutErr bool
 	t.Output, t.OutputCut = lastLines(w.Content, waitTailLines, waitTailBytes)
-	t.Stderr, cutErr = lastLines(w.Stderr, waitTailLines, waitTailBytes)
+	t.Stderr, t.StderrCut = lastLines(w.Stderr, waitTailLines, waitTailBytes)
 	t.Lossy, t.OutputFrom, t.StderrFrom = w.Lossy, w.Offset, w.Offset
 	t.OutputWhole = w.Offset == t.Since && !t.OutputCut && trimNL(t.Output) == trimNL(w.Content)
-	t.OutputCut = t.OutputCut || cutErr
 	// The window's start is before the tail; the frame holding the tail's
 	// first byte is where it begins: tail_lines, for as many lines as the
 	// tail has, finds it, when its answer holds the whole tail (a last

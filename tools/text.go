@@ -329,15 +329,17 @@ func waitText(res runs.WaitResult, waited time.Duration) string {
 		}
 		return fmt.Sprintf(", from log offset %d of %d (tail_log from offset %d for the rest)", at, res.Run.LogBytes, res.Since)
 	}
-	cut := ""
-	if res.OutputCut {
-		cut = ", the first line cut to its end"
+	cut := func(c bool) string {
+		if c {
+			return ", the first line cut to its end"
+		}
+		return ""
 	}
 	if res.Stderr != "" {
-		fmt.Fprintf(&b, "[last lines of stderr%s%s%s; %d bytes follow]\n%s", capped, from(res.StderrFrom), cut, len(res.Stderr), res.Stderr)
+		fmt.Fprintf(&b, "[last lines of stderr%s%s%s; %d bytes follow]\n%s", capped, from(res.StderrFrom), cut(res.StderrCut), len(res.Stderr), res.Stderr)
 	}
 	if res.Output != "" {
-		fmt.Fprintf(&b, "[last lines of output%s%s%s; %d bytes follow]\n%s", capped, from(res.OutputFrom), cut, len(res.Output), res.Output)
+		fmt.Fprintf(&b, "[last lines of output%s%s%s; %d bytes follow]\n%s", capped, from(res.OutputFrom), cut(res.OutputCut), len(res.Output), res.Output)
 	}
 	return b.String()
 }

@@ -543,7 +543,7 @@ func waitResult(res runs.WaitResult, waited time.Duration) map[string]any {
 		out["output_tail_offset"] = res.OutputFrom
 		out["output_tail_whole"] = res.OutputWhole
 	}
-	if res.OutputCut {
+	if res.OutputCut || res.StderrCut {
 		out["output_tail_cut"] = true
 	}
 	if res.Stderr != "" {

@@ -473,3 +473,25 @@ func TestReuseAndRestart(t *testing.T) {
 	assert.Equal(t, "7\n", s.OK("tail_log", map[string]any{"name": "sec"}).Data["content"])
 	s.OK("process_kill", map[string]any{"name": "srv", "signal": "KILL"})
 }
+
+// A restart whose spec can no longer start (its cwd is gone) fails before
+// it stops anything: the old run keeps running.
+func TestRestartThatCannotStartStopsNothing(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	dir := t.TempDir() + "/app"
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	s.OK("process_start", map[string]any{"name": "srv", "argv": []any{"sleep", "30"}, "cwd": dir + "/"})
+	r := s.OK("process_start", map[string]any{"name": "srv", "argv": []any{"sleep", "30"}, "cwd": dir, "if_running": "reuse"})
+	assert.Equal(t, true, r.Data["reused"], "a trailing slash is the same cwd: %s", r.Text)
+	r = s.Call("process_start", map[string]any{"name": "srv", "argv": []any{"sleep", "30"}, "cwd": dir, "if_running": "reuse", "stdin": "pipe"})
+	assert.True(t, r.IsError, "a run without a stdin pipe cannot serve process_write")
+	assert.Contains(t, r.Text, "stdin")
+
+	require.NoError(t, os.Remove(dir))
+	r = s.Call("process_restart", map[string]any{"name": "srv"})
+	require.True(t, r.IsError, r.Text)
+	assert.Contains(t, r.Text, "cannot be started again")
+	assert.Equal(t, "running", abtest.RunOf(t, s.OK("process_list", nil), "srv")["state"], "the old run was not stopped")
+	s.OK("process_kill", map[string]any{"name": "srv", "signal": "KILL"})
+}
