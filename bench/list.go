@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -142,8 +143,55 @@ func (b *bench) benchList() []metric {
 		}
 		full.Name = name + ", limit=all, median"
 		out = append(out, full)
+		for _, whole := range []bool{true, false} {
+			m, err := b.timeChanges(root, n, whole)
+			if err != nil {
+				return append(out, failed(name, err))
+			}
+			out = append(out, m)
+		}
 	}
 	return out
+}
+
+// timeChanges times process_list {changed_since} when nothing changed, with
+// the cursor of a listing of every run (it knows every running run, so only
+// those and the recent ones are read) or of a default listing (every record
+// is read).
+func (b *bench) timeChanges(root string, n int, whole bool) (metric, error) {
+	name := fmt.Sprintf("process_list changed_since, %s finished runs, cursor of a default listing, median", countLabel(n))
+	args := map[string]any{}
+	if whole {
+		name = fmt.Sprintf("process_list changed_since, %s finished runs, cursor of a listing of all, median", countLabel(n))
+		args = map[string]any{"all": true, "limit": n}
+	}
+	c, err := b.connect(root)
+	if err != nil {
+		return metric{}, err
+	}
+	defer c.close()
+	var res struct {
+		Runs   []json.RawMessage `json:"runs"`
+		Cursor string            `json:"cursor"`
+	}
+	if _, err := c.call("process_list", args, &res); err != nil {
+		return metric{}, err
+	}
+	cursor := res.Cursor
+	var ds []time.Duration
+	for i := -1; i < b.cfg.listReps; i++ {
+		d, err := c.call("process_list", map[string]any{"changed_since": cursor}, &res)
+		if err != nil {
+			return metric{}, err
+		}
+		if len(res.Runs) != 0 {
+			return metric{}, fmt.Errorf("changed_since listed %d runs of a store where nothing changed", len(res.Runs))
+		}
+		if i >= 0 {
+			ds = append(ds, d)
+		}
+	}
+	return metric{Name: name, Unit: "ms", Value: ms(median(ds)), Samples: len(ds), Note: "on a warm server; nothing changed"}, nil
 }
 
 // timeList times process_list as an agent does after a reconnect: the
