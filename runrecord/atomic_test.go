@@ -361,3 +361,36 @@ func names(ents []fs.DirEntry) []string {
 	}
 	return out
 }
+
+// WriteVisible puts the new record where readers see it without the fsync
+// of the run dir, which is left to its durable; the supervisor reports a
+// child's pid in between.
+func TestWriteVisibleDefersTheDirectoryFsync(t *testing.T) {
+	s := newStore(t)
+	old := create(t, s, "web")
+	dir := s.RunDir(old.Name, old.RunID)
+	var synced []string
+	runrecord.SetFaults(t, runrecord.Faults{SyncDir: func(d string) error {
+		synced = append(synced, d)
+		return runrecord.FsyncDir(d)
+	}})
+	changed := *old
+	changed.PID = 4242
+	durable, err := s.WriteVisible(&changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Read(old.Name, old.RunID)
+	if err != nil || got.PID != 4242 {
+		t.Fatalf("Read before durable = %+v, %v; want the new record", got, err)
+	}
+	if len(synced) != 0 {
+		t.Fatalf("WriteVisible fsynced %v; that is durable's job", synced)
+	}
+	if err := durable(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(synced, dir) {
+		t.Fatalf("durable fsynced %v, not the run dir %s", synced, dir)
+	}
+}

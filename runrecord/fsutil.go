@@ -32,6 +32,11 @@ func writeAtomic(dir, file string, data []byte) error {
 	if err := replaceFile(dir, file, data); err != nil {
 		return fmt.Errorf("%s unchanged: %w", file, err)
 	}
+	return syncRenamed(dir, file)
+}
+
+// syncRenamed makes the rename of a new file over dir/file durable.
+func syncRenamed(dir, file string) error {
 	if err := syncDir(dir); err != nil {
 		// The rename is done and cannot be undone (the old file is
 		// unlinked), so the write is not rolled back: readers see the new

@@ -555,18 +555,40 @@ func (s *Store) checkRunDirs(name, runID string) error {
 // old record is in place, except for ErrNotDurable: the new one is, but a
 // crash may bring back the old one.
 func (s *Store) Write(r *Record) error {
-	data, err := Encode(r)
+	durable, err := s.WriteVisible(r)
 	if err != nil {
 		return err
 	}
+	return durable()
+}
+
+// WriteVisible is the first half of Write: when it returns nil, readers
+// see the new record, which was fsynced before it was renamed into place
+// (so a crash never leaves a torn one). durable is the second half, the
+// fsync of the run dir that makes the rename itself survive a crash; until
+// it is called a crash may bring back the previous record. The supervisor
+// reports the child's pid in between, so that process_start does not wait
+// for an fsync whose only effect is on what a crash keeps: a crash ends the
+// run's processes anyway, and the previous record says so too.
+func (s *Store) WriteVisible(r *Record) (durable func() error, err error) {
+	data, err := Encode(r)
+	if err != nil {
+		return nil, err
+	}
 	where := fmt.Sprintf("write run %s/%s", r.Name, r.RunID)
 	if err := s.checkRunDirs(r.Name, r.RunID); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	if err := writeAtomic(s.RunDir(r.Name, r.RunID), recordFile, data); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+	dir := s.RunDir(r.Name, r.RunID)
+	if err := replaceFile(dir, recordFile, data); err != nil {
+		return nil, fmt.Errorf("%s: %s unchanged: %w", where, recordFile, err)
 	}
-	return nil
+	return func() error {
+		if err := syncRenamed(dir, recordFile); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		return nil
+	}, nil
 }
 
 // Read returns the record; ErrNotFound when there is none.

@@ -116,6 +116,21 @@ func (s *supervisor) writeRecord(mut func(r *runrecord.Record)) error {
 	return err
 }
 
+// writePID records the child's pid and returns once readers see it, but
+// before the fsync that makes the record survive a crash (durable): the
+// start report need not wait for it (see runrecord.Store.WriteVisible).
+func (s *supervisor) writePID(pid int, start uint64) (durable func() error, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rec.PID = pid
+	s.rec.PIDStartTime = start
+	durable, err = s.store.WriteVisible(s.rec)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "supervise: writing record: %v\n", err)
+	}
+	return durable, err
+}
+
 // makeReserve sets aside reserveSize bytes on the run's file system.
 func (s *supervisor) makeReserve(runDir string) {
 	path := filepath.Join(runDir, "reserve")
@@ -190,10 +205,7 @@ func (s *supervisor) run(report *os.File) error {
 	// The child is not reaped before we read its start time, so even a
 	// child that exited at once still has its /proc entry (as a zombie).
 	st, serr := proc.ReadStat(pid)
-	werr := s.writeRecord(func(r *runrecord.Record) {
-		r.PID = pid
-		r.PIDStartTime = st.StartTime
-	})
+	durable, werr := s.writePID(pid, st.StartTime)
 	if err := errors.Join(serr, werr); err != nil {
 		// Without a recorded pid nobody could ever control this child.
 		unix.Kill(-pid, unix.SIGKILL)
@@ -213,6 +225,9 @@ func (s *supervisor) run(report *os.File) error {
 	}
 	writeReport(report, pid, nil)
 	report.Close()
+	if err := durable(); err != nil {
+		fmt.Fprintf(os.Stderr, "supervise: writing record: %v\n", err)
+	}
 	// The supervisor lives as long as its run: give back what start-up
 	// allocated (as "agent-box supervise", mcp-go's JSON Schema library
 	// compiles its meta-schemas at package init, ~1.7 MB). After the report,
