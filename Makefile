@@ -9,13 +9,19 @@ PREFIX  ?= $(HOME)/.local
 
 # agent-box-supervisor goes beside agent-box, which starts it for every run
 # (agent-box alone works too, through "agent-box supervise").
+#
+# Both are static (no cgo): a dynamically linked Go binary spends about a
+# millisecond in the loader and libc before main, and every process_start
+# execs the supervisor and every SSH connection the server. Nothing here
+# needs libc: the pure-Go resolver serves the ready probes' localhost URLs.
+STATIC := CGO_ENABLED=0
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent-box
-	$(GO) build -o $(dir $(BIN))agent-box-supervisor ./cmd/agent-box-supervisor
+	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent-box
+	$(STATIC) $(GO) build -o $(dir $(BIN))agent-box-supervisor ./cmd/agent-box-supervisor
 
 install:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/agent-box ./cmd/agent-box
-	$(GO) build -o $(PREFIX)/bin/agent-box-supervisor ./cmd/agent-box-supervisor
+	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/agent-box ./cmd/agent-box
+	$(STATIC) $(GO) build -o $(PREFIX)/bin/agent-box-supervisor ./cmd/agent-box-supervisor
 
 # The test command of the README and of .ci/run: every package, with -race.
 test:
