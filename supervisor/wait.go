@@ -69,6 +69,7 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	var exit *runrecord.Exit // recorded with the output's end, below
 	leaderExited := func(ws unix.WaitStatus) {
 		childDone = true
+		exit = exitOf(ws, timedOut) // its time is now, not after the wait
 		// The leader's exit closes its end of the output; unless a
 		// descendant holds it too, the drain ends a moment later. Then
 		// one record says both, and process_wait (which answers once the
@@ -82,7 +83,6 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 			}
 			t.Stop()
 		}
-		exit = exitOf(ws, timedOut)
 		if !outputDone {
 			s.recordExit(exit)
 		}
