@@ -24,7 +24,7 @@ func TestPlumbing(t *testing.T) {
 		captureBytes: 1 << 20, captureReps: 1,
 		drainBytes: 3 << 20,
 		listSizes:  []int{50, 120}, listReps: 1,
-		followN: 3, waitN: 1,
+		followN: 3, waitN: 1, soakN: 20,
 	}}
 	if err := b.setup(t.TempDir()); err != nil {
 		t.Fatal(err)

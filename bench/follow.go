@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -66,7 +67,19 @@ func (b *bench) benchFollow() []metric {
 		}
 	}()
 
-	var lat []time.Duration
+	logPath, err := b.logPath(c, name)
+	if err != nil {
+		return fail(err)
+	}
+	// The baseline is the floor under any follow: the same write seen by an
+	// inotify watch of the log, from this process, in the rounds between.
+	watch, err := newFileWatch(logPath)
+	if err != nil {
+		return fail(err)
+	}
+	defer watch.close()
+
+	var lat, base []time.Duration
 	var off int64
 	for i := -1; i < b.cfg.followN; i++ {
 		id, err := c.sendTool("tail_log", map[string]any{"name": name, "offset": off, "wait_ms": 10000})
@@ -74,9 +87,8 @@ func (b *bench) benchFollow() []metric {
 			return fail(err)
 		}
 		time.Sleep(parkDelay)
-		line := fmt.Sprintf("line %d\n", i)
 		t0 := time.Now()
-		if _, err := w.WriteString(line); err != nil {
+		if _, err := fmt.Fprintf(w, "line %d\n", i); err != nil {
 			return fail(err)
 		}
 		var t tailInfo
@@ -90,8 +102,21 @@ func (b *bench) benchFollow() []metric {
 		// The line may come in more than one window only if the
 		// supervisor's copy splits it; then the rest is read next round.
 		off = t.EndOffset
+
+		watch.drain()
+		time.Sleep(parkDelay)
+		t0 = time.Now()
+		if _, err := fmt.Fprintf(w, "base %d\n", i); err != nil {
+			return fail(err)
+		}
+		size, err := watch.grown(off, 10*time.Second)
+		if err != nil {
+			return fail(err)
+		}
+		db := time.Since(t0)
+		off = size
 		if i >= 0 {
-			lat = append(lat, d)
+			lat, base = append(lat, d), append(base, db)
 		}
 	}
 	w.Close()
@@ -100,28 +125,84 @@ func (b *bench) benchFollow() []metric {
 	if _, err := c.call("process_wait", map[string]any{"name": name, "timeout_ms": 30000}, &wi); err != nil {
 		return fail(err)
 	}
-	return latencyRows(title, lat, "from the child's write (fifo → echo) to the tail_log reply")
+	rows := latencyRows(title, lat, base, "the child's write reaching the log (inotify in the benchmark)", 1, 3)
+	rows[0].Note = "from the child's write (fifo → echo) to the tail_log reply; rounds alternate with the baseline"
+	return append(rows, b.followSoak(c)...)
+}
+
+// logPath is the log of the newest run of name.
+func (b *bench) logPath(c *client, name string) (string, error) {
+	var w waitInfo
+	if _, err := c.call("process_wait", map[string]any{"name": name, "timeout_ms": 0}, &w); err != nil {
+		return "", err
+	}
+	if w.Run.LogPath == "" {
+		return "", fmt.Errorf("run %s has no log_path", name)
+	}
+	return w.Run.LogPath, nil
+}
+
+// followSoak makes soakN follow calls that each time out after 1 ms on a
+// silent run, each making and letting go of a watch, and counts the
+// server's open files before and after.
+func (b *bench) followSoak(c *client) []metric {
+	const title = "open files of the server after the follow soak"
+	fail := func(err error) []metric { return []metric{failed(title, err)} }
+	name := b.name("soak")
+	if _, err := c.call("process_start", map[string]any{"name": name, "cwd": b.work, "argv": []string{"sleep", "600"}}, nil); err != nil {
+		return fail(err)
+	}
+	defer c.call("process_kill", map[string]any{"name": name, "signal": "KILL"}, nil)
+	before, err := openFiles(c.pid())
+	if err != nil {
+		return fail(err)
+	}
+	t0 := time.Now()
+	for range b.cfg.soakN {
+		var t tailInfo
+		if _, err := c.call("tail_log", map[string]any{"name": name, "offset": 0, "wait_ms": 1}, &t); err != nil {
+			return fail(err)
+		}
+	}
+	per := time.Since(t0) / time.Duration(max(1, b.cfg.soakN))
+	after, err := openFiles(c.pid())
+	if err != nil {
+		return fail(err)
+	}
+	m := metric{Name: title, Unit: "files", Value: float64(after), Samples: b.cfg.soakN, Target: "no more than before"}
+	m.setBaseline("before the soak", float64(before))
+	m.setMet(after <= before)
+	m.Note = fmt.Sprintf("%d tail_log calls with wait_ms 1 on a silent run, %.2f ms each", b.cfg.soakN, ms(per))
+	return []metric{m}
+}
+
+func openFiles(pid int) (int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	return len(ents), err
 }
 
 // benchWait measures process_wait's answer latency: the child is exec'd
 // date, which prints the time in ns and exits at once; the latency is the
 // reply's arrival minus that time (one clock, CLOCK_REALTIME, on one box).
+// The baseline, in the rounds between, is the same command as this
+// process's own child: the time from its print to wait(2) returning.
 func (b *bench) benchWait() []metric {
 	const title = "process_wait latency after exit"
+	const command = "sleep 0.1; exec date +%s%N"
 	fail := func(err error) []metric { return []metric{failed(title, err)} }
 	c, err := b.connect(b.stateDir)
 	if err != nil {
 		return fail(err)
 	}
 	defer c.close()
-	var lat []time.Duration
+	var lat, base []time.Duration
 	for i := -1; i < b.cfg.waitN; i++ {
 		name := b.name("wait")
 		if _, err := c.call("process_start", map[string]any{
 			"name": name, "cwd": b.work,
 			// exec: date is the run's process itself, so the time it
 			// prints is its last act before exit.
-			"command": "sleep 0.3; exec date +%s%N",
+			"command": command,
 		}, nil); err != nil {
 			return fail(err)
 		}
@@ -134,21 +215,52 @@ func (b *bench) benchWait() []metric {
 		if err := wi.exitedOK(); err != nil {
 			return fail(err)
 		}
-		ns, err := strconv.ParseInt(strings.TrimSpace(wi.OutputTail), 10, 64)
+		d, err := sincePrinted(wi.OutputTail, got)
 		if err != nil {
-			return fail(fmt.Errorf("output_tail %q is not the child's exit time: %v", wi.OutputTail, err))
+			return fail(err)
+		}
+
+		out, err := exec.Command("/bin/sh", "-c", command).Output()
+		gotBase := time.Now()
+		if err != nil {
+			return fail(err)
+		}
+		db, err := sincePrinted(string(out), gotBase)
+		if err != nil {
+			return fail(err)
 		}
 		if i >= 0 {
-			lat = append(lat, got.Sub(time.Unix(0, ns)))
+			lat, base = append(lat, d), append(base, db)
 		}
 	}
-	return latencyRows(title, lat, "from the child's last write before exit to the process_wait reply")
+	rows := latencyRows(title, lat, base, "the same command as the benchmark's own child, to wait(2)", 2, 0)
+	rows[0].Note = "from the child's last write before exit to the process_wait reply; rounds alternate with the baseline"
+	return rows
 }
 
-func latencyRows(title string, lat []time.Duration, what string) []metric {
-	p50 := metric{Name: title + ", p50", Unit: "ms", Value: ms(percentile(lat, 50)), Samples: len(lat), Note: what}
-	p99 := metric{Name: title + ", p99", Unit: "ms", Value: ms(percentile(lat, 99)), Samples: len(lat),
-		Note: fmt.Sprintf("min %.2f ms, max %.2f ms", ms(percentile(lat, 0)), ms(percentile(lat, 100)))}
+func sincePrinted(out string, at time.Time) (time.Duration, error) {
+	ns, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("output %q is not the child's exit time: %v", out, err)
+	}
+	return at.Sub(time.Unix(0, ns)), nil
+}
+
+// latencyRows are the p50 and p99 of lat against those of base, each with
+// its target in ms (0: none).
+func latencyRows(title string, lat, base []time.Duration, baseName string, p50Target, p99Target float64) []metric {
+	row := func(p float64, target float64) metric {
+		m := metric{Name: fmt.Sprintf("%s, p%.0f", title, p), Unit: "ms", Value: ms(percentile(lat, p)), Samples: len(lat)}
+		m.setBaseline(baseName, ms(percentile(base, p)))
+		if target > 0 {
+			m.Target = fmt.Sprintf("≤ %g ms", target)
+			m.setMet(m.Value <= target)
+		}
+		return m
+	}
+	p50, p99 := row(50, p50Target), row(99, p99Target)
+	p99.Note = fmt.Sprintf("min %.2f ms, max %.2f ms; baseline min %.2f ms, max %.2f ms",
+		ms(percentile(lat, 0)), ms(percentile(lat, 100)), ms(percentile(base, 0)), ms(percentile(base, 100)))
 	return []metric{p50, p99}
 }
 

@@ -49,22 +49,23 @@ type config struct {
 	listReps     int   // timed process_list calls per size
 	followN      int   // tail_log wait_ms wake-ups
 	waitN        int   // process_wait exits
+	soakN        int   // follow calls of the fd soak
 }
 
 var (
 	fullConfig = config{
-		spawnN: 30, startN: 30,
-		captureBytes: 1 << 30, captureReps: 3,
+		spawnN: 30, startN: 100,
+		captureBytes: 1 << 30, captureReps: 5,
 		drainBytes: 256 << 20,
 		listSizes:  []int{1000, 10000, 50000}, listReps: 5,
-		followN: 100, waitN: 20,
+		followN: 100, waitN: 100, soakN: 10000,
 	}
 	quickConfig = config{
 		spawnN: 10, startN: 10,
 		captureBytes: 64 << 20, captureReps: 2,
 		drainBytes: 16 << 20,
 		listSizes:  []int{1000}, listReps: 3,
-		followN: 20, waitN: 5,
+		followN: 20, waitN: 5, soakN: 1000,
 	}
 )
 
