@@ -185,7 +185,7 @@ func (s *supervisor) recordExit(exit *runrecord.Exit) {
 
 // drain copies r to w until EOF. w never fails (capture's writers swallow
 // errors), so the child's pipe is always emptied. capture's writers drain
-// a pipe themselves (with splice(2) where they can).
+// a pipe themselves, with a read the size of the pipe.
 func drain(r io.Reader, w io.Writer) {
 	if rf, ok := w.(io.ReaderFrom); ok {
 		rf.ReadFrom(r)

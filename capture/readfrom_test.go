@@ -24,7 +24,7 @@ func feed(t *testing.T, data []byte) *os.File {
 		t.Fatal(err)
 	}
 	go func() {
-		// Odd write sizes, so splice sees partial pipe contents.
+		// Odd write sizes, so a read sees partial pipe contents.
 		for off := 0; off < len(data); {
 			n := min(len(data)-off, 70001)
 			w.Write(data[off : off+n])
@@ -35,7 +35,7 @@ func feed(t *testing.T, data []byte) *os.File {
 	return r
 }
 
-func TestReadFromSplicesExactly(t *testing.T) {
+func TestReadFromCopiesExactly(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		mode    Mode
@@ -43,10 +43,10 @@ func TestReadFromSplicesExactly(t *testing.T) {
 		max     int64
 		n       int
 	}{
-		{"combined splice", Combined, nil, 0, 5<<20 + 17},
-		{"combined splice capped", Combined, nil, 1<<20 + 3, 3 << 20},
-		{"combined with secrets copies", Combined, [][]byte{[]byte("zzz-no-match")}, 0, 1<<20 + 5},
-		{"framed copies", Framed, nil, 0, 1<<20 + 5},
+		{"combined", Combined, nil, 0, 5<<20 + 17},
+		{"combined capped", Combined, nil, 1<<20 + 3, 3 << 20},
+		{"combined with secrets", Combined, [][]byte{[]byte("zzz-no-match")}, 0, 1<<20 + 5},
+		{"framed", Framed, nil, 0, 1<<20 + 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "log")
