@@ -38,11 +38,19 @@ func (m *Manager) Write(name, runID string, data []byte, closeIt bool) (WriteRes
 			ErrNoStdin, name, run.RunID, run.rec.Stdin)
 	}
 	if run.Ended() || !run.supAlive {
-		return WriteResult{}, fmt.Errorf("%w: run %q (run id %s) is %s (%s); its stdin is gone", ErrNoStdin, name, run.RunID, run.State, run.Reason)
+		return WriteResult{}, stdinGone(run)
 	}
 	reply, err := supervisor.WriteStdin(m.Store.RunDir(name, run.RunID), run.rec.SupervisorPID, data, closeIt, stdinWriteTimeout())
 	res := WriteResult{Run: run, Written: reply.Written, Closed: reply.Closed}
 	if err != nil {
+		if errors.Is(err, supervisor.ErrStdinUnreachable) {
+			// The run may have ended between the read of its record and
+			// the dial: the supervisor stops listening only after the
+			// record that says so.
+			if now, gerr := m.Get(name, run.RunID); gerr == nil && (now.Ended() || !now.supAlive) {
+				return WriteResult{Run: now}, stdinGone(now)
+			}
+		}
 		if errors.Is(err, supervisor.ErrStdinClosed) {
 			return res, fmt.Errorf("%w: stdin of run %q (run id %s) was closed by an earlier process_write; nothing was written", ErrNoStdin, name, run.RunID)
 		}
@@ -53,6 +61,10 @@ func (m *Manager) Write(name, runID string, data []byte, closeIt bool) (WriteRes
 		return res, fmt.Errorf("writing to stdin of run %q: %w", name, err)
 	}
 	return res, nil
+}
+
+func stdinGone(run Run) error {
+	return fmt.Errorf("%w: run %q (run id %s) is %s (%s); its stdin is gone", ErrNoStdin, run.Name, run.RunID, run.State, run.Reason)
 }
 
 // stdinWriteTimeoutEnv overrides supervisor.StdinWriteTimeout for the

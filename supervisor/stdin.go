@@ -153,6 +153,9 @@ type stdinServer struct {
 	// it counts against the request's deadline.
 	sem chan struct{}
 	w   *os.File // nil once closed; guarded by sem
+	// ended: the supervisor closed w because the leader exited, not a
+	// process_write with close; guarded by sem.
+	ended bool
 }
 
 func serveStdin(runDir string, w *os.File) (*stdinServer, error) {
@@ -213,6 +216,11 @@ func (s *stdinServer) write(req WriteRequest, deadline time.Time, timeout time.D
 			"timed out after %s waiting for an earlier write to the same stdin to finish (the process is not reading its stdin)", timeout)}
 	}
 	defer func() { <-s.sem }()
+	if s.w == nil && s.ended {
+		// A request accepted just before Close: it must not read as a
+		// close by an earlier process_write.
+		return WriteReply{Reason: reasonBroken, Error: ErrStdinBroken.Error() + " (the run's leader exited)"}
+	}
 	if s.w == nil {
 		return WriteReply{Closed: true, Reason: reasonClosed, Error: ErrStdinClosed.Error()}
 	}
@@ -248,14 +256,19 @@ func (s *stdinServer) write(req WriteRequest, deadline time.Time, timeout time.D
 }
 
 // Close stops listening and closes the child's stdin, after the write in
-// progress if any.
+// progress if any. A nil server (a run without a stdin pipe, or whose
+// socket failed) has nothing to close; a second Close does nothing.
 func (s *stdinServer) Close() {
+	if s == nil {
+		return
+	}
 	s.ln.Close()
 	s.sem <- struct{}{}
 	defer func() { <-s.sem }()
 	if s.w != nil {
 		s.w.Close()
 		s.w = nil
+		s.ended = true
 	}
 }
 

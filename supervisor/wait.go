@@ -18,8 +18,85 @@ import (
 // child runs, so a write error or the cap shows in the record promptly.
 const statusEvery = 500 * time.Millisecond
 
+// supervise waits for the leader's exit and the end of its output, records
+// them, and then stays with what the leader left behind, holding it to the
+// run's deadline, until every process of the run is reaped.
 func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error {
-	sp := &s.spec
+	drained := drainAll(outs)
+	exited := make(chan unix.WaitStatus, 1)
+	allReaped := make(chan struct{})
+	go func() {
+		reap(pid, exited)
+		close(allReaped)
+	}()
+	dl := s.newDeadline(pid)
+	tick := time.NewTicker(statusEvery)
+	defer tick.Stop()
+	var lastStatus capture.Status
+
+	var exit *runrecord.Exit // recorded with the output's end, below
+	outputDone := false
+	leaderExited := func(ws unix.WaitStatus) {
+		exit = exitOf(ws, dl.fired) // its time is now, not after the wait
+		if !outputDone && awaitDrain(drained) {
+			outputDone, drained = true, nil
+		}
+		if !outputDone {
+			// A descendant holds the output: say the exit now, and
+			// only then let go of stdin, so that a process_write that
+			// finds no socket finds the exit in the record.
+			s.recordExit(exit)
+			stdin.Close()
+		}
+	}
+	for exit == nil || !outputDone {
+		select {
+		case ws := <-exited:
+			leaderExited(ws)
+		case <-drained:
+			outputDone, drained = true, nil
+		case <-dl.timeout:
+			// A leader that exited just as the deadline came did so on its
+			// own: record that, and signal only what it left behind (its
+			// group, once reaped, only while one of ours is in it).
+			select {
+			case ws := <-exited:
+				leaderExited(ws)
+			default:
+			}
+			dl.expire(exit != nil)
+		case <-dl.grace:
+			dl.kill(exit != nil)
+		case <-tick.C:
+			if st := s.log.Status(); st != lastStatus {
+				lastStatus = st
+				s.writeRecord(func(r *runrecord.Record) { applyStatus(r, st) })
+			}
+		}
+	}
+	err := s.finish(exit)
+	stdin.Close()
+	// Processes of the run that outlive the leader and let go of the
+	// output (a daemon it started, a job in a session of its own) are
+	// still ours: as their subreaper we are their parent, so agent-box can
+	// find them as our descendants, report them and kill them. Stay until
+	// the last one is gone (without us they would go to init, untraceable),
+	// and hold them to the run's deadline.
+	for {
+		select {
+		case <-allReaped:
+			return err
+		case <-dl.timeout:
+			dl.expire(true)
+		case <-dl.grace:
+			dl.kill(true)
+		}
+	}
+}
+
+// drainAll copies each output to its log writer and closes the returned
+// channel once all of them reached EOF.
+func drainAll(outs []output) <-chan struct{} {
 	drained := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, o := range outs {
@@ -31,119 +108,75 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 		}(o)
 	}
 	go func() { wg.Wait(); close(drained) }()
+	return drained
+}
 
-	exited := make(chan unix.WaitStatus, 1)
-	allReaped := make(chan struct{})
-	go func() {
-		reap(pid, exited)
-		close(allReaped)
-	}()
+// awaitDrain waits up to exitCoalesce for the output to end, and says
+// whether it did. The leader's exit closes its end of the output; unless a
+// descendant holds it too, the drain ends a moment later. Then one record
+// says both, and process_wait (which answers once the log is final) waits
+// for one fsynced write instead of two.
+func awaitDrain(drained <-chan struct{}) bool {
+	t := time.NewTimer(exitCoalesce)
+	defer t.Stop()
+	select {
+	case <-drained:
+		return true
+	case <-t.C:
+		return false
+	}
+}
 
-	var timeout, grace <-chan time.Time
-	timedOut := false
-	if sp.TimeoutS > 0 {
-		timeout = time.After(time.Duration(sp.TimeoutS) * time.Second)
-	}
-	tick := time.NewTicker(statusEvery)
-	defer tick.Stop()
-	var lastStatus capture.Status
-
-	// The deadline is the whole run's, not only the leader's: a process
-	// that ignores the TERM outlives a leader that dies of it, and is
-	// killed when the grace ends, even when it let go of the output.
-	onTimeout := func(leaderReaped bool) {
-		timedOut = true
-		timeout = nil
-		s.signalRun(pid, unix.SIGTERM, leaderReaped)
-		g := time.Duration(sp.KillGraceMS) * time.Millisecond
-		if g <= 0 {
-			g = DefaultKillGrace
-		}
-		grace = time.After(g)
-	}
-	onGrace := func(leaderReaped bool) {
-		grace = nil
-		s.signalRun(pid, unix.SIGKILL, leaderReaped)
-	}
-	childDone, outputDone := false, false
-	var exit *runrecord.Exit // recorded with the output's end, below
-	leaderExited := func(ws unix.WaitStatus) {
-		childDone = true
-		exit = exitOf(ws, timedOut) // its time is now, not after the wait
-		// The leader's exit closes its end of the output; unless a
-		// descendant holds it too, the drain ends a moment later. Then
-		// one record says both, and process_wait (which answers once the
-		// log is final) waits for one fsynced write instead of two.
-		if !outputDone {
-			t := time.NewTimer(exitCoalesce)
-			select {
-			case <-drained:
-				outputDone, drained = true, nil
-			case <-t.C:
-			}
-			t.Stop()
-		}
-		if !outputDone {
-			s.recordExit(exit)
-		}
-		if stdin != nil {
-			stdin.Close()
-		}
-	}
-	for !childDone || !outputDone {
-		select {
-		case ws := <-exited:
-			leaderExited(ws)
-		case <-drained:
-			outputDone = true
-			drained = nil
-		case <-timeout:
-			// A leader that exited just as the deadline came did so on its
-			// own: record that, and signal only what it left behind (its
-			// group, once reaped, only while one of ours is in it).
-			select {
-			case ws := <-exited:
-				leaderExited(ws)
-			default:
-			}
-			onTimeout(childDone)
-		case <-grace:
-			onGrace(childDone)
-		case <-tick.C:
-			if st := s.log.Status(); st != lastStatus {
-				lastStatus = st
-				s.writeRecord(func(r *runrecord.Record) { applyStatus(r, st) })
-			}
-		}
-	}
+// finish closes the log and writes the record that says the run's exit
+// and that its output is final.
+func (s *supervisor) finish(exit *runrecord.Exit) error {
 	cerr := s.log.Close()
 	if s.reserve != "" {
 		os.Remove(s.reserve)
 	}
 	st := s.log.Status()
-	err := errors.Join(cerr, s.writeRecord(func(r *runrecord.Record) {
+	return errors.Join(cerr, s.writeRecord(func(r *runrecord.Record) {
 		if r.Exit == nil {
 			r.Exit, r.FinishedAt = exit, &exit.At
 		}
 		applyStatus(r, st)
 		r.OutputClosed = true
 	}))
-	// Processes of the run that outlive the leader and let go of the
-	// output (a daemon it started, a job in a session of its own) are
-	// still ours: as their subreaper we are their parent, so agent-box can
-	// find them as our descendants, report them and kill them. Stay until
-	// the last one is gone (without us they would go to init, untraceable),
-	// and hold them to the run's deadline.
-	for {
-		select {
-		case <-allReaped:
-			return err
-		case <-timeout:
-			onTimeout(true)
-		case <-grace:
-			onGrace(true)
-		}
+}
+
+// deadline holds the whole run, not only its leader, to the run's timeout:
+// a process that ignores the TERM outlives a leader that dies of it, and
+// is killed when the grace ends, even when it let go of the output.
+type deadline struct {
+	s              *supervisor
+	pgid           int
+	timeout, grace <-chan time.Time // nil when not armed
+	graceFor       time.Duration
+	fired          bool // the timeout came
+}
+
+func (s *supervisor) newDeadline(pgid int) *deadline {
+	d := &deadline{s: s, pgid: pgid, graceFor: time.Duration(s.spec.KillGraceMS) * time.Millisecond}
+	if d.graceFor <= 0 {
+		d.graceFor = DefaultKillGrace
 	}
+	if s.spec.TimeoutS > 0 {
+		d.timeout = time.After(time.Duration(s.spec.TimeoutS) * time.Second)
+	}
+	return d
+}
+
+// expire sends SIGTERM to the run and starts the grace.
+func (d *deadline) expire(leaderReaped bool) {
+	d.fired, d.timeout = true, nil
+	d.s.signalRun(d.pgid, unix.SIGTERM, leaderReaped)
+	d.grace = time.After(d.graceFor)
+}
+
+// kill sends SIGKILL to what is left of the run when the grace ends.
+func (d *deadline) kill(leaderReaped bool) {
+	d.grace = nil
+	d.s.signalRun(d.pgid, unix.SIGKILL, leaderReaped)
 }
 
 func applyStatus(r *runrecord.Record, st capture.Status) {

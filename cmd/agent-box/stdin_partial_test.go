@@ -125,3 +125,30 @@ func TestWriteToClosedStdinSaysNothingWasWritten(t *testing.T) {
 	assert.Contains(t, e.Text, "closed its stdin")
 	s.OK("process_kill", map[string]any{"name": "c", "signal": "KILL"})
 }
+
+// A write to a run whose child has just exited says its stdin is gone, in
+// every moment of the exit: also in the one after the supervisor stopped
+// listening on the stdin socket and before the record says the exit. The
+// socket must outlive the record's last write, or that write fails with
+// "connect: connection refused", which tells the agent nothing.
+func TestWriteAsTheChildExitsSaysStdinIsGone(t *testing.T) {
+	t.Parallel()
+	s := connect(t, filepath.Join(t.TempDir(), "state"))
+	for i := range 5 {
+		name := fmt.Sprintf("x%d", i)
+		s.OK("process_start", map[string]any{"name": name, "stdin": "pipe", "command": "read _; exit 0"})
+		s.OK("process_write", map[string]any{"name": name, "data": "go\n"})
+		for {
+			e := s.Call("process_write", map[string]any{"name": name, "data": "y"})
+			if !e.IsError {
+				continue // the child has not exited yet (the pipe takes it)
+			}
+			require.True(t, strings.Contains(e.Text, "its stdin is gone") ||
+				strings.Contains(e.Text, "closed its stdin or exited"),
+				"process_write as the child exits: %s", e.Text)
+			if strings.Contains(e.Text, "its stdin is gone") {
+				break
+			}
+		}
+	}
+}
