@@ -416,6 +416,47 @@ func TestFullDiskExitRecorded(t *testing.T) {
 	}
 }
 
+// TestFullDiskAtTheChildsPID: the disk has room for the run's first record
+// and the supervisor's reserve (16 KiB, four tmpfs pages), and not one
+// page more, so the record that names the child's pid cannot be written.
+// The supervisor must give the reserve back and write it, as it does for
+// the exit: without the pid recorded, the child is killed and the start
+// fails on a disk that had room set aside for exactly this.
+func TestFullDiskAtTheChildsPID(t *testing.T) {
+	t.Parallel()
+	mnt := tmpfs(t, "1m")
+	state := filepath.Join(mnt, "state")
+	s := connect(t, state)
+	s.OK("process_start", map[string]any{"name": "warm", "command": "true"}) // the state dir's own files
+	s.OK("process_wait", map[string]any{"name": "warm", "timeout_ms": 30000})
+	ballast := filepath.Join(mnt, "ballast")
+	fill(t, ballast)
+	const free = 1 + 4 // the first record, the reserve
+	for avail(t, mnt) < free {
+		fi, err := os.Stat(ballast)
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(ballast, fi.Size()/4096*4096-4096))
+	}
+	require.Equal(t, uint64(free), avail(t, mnt), "free 4 KiB blocks")
+
+	r := s.Call("process_start", map[string]any{"name": "p", "command": "exit 4"})
+	require.False(t, r.IsError, "the reserve has room for the pid record: %s", r.Text)
+	w := s.OK("process_wait", map[string]any{"name": "p", "timeout_ms": 30000})
+	run := runMap(w)
+	assert.Equal(t, "exited", run["state"], firstLine(w.Text))
+	assert.Equal(t, int64(4), abtest.Num(run["exit_code"]), firstLine(w.Text))
+	assert.Contains(t, run["log_error"], "no space left on device", "the log was stopped to keep the room for the record")
+}
+
+// avail is the number of free blocks of the file system at path.
+func avail(t *testing.T, path string) uint64 {
+	t.Helper()
+	var st syscall.Statfs_t
+	require.NoError(t, syscall.Statfs(path, &st))
+	require.Equal(t, int64(4096), st.Bsize)
+	return st.Bavail
+}
+
 // TestStartOnFullDisk: process_start on a state dir with no space left
 // fails with a clear error, crashes nothing, and leaves no half-made run
 // that would block the name once space is back.

@@ -98,22 +98,7 @@ func (s *supervisor) writeRecord(mut func(r *runrecord.Record)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mut(s.rec)
-	err := s.store.Write(s.rec)
-	if err != nil && s.reserve != "" {
-		// The disk is full. The record matters more than the rest of the
-		// log: stop the log so it cannot eat the room given back.
-		if s.log != nil {
-			s.log.Stop(fmt.Errorf("stopped writing the log: the run record could not be written (%w)", err))
-			applyStatus(s.rec, s.log.Status())
-		}
-		os.Remove(s.reserve)
-		s.reserve = ""
-		err = s.store.Write(s.rec)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "supervise: writing record: %v\n", err)
-	}
-	return err
+	return s.withReserve(func() error { return s.store.Write(s.rec) })
 }
 
 // writePID records the child's pid and returns once readers see it, but
@@ -124,11 +109,32 @@ func (s *supervisor) writePID(pid int, start uint64) (durable func() error, err 
 	defer s.mu.Unlock()
 	s.rec.PID = pid
 	s.rec.PIDStartTime = start
-	durable, err = s.store.WriteVisible(s.rec)
+	err = s.withReserve(func() (err error) {
+		durable, err = s.store.WriteVisible(s.rec)
+		return err
+	})
+	return durable, err
+}
+
+// withReserve makes one write of the record (s.mu held) and, when it fails
+// while the reserve is still there (the disk is full), gives the reserve
+// back and writes once more. The record matters more than the rest of the
+// log: the log is stopped first, so that it cannot eat the room given back.
+func (s *supervisor) withReserve(write func() error) error {
+	err := write()
+	if err != nil && s.reserve != "" {
+		if s.log != nil {
+			s.log.Stop(fmt.Errorf("stopped writing the log: the run record could not be written (%w)", err))
+			applyStatus(s.rec, s.log.Status())
+		}
+		os.Remove(s.reserve)
+		s.reserve = ""
+		err = write()
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "supervise: writing record: %v\n", err)
 	}
-	return durable, err
+	return err
 }
 
 // makeReserve sets aside reserveSize bytes on the run's file system.
