@@ -88,8 +88,11 @@ func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest) Re
 	clock := newProgressClock(req.Progress, pol.ProgressEvery)
 	start := clock.start
 	deadline := start.Add(bound)
-	var watch *dirWatch
-	defer func() { watch.Close() }()
+	// Watched before the first probe, so that output written between a
+	// probe and the wait wakes the wait (dirWatch.Wait) instead of being
+	// seen readyPoll later.
+	watch := watchDirs(watchOutput, m.Store.RunDir(run.Name, run.RunID))
+	defer watch.Close()
 	var scanned int64 // a log probe has looked at the log up to here
 	for {
 		ended := run.Ended() || run.rec == nil
@@ -113,9 +116,6 @@ func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest) Re
 				cut = fmt.Sprintf(" (ready_timeout_s cut to %s: a call without a progress token waits at most that)", bound)
 			}
 			return ReadyResult{After: time.Since(start), Why: fmt.Sprintf("not ready after %s%s; the run is left running (process_wait, tail_log or process_kill it)", time.Since(start).Round(time.Millisecond), cut)}
-		}
-		if watch == nil {
-			watch = watchDirs(watchOutput, m.Store.RunDir(run.Name, run.RunID))
 		}
 		watch.Wait(ctx, clock.sleep(min(left, readyPoll)))
 		clock.tick([]string{run.Name})

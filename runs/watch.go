@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -97,6 +98,7 @@ func (w *dirWatch) Close() {
 type watchHub struct {
 	mask   uint32
 	fd     int
+	file   *os.File    // fd, for the reader; closed when the reader stops
 	broken atomic.Bool // the reader stopped: waiters poll
 
 	mu   sync.Mutex
@@ -128,17 +130,25 @@ func sharedHub(mask uint32) *watchHub {
 	// Non-blocking, so that os.NewFile hands reads to the runtime's poller
 	// instead of pinning a thread; close-on-exec, so that no child (no
 	// supervisor) inherits it.
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
+	h := newHub(mask)
+	if h == nil {
 		return nil
 	}
-	h := &watchHub{mask: mask, fd: fd, byWD: map[int32]*watched{}}
 	if hubs.m == nil {
 		hubs.m = map[uint32]*watchHub{}
 	}
 	hubs.m[mask] = h
-	go h.read(os.NewFile(uintptr(fd), "inotify"))
+	go h.read(h.file)
 	return h
+}
+
+// newHub makes an inotify instance for mask; its reader is not started.
+func newHub(mask uint32) *watchHub {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil
+	}
+	return &watchHub{mask: mask, fd: fd, file: os.NewFile(uintptr(fd), "inotify"), byWD: map[int32]*watched{}}
 }
 
 // add watches dirs for w; false (and nothing held) if one cannot be
@@ -146,6 +156,9 @@ func sharedHub(mask uint32) *watchHub {
 func (h *watchHub) add(w *dirWatch, dirs []string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.broken.Load() {
+		return false // its fd is closed, and its number may be another's
+	}
 	w.hub = h
 	for _, dir := range dirs {
 		wd, err := unix.InotifyAddWatch(h.fd, dir, h.mask)
@@ -194,21 +207,26 @@ func (h *watchHub) watches() int {
 	return len(h.byWD)
 }
 
-// read wakes the waiters of each event's descriptor until the instance
-// fails, which it does not in practice; then every waiter polls.
-func (h *watchHub) read(f *os.File) {
+// read wakes the waiters of each event's descriptor, as src (the hub's
+// file) yields them, until reading fails, which it does not in practice.
+// Then every waiter polls, and the instance is closed: its waiters hold no
+// descriptor any more (so none is removed from a reused fd number later),
+// and the next sharedHub makes a new one.
+func (h *watchHub) read(src io.Reader) {
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := f.Read(buf)
+		n, err := src.Read(buf)
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
-			h.broken.Store(true)
 			h.mu.Lock()
-			for _, e := range h.byWD {
+			h.broken.Store(true)
+			for wd, e := range h.byWD {
 				e.wakeAll()
+				delete(h.byWD, wd)
 			}
+			h.file.Close()
 			h.mu.Unlock()
 			return
 		}

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -160,5 +161,37 @@ func TestWatchChurnLeaksNothing(t *testing.T) {
 	}
 	if got := openFDs(t); got > fds {
 		t.Errorf("open files went from %d to %d over %d watch/close cycles", fds, got, n)
+	}
+}
+
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, errors.New("read failed") }
+
+// A hub whose reader fails wakes its waiters, which then poll, closes its
+// inotify instance instead of leaking it, and takes no new watch on it.
+func TestBrokenHubClosesItsInstance(t *testing.T) {
+	h := newHub(testMask)
+	if h == nil {
+		t.Skip("no inotify instance")
+	}
+	dir := t.TempDir()
+	w := &dirWatch{wake: make(chan struct{}, 1)}
+	if !h.add(w, []string{dir}) {
+		t.Fatal("add")
+	}
+	h.read(failingReader{})
+	if !woken(w) {
+		t.Error("the waiter was not woken when its hub broke")
+	}
+	if !h.broken.Load() {
+		t.Error("the hub does not say it is broken")
+	}
+	if fd := h.file.Fd(); fd != ^uintptr(0) {
+		t.Errorf("the broken hub's inotify fd %d is still open", fd)
+	}
+	w.Close()
+	if h.add(&dirWatch{wake: make(chan struct{}, 1)}, []string{dir}) {
+		t.Error("a broken hub took a new watch")
 	}
 }
