@@ -13,7 +13,10 @@ PREFIX  ?= $(HOME)/.local
 # Both are static (no cgo): a dynamically linked Go binary spends about a
 # millisecond in the loader and libc before main, and every process_start
 # execs the supervisor and every SSH connection the server. Nothing here
-# needs libc: the pure-Go resolver serves the ready probes' localhost URLs.
+# needs libc: the pure-Go resolver reads /etc/hosts and DNS, which serves
+# the ready probes' localhost URLs. A ready.http host that only an NSS
+# module resolves (mDNS, LDAP, sssd) does not resolve in a static build;
+# such a probe fails until its timeout: use an address or tcp_port there.
 STATIC := CGO_ENABLED=0
 build:
 	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent-box
