@@ -43,12 +43,17 @@ func (m *Manager) Write(name, runID string, data []byte, closeIt bool) (WriteRes
 	reply, err := supervisor.WriteStdin(m.Store.RunDir(name, run.RunID), run.rec.SupervisorPID, data, closeIt, stdinWriteTimeout())
 	res := WriteResult{Run: run, Written: reply.Written, Closed: reply.Closed}
 	if err != nil {
-		if errors.Is(err, supervisor.ErrStdinUnreachable) {
+		if errors.Is(err, supervisor.ErrStdinUnreachable) || errors.Is(err, supervisor.ErrStdinNoReply) {
 			// The run may have ended between the read of its record and
-			// the dial: the supervisor stops listening only after the
+			// the request: the supervisor stops listening only after the
 			// record that says so.
 			if now, gerr := m.Get(name, run.RunID); gerr == nil && (now.Ended() || !now.supAlive) {
-				return WriteResult{Run: now}, stdinGone(now)
+				gone := stdinGone(now)
+				if errors.Is(err, supervisor.ErrStdinNoReply) {
+					// Sent, and not answered: it may have gone in before.
+					gone = fmt.Errorf("%w; it is not known whether the %d bytes reached it before that", gone, len(data))
+				}
+				return WriteResult{Run: now}, gone
 			}
 		}
 		if errors.Is(err, supervisor.ErrStdinClosed) {

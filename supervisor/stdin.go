@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -156,7 +158,18 @@ type stdinServer struct {
 	// ended: the supervisor closed w because the leader exited, not a
 	// process_write with close; guarded by sem.
 	ended bool
+
+	pipe     *os.File      // w, also after it is set to nil: for its deadline
+	closing  atomic.Bool   // Close has begun: a write in progress gives up
+	accepted chan struct{} // closed when accept returns: no handler starts after
+	handlers sync.WaitGroup
 }
+
+// closeWait bounds how long Close waits for the requests it accepted to be
+// answered: a client that sends its request slowly must not hold the
+// supervisor (its write then reads as no reply, which says it is not known
+// whether the data went in).
+const closeWait = 2 * time.Second
 
 func serveStdin(runDir string, w *os.File) (*stdinServer, error) {
 	path := filepath.Join(runDir, StdinSocket)
@@ -165,22 +178,25 @@ func serveStdin(runDir string, w *os.File) (*stdinServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &stdinServer{ln: ln, w: w, sem: make(chan struct{}, 1)}
+	s := &stdinServer{ln: ln, w: w, pipe: w, sem: make(chan struct{}, 1), accepted: make(chan struct{})}
 	go s.accept()
 	return s, nil
 }
 
 func (s *stdinServer) accept() {
+	defer close(s.accepted)
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
 			return
 		}
+		s.handlers.Add(1)
 		go s.handle(c)
 	}
 }
 
 func (s *stdinServer) handle(c net.Conn) {
+	defer s.handlers.Done()
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	var req WriteRequest
@@ -219,7 +235,7 @@ func (s *stdinServer) write(req WriteRequest, deadline time.Time, timeout time.D
 	if s.w == nil && s.ended {
 		// A request accepted just before Close: it must not read as a
 		// close by an earlier process_write.
-		return WriteReply{Reason: reasonBroken, Error: ErrStdinBroken.Error() + " (the run's leader exited)"}
+		return WriteReply{Reason: reasonBroken, Error: "the run's leader exited; its stdin is closed"}
 	}
 	if s.w == nil {
 		return WriteReply{Closed: true, Reason: reasonClosed, Error: ErrStdinClosed.Error()}
@@ -230,10 +246,16 @@ func (s *stdinServer) write(req WriteRequest, deadline time.Time, timeout time.D
 		// forever once the pipe is full; bound it (see StdinWriteTimeout).
 		// On any error, n is still exactly what the pipe took.
 		s.w.SetWriteDeadline(deadline)
+		if s.closing.Load() {
+			s.w.SetWriteDeadline(time.Now()) // see Close
+		}
 		n, err := s.w.Write(req.Data)
 		reply.Written = n
 		switch {
 		case err == nil:
+		case errors.Is(err, os.ErrDeadlineExceeded) && s.closing.Load():
+			reply.Reason = reasonBroken
+			reply.Error = "the run's leader exited during the write, which was cut short"
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			reply.Reason = reasonTimeout
 			reply.Error = fmt.Sprintf("the write timed out after %s (the process is not reading its stdin)", timeout)
@@ -255,20 +277,35 @@ func (s *stdinServer) write(req WriteRequest, deadline time.Time, timeout time.D
 	return reply
 }
 
-// Close stops listening and closes the child's stdin, after the write in
-// progress if any. A nil server (a run without a stdin pipe, or whose
-// socket failed) has nothing to close; a second Close does nothing.
+// Close stops listening, answers the requests already accepted, and closes
+// the child's stdin. A write in progress is cut short (a descendant may
+// hold the pipe without reading it: the supervisor must not wait for that
+// write's deadline, up to a minute, with the run's own deadline to keep).
+// A nil server (a run without a stdin pipe, or whose socket failed) has
+// nothing to close; a second Close does nothing.
 func (s *stdinServer) Close() {
-	if s == nil {
+	if s == nil || s.closing.Swap(true) {
 		return
 	}
+	s.pipe.SetWriteDeadline(time.Now())
 	s.ln.Close()
+	<-s.accepted
 	s.sem <- struct{}{}
-	defer func() { <-s.sem }()
 	if s.w != nil {
 		s.w.Close()
 		s.w = nil
 		s.ended = true
+	}
+	<-s.sem
+	// The requests accepted before the listener closed: each now finds
+	// stdin ended and says so, instead of a reset connection.
+	done := make(chan struct{})
+	go func() { s.handlers.Wait(); close(done) }()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
 	}
 }
 
@@ -318,7 +355,8 @@ func WriteStdin(runDir string, supervisorPID int, data []byte, closeIt bool, tim
 		// The supervisor acts only on a whole JSON object; without its
 		// closing brace it writes nothing.
 		if n < len(req)-1 {
-			return WriteReply{}, fmt.Errorf("sending to supervisor: %w; nothing was written", err)
+			// It stopped listening (its run ended) with the request queued.
+			return WriteReply{}, fmt.Errorf("%w: sending the request: %v; nothing was written", ErrStdinUnreachable, err)
 		}
 		// Only the newline is missing: a reply may still come.
 	}

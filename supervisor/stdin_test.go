@@ -164,3 +164,38 @@ func TestWriteErrorText(t *testing.T) {
 	assert.Equal(t, "wrote 65536 of 200000 bytes to stdin before the write timed out after 10s (the process is not reading its stdin); the remaining 134464 bytes were not written", e.Error())
 	assert.True(t, errors.Is(e, ErrStdinTimeout))
 }
+
+// Close, when the leader exits, cuts short a write that a full pipe holds
+// (a descendant may keep the read end without reading): the supervisor
+// must not wait out the write's deadline, and the writer is told exactly
+// what went in and that the run's leader exited, not that it timed out.
+func TestCloseCutsShortABlockedWrite(t *testing.T) {
+	dir := t.TempDir()
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	s, err := serveStdin(dir, w)
+	require.NoError(t, err)
+	data := make([]byte, 4*pipeCapacity(t, r))
+	type result struct {
+		reply WriteReply
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		reply, err := WriteStdin(dir, os.Getpid(), data, false, MaxStdinWriteTimeout)
+		done <- result{reply, err}
+	}()
+	// Wait until the pipe is full: the write is in progress.
+	for queued(t, r) < pipeCapacity(t, r) {
+		time.Sleep(time.Millisecond)
+	}
+	s.Close()
+	res := <-done
+	require.Error(t, res.err)
+	assert.ErrorIs(t, res.err, ErrStdinBroken)
+	assert.NotErrorIs(t, res.err, ErrStdinTimeout)
+	assert.Contains(t, res.err.Error(), "leader exited")
+	assert.Equal(t, queued(t, r), res.reply.Written)
+	s.Close() // a second Close does nothing
+}

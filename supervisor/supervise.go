@@ -104,6 +104,9 @@ func (s *supervisor) writeRecord(mut func(r *runrecord.Record)) error {
 // writePID records the child's pid and returns once readers see it, but
 // before the fsync that makes the record survive a crash (durable): the
 // start report need not wait for it (see runrecord.Store.WriteVisible).
+// On a full disk it spends the reserve (withReserve): the run then keeps
+// no output, and the exit record has no second try, but a child whose pid
+// is not recorded could never be controlled and would have to be killed.
 func (s *supervisor) writePID(pid int, start uint64) (durable func() error, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -75,6 +75,9 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 		}
 	}
 	err := s.finish(exit)
+	// Only now: a process_write that finds no socket must find the exit
+	// in the record. Until here a write still reaches a descendant that
+	// holds stdin, as it would have while the leader lived.
 	stdin.Close()
 	// Processes of the run that outlive the leader and let go of the
 	// output (a daemon it started, a job in a session of its own) are

@@ -138,13 +138,15 @@ func TestWriteAsTheChildExitsSaysStdinIsGone(t *testing.T) {
 		name := fmt.Sprintf("x%d", i)
 		s.OK("process_start", map[string]any{"name": name, "stdin": "pipe", "command": "read _; exit 0"})
 		s.OK("process_write", map[string]any{"name": name, "data": "go\n"})
-		for {
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			require.True(t, time.Now().Before(deadline), "run %s did not end", name)
 			e := s.Call("process_write", map[string]any{"name": name, "data": "y"})
 			if !e.IsError {
 				continue // the child has not exited yet (the pipe takes it)
 			}
 			require.True(t, strings.Contains(e.Text, "its stdin is gone") ||
-				strings.Contains(e.Text, "closed its stdin or exited"),
+				strings.Contains(e.Text, "closed its stdin or exited") ||
+				strings.Contains(e.Text, "leader exited"),
 				"process_write as the child exits: %s", e.Text)
 			if strings.Contains(e.Text, "its stdin is gone") {
 				break
