@@ -90,7 +90,6 @@ type Server struct {
 // test ends, the runs still alive under stateDir are killed.
 func Connect(t testing.TB, binary, stateDir string) *Server {
 	t.Helper()
-	reapRunsAtCleanup(t, stateDir)
 	return ConnectCmd(t, exec.Command(binary, "--state-dir", stateDir))
 }
 
@@ -98,16 +97,20 @@ func Connect(t testing.TB, binary, stateDir string) *Server {
 // environment: the settings main reads (AGENT_BOX_PROGRESS_MS...).
 func ConnectEnv(t testing.TB, binary, stateDir string, env ...string) *Server {
 	t.Helper()
-	reapRunsAtCleanup(t, stateDir)
 	cmd := exec.Command(binary, "--state-dir", stateDir)
 	cmd.Env = append(os.Environ(), env...)
 	return ConnectCmd(t, cmd)
 }
 
 // ConnectCmd opens a session with the MCP server that cmd runs on its
-// stdin/stdout (agent-box itself, or ssh running it remotely).
+// stdin/stdout (agent-box itself, or ssh running it remotely). When the
+// test ends, the runs still alive under the state dir its arguments name
+// (--state-dir) are killed.
 func ConnectCmd(t testing.TB, cmd *exec.Cmd) *Server {
 	t.Helper()
+	if dir := stateDirArg(cmd.Args); dir != "" {
+		reapRunsAtCleanup(t, dir)
+	}
 	if cmd.Stderr == nil {
 		cmd.Stderr = &logWriter{t: t}
 	}

@@ -30,6 +30,21 @@ func reapRunsAtCleanup(t testing.TB, stateDir string) {
 	t.Cleanup(func() { reapRuns(t, abs) })
 }
 
+// stateDirArg is the state dir that args give agent-box (--state-dir DIR
+// or --state-dir=DIR), wherever in a wrapper's command line (prlimit, sh
+// -c, ssh) it appears; "" when none does.
+func stateDirArg(args []string) string {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--state-dir="); ok {
+			return v
+		}
+		if a == "--state-dir" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
 // reapRuns SIGKILLs the sessions of the supervisors whose stderr (the run
 // dir's supervisor.log) lies under stateDir, and waits until they are gone.
 func reapRuns(t testing.TB, stateDir string) {
