@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,6 +127,7 @@ type envelope struct {
 	Method string          `json:"method"`
 	Params struct {
 		RequestID json.RawMessage `json:"requestId"` // notifications/cancelled
+		Name      json.RawMessage `json:"name"`      // tools/call
 		Meta      *mcp.Meta       `json:"_meta"`     // a 2026-07-28 request's protocol version
 	} `json:"params"`
 }
@@ -208,6 +212,13 @@ func (c *conn) dispatch(ctx context.Context, line []byte) {
 			c.write(refusal(e.ID, mcp.INVALID_REQUEST, "%s before initialize: send initialize first, or name protocol version %s in the request's _meta", e.Method, mcp.ProtocolVersion20260728))
 			return
 		}
+		if e.Method == string(mcp.MethodToolsCall) {
+			if msg := c.unknownTool(e.Params.Name); msg != "" {
+				c.write(withID(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION,
+					Error: mcp.NewJSONRPCErrorDetails(mcp.INVALID_PARAMS, msg, nil)}, e.ID))
+				return
+			}
+		}
 		c.slots <- struct{}{}
 		c.wg.Add(1)
 		rctx, cancel := context.WithCancel(ctx)
@@ -239,6 +250,22 @@ func (c *conn) dispatch(ctx context.Context, line []byte) {
 		}
 	}
 	c.handle(ctx, line, nil)
+}
+
+// unknownTool says, for a tools/call of a tool that does not exist, which
+// tools do: mcp-go's own answer ("tool 'x' not found: tool not found")
+// leaves the caller to guess. A name that is not a string is left to
+// mcp-go to refuse.
+func (c *conn) unknownTool(raw json.RawMessage) string {
+	var name string
+	if json.Unmarshal(raw, &name) != nil || c.srv.GetTool(name) != nil {
+		return ""
+	}
+	tools := slices.Sorted(maps.Keys(c.srv.ListTools()))
+	if len(name) > 64 {
+		name = name[:64] + "..."
+	}
+	return fmt.Sprintf("unknown tool %q; the tools are: %s", name, strings.Join(tools, ", "))
 }
 
 // handle runs one message through mcp-go and writes its answer, if any. A

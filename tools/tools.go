@@ -152,11 +152,7 @@ func decode(req mcp.CallToolRequest, dst any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(dst); err != nil {
-		msg := err.Error()
-		if len(msg) > 200 {
-			msg = msg[:200] + "..."
-		}
-		return fmt.Errorf("arguments: %s", msg)
+		return argError(err, dst)
 	}
 	return nil
 }
