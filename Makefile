@@ -20,11 +20,11 @@ PREFIX  ?= $(HOME)/.local
 STATIC := CGO_ENABLED=0
 build:
 	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent-box
-	$(STATIC) $(GO) build -o $(dir $(BIN))agent-box-supervisor ./cmd/agent-box-supervisor
+	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(dir $(BIN))agent-box-supervisor ./cmd/agent-box-supervisor
 
 install:
 	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/agent-box ./cmd/agent-box
-	$(STATIC) $(GO) build -o $(PREFIX)/bin/agent-box-supervisor ./cmd/agent-box-supervisor
+	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/agent-box-supervisor ./cmd/agent-box-supervisor
 
 # The test command of the README and of .ci/run: every package, with -race.
 test:

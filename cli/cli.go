@@ -38,9 +38,29 @@ const (
 // Commands lists the subcommands Run knows.
 var Commands = []string{"ps", "logs", "start", "kill", "wait"}
 
+// Words name the CLI's commands in runs' messages ("agent-box ps shows
+// the runs there are"); what only MCP can do is named as the MCP tool.
+var Words = runs.Words{
+	List:    "agent-box ps",
+	ListAll: "agent-box ps -a",
+	Kill:    "agent-box kill",
+	Restart: "the MCP tool process_restart",
+	Remove:  "the MCP tool process_remove",
+}
+
 // Run executes args (args[0] is the subcommand) and returns the exit status.
+// The messages of m name CLI commands from here on (Words).
 func Run(m *runs.Manager, args []string, stdout, stderr io.Writer) int {
-	c := &cmd{m: m, out: stdout, err: stderr}
+	m.Words = Words
+	return (&cmd{m: m, out: stdout, err: stderr}).run(args)
+}
+
+// Help prints the usage of command on stdout.
+func Help(command string, stdout, stderr io.Writer) int {
+	return (&cmd{out: stdout, err: stdout, helpOnly: stderr}).run([]string{command, "-h"})
+}
+
+func (c *cmd) run(args []string) int {
 	switch args[0] {
 	case "ps":
 		return c.ps(args[1:])
@@ -53,15 +73,22 @@ func Run(m *runs.Manager, args []string, stdout, stderr io.Writer) int {
 	case "wait":
 		return c.wait(args[1:])
 	}
-	fmt.Fprintf(stderr, "agent-box: unknown command %q (commands: %s, version)\n", args[0], strings.Join(Commands, ", "))
+	errOut := c.err
+	if c.helpOnly != nil {
+		errOut = c.helpOnly
+	}
+	fmt.Fprintf(errOut, "agent-box: unknown command %q (commands: %s, version, help)\n", args[0], strings.Join(Commands, ", "))
 	return ExitUsage
 }
 
 type cmd struct {
-	m     *runs.Manager
+	m     *runs.Manager // nil for Help, which never gets past the flags
 	out   io.Writer
 	err   io.Writer
 	usage string // the subcommand's arguments, for its usage line
+	// helpOnly is where Help says a command does not exist (its usage
+	// goes to stdout, its errors do not).
+	helpOnly io.Writer
 }
 
 func (c *cmd) fail(err error) int {
@@ -173,6 +200,9 @@ func (c *cmd) ps(args []string) int {
 	if *asJSON {
 		enc := json.NewEncoder(c.out)
 		enc.SetIndent("", "  ")
+		// Printed for people and scripts, not embedded in HTML: a
+		// command's "a && b > c" stays readable.
+		enc.SetEscapeHTML(false)
 		if err := enc.Encode(map[string]any{"runs": list}); err != nil {
 			return c.fail(err)
 		}

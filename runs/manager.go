@@ -66,6 +66,8 @@ type Manager struct {
 	Launch func() string
 	// Waits bounds process_wait; zero fields take DefaultWaitPolicy's.
 	Waits WaitPolicy
+	// Words name the operations messages point to; zero: the MCP tools.
+	Words Words
 }
 
 // Run is one run as the tools and the CLI show it.
@@ -242,7 +244,7 @@ func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 	}
 	run.Verdict = v
 	run.State = v.State
-	run.Reason = describe(v.Reason, rec, run.Survivors)
+	run.Reason = describe(v.Reason, rec, run.Survivors, m.words())
 	run.PID = rec.PID
 	if rec.Exit != nil {
 		run.ExitCode = rec.Exit.Code
@@ -334,7 +336,7 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 }
 
 // describe turns a reason code into the sentence the agent reads.
-func describe(r outcome.Reason, rec *runrecord.Record, survivors []int) string {
+func describe(r outcome.Reason, rec *runrecord.Record, survivors []int, w *Words) string {
 	switch r {
 	case outcome.ReasonExited, outcome.ReasonExitedSurvivors:
 		var s string
@@ -369,7 +371,7 @@ func describe(r outcome.Reason, rec *runrecord.Record, survivors []int) string {
 	case outcome.ReasonSupervisorLost:
 		return "process and supervisor are gone and no exit was recorded"
 	case outcome.ReasonLostSurvivors:
-		return fmt.Sprintf("process and supervisor are gone and no exit was recorded; %d process(es) of its group still running: %s (process_kill reaches them)", len(survivors), joinInts(survivors))
+		return fmt.Sprintf("process and supervisor are gone and no exit was recorded; %d process(es) of its group still running: %s (%s reaches them)", len(survivors), joinInts(survivors), w.Kill)
 	case outcome.ReasonForeignRecord:
 		return fmt.Sprintf("the record is not this run's: its supervisor pid %d is a live process that does not supervise this run (a planted or copied record); nothing it names is signalled", rec.SupervisorPID)
 	case outcome.ReasonForeignProcess:
@@ -419,7 +421,7 @@ func (m *Manager) Get(name, runID string) (Run, error) {
 		e, err = m.Store.Latest(name)
 		if err != nil {
 			if errors.Is(err, runrecord.ErrNotFound) {
-				return Run{}, fmt.Errorf("%w: no run named %q (process_list shows the runs there are)", ErrNotFound, name)
+				return Run{}, fmt.Errorf("%w: no run named %q (%s shows the runs there are)", ErrNotFound, name, m.words().List)
 			}
 			return Run{}, err
 		}
@@ -430,7 +432,7 @@ func (m *Manager) Get(name, runID string) (Run, error) {
 		rec, err := m.Store.Read(name, runID)
 		e = runrecord.Entry{Name: name, RunID: runID, Record: rec, Err: err}
 		if errors.Is(err, runrecord.ErrNotFound) {
-			return Run{}, fmt.Errorf("%w: run %q has no run id %q (process_list with all=true shows them)", ErrNotFound, name, runID)
+			return Run{}, fmt.Errorf("%w: run %q has no run id %q (%s shows them)", ErrNotFound, name, runID, m.words().ListAll)
 		}
 		if err != nil && !errors.Is(err, runrecord.ErrCorrupt) && !errors.Is(err, runrecord.ErrUnsupportedVersion) {
 			return Run{}, err

@@ -470,17 +470,17 @@ func (m *Manager) nameFree(req *StartRequest) (reused *Run, err error) {
 	case prev.rec == nil:
 		// Nothing proves a run whose record cannot be read is over: a
 		// newer agent-box may have written it for a live run.
-		return nil, fmt.Errorf("%w: the newest run of %q (run id %s) has a record this agent-box cannot read (%s), so it may still be running; choose another name, or if you know it is over, process_remove it by run_id",
-			ErrNameInUse, req.Name, prev.RunID, prev.Reason)
+		return nil, fmt.Errorf("%w: the newest run of %q (run id %s) has a record this agent-box cannot read (%s), so it may still be running; choose another name, or if you know it is over, remove it by its run_id (%s)",
+			ErrNameInUse, req.Name, prev.RunID, prev.Reason, m.words().Remove)
 	case !prev.Verdict.MayBeAlive:
 		return nil, nil
 	case req.IfRunning != "reuse":
-		return nil, fmt.Errorf("%w: run %q (run id %s, pid %d) is %s (%s); kill it first or choose another name",
-			ErrNameInUse, req.Name, prev.RunID, prev.PID, prev.State, prev.Reason)
+		return nil, fmt.Errorf("%w: run %q (run id %s, pid %d) is %s (%s); kill it first (%s) or choose another name",
+			ErrNameInUse, req.Name, prev.RunID, prev.PID, prev.State, prev.Reason, m.words().Kill)
 	}
 	if diff := specDiff(prev.rec, req); diff != "" {
-		return nil, fmt.Errorf("%w: run %q (run id %s) is %s with %s; kill it first, or process_restart it to run it as asked",
-			ErrNameInUse, req.Name, prev.RunID, prev.State, diff)
+		return nil, fmt.Errorf("%w: run %q (run id %s) is %s with %s; kill it first (%s), or restart it to run it as asked (%s)",
+			ErrNameInUse, req.Name, prev.RunID, prev.State, diff, m.words().Kill, m.words().Restart)
 	}
 	return &prev, nil
 }
@@ -592,7 +592,7 @@ func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, er
 		}
 		return StartResult{}, fmt.Errorf("creating run: %w", err)
 	}
-	if _, err := sup.report(spec, m.StartTimeout); err != nil {
+	if _, err := sup.report(spec, m.StartTimeout, m.words()); err != nil {
 		// A supervisor reports a failure before it is done: it may still
 		// be killing a child whose pid it could not record, or writing
 		// the start error. Until it exits the run reads "starting", so
@@ -706,7 +706,7 @@ func (l *launched) abort() {
 
 // report sends the supervisor its spec and waits for its start report:
 // the child's pid, or why it could not be started.
-func (l *launched) report(spec *supervisor.Spec, timeout time.Duration) (int, error) {
+func (l *launched) report(spec *supervisor.Spec, timeout time.Duration, w *Words) (int, error) {
 	defer l.repR.Close()
 	err := supervisor.EncodeSpec(l.specW, spec)
 	l.specW.Close()
@@ -739,7 +739,7 @@ func (l *launched) report(spec *supervisor.Spec, timeout time.Duration) (int, er
 		// still its own. Had it started the child already, the run's
 		// record names it, and it reads unsupervised.
 		_ = l.cmd.Process.Kill()
-		return 0, fmt.Errorf("supervisor (pid %d) did not report within %s and was killed; if it had started the process, process_list shows the run", l.pid, timeout)
+		return 0, fmt.Errorf("supervisor (pid %d) did not report within %s and was killed; if it had started the process, %s shows the run", l.pid, timeout, w.List)
 	}
 }
 

@@ -8,9 +8,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/signal"
@@ -23,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/cli"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/runs"
@@ -50,21 +53,31 @@ func run(args []string) int {
 	}
 	fs := flag.NewFlagSet("agent-box", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "state directory (default $AGENT_BOX_STATE_DIR, $XDG_STATE_HOME/agent-box or ~/.local/state/agent-box)")
-	fs.Usage = func() { usage(fs) }
+	fs.SetOutput(os.Stderr)
+	fs.Usage = func() { usage(os.Stderr, fs) }
+	// --state-dir is the one flag of every command: it may come before
+	// the command or after it ("agent-box ps --state-dir D"), but not
+	// after a "--", which starts a run's own command line.
+	args, err := hoistStateDir(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
+		return cli.ExitUsage
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		return 2
+		return cli.ExitUsage
 	}
 	rest := fs.Args()
-	if len(rest) > 0 && rest[0] == "version" {
-		fmt.Println("agent-box", version)
-		return 0
-	}
-	if len(rest) == 0 && isTerminal(os.Stdin) {
-		usage(fs)
-		return 2
+	switch {
+	case len(rest) > 0 && rest[0] == "version":
+		return printVersion(rest[1:])
+	case len(rest) > 0 && rest[0] == "help":
+		return help(fs, rest[1:])
+	case len(rest) == 0 && isTerminal(os.Stdin):
+		usage(os.Stderr, fs)
+		return cli.ExitUsage
 	}
 	m, err := manager(*stateDir)
 	if err != nil {
@@ -77,8 +90,8 @@ func run(args []string) int {
 	return runCLI(m, rest)
 }
 
-func usage(fs *flag.FlagSet) {
-	fmt.Fprint(os.Stderr, `agent-box: an MCP server (on stdin/stdout) that runs long processes which
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, `agent-box: an MCP server (on stdin/stdout) that runs long processes which
 outlive the connection, and a CLI over the same runs.
 
   ssh box -- agent-box                    serve MCP on stdio (what an MCP client runs)
@@ -87,11 +100,84 @@ outlive the connection, and a CLI over the same runs.
   agent-box start [--cwd DIR] [--framed] [--timeout S] NAME -- CMD [ARG...]
   agent-box kill [-s SIG] [--grace MS] NAME   signal every process of a run
   agent-box wait NAME                     wait for a run; exit with its status
-  agent-box version
+  agent-box version [--json]
+  agent-box help [COMMAND]
 
-flags:
+flags (before or after the command):
 `)
+	fs.SetOutput(w)
 	fs.PrintDefaults()
+	fs.SetOutput(os.Stderr)
+}
+
+// help prints the usage, or one command's, on stdout: asked for, it is
+// the answer, not a diagnostic.
+func help(fs *flag.FlagSet, args []string) int {
+	switch {
+	case len(args) == 0:
+		usage(os.Stdout, fs)
+		return 0
+	case len(args) > 1:
+		fmt.Fprintf(os.Stderr, "agent-box help: expected at most one COMMAND, got %d arguments\n", len(args))
+		return cli.ExitUsage
+	case args[0] == "version" || args[0] == "help":
+		usage(os.Stdout, fs)
+		return 0
+	}
+	return cli.Help(args[0], os.Stdout, os.Stderr)
+}
+
+// printVersion prints agent-box's version; with --json also what it was
+// built from, for scripts (and doctor) to compare two binaries by.
+func printVersion(args []string) int {
+	vs := flag.NewFlagSet("version", flag.ContinueOnError)
+	vs.SetOutput(os.Stderr)
+	asJSON := vs.Bool("json", false, "print JSON")
+	if err := vs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return cli.ExitUsage
+	}
+	if vs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "agent-box version: unexpected argument %q\n", vs.Arg(0))
+		return cli.ExitUsage
+	}
+	if !*asJSON {
+		fmt.Println("agent-box", version)
+		return 0
+	}
+	b, _ := json.MarshalIndent(cli.BuildOf(version), "", "  ")
+	fmt.Println(string(b))
+	return 0
+}
+
+// hoistStateDir moves a --state-dir given after the command to the front,
+// where the top-level flags are parsed. Arguments after "--" are a run's
+// command line and stay as they are.
+func hoistStateDir(args []string) ([]string, error) {
+	var front, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "state-dir" {
+			rest = append(rest, a)
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(args) {
+				return nil, fmt.Errorf("%s needs a directory", a)
+			}
+			i++
+			value = args[i]
+		}
+		front = append(front, "--state-dir="+value)
+	}
+	return append(front, rest...), nil
 }
 
 func isTerminal(f *os.File) bool {

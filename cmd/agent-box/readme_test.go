@@ -125,7 +125,13 @@ func TestReadmeCLIFlags(t *testing.T) {
 	n := 0
 	for _, sub := range subs {
 		if !slices.Contains(cli.Commands, sub) {
-			assert.Empty(t, flags[sub], "%s takes no flags", sub)
+			// version and help, which main answers itself: each flag the
+			// README shows is accepted.
+			for _, f := range flags[sub] {
+				assert.Empty(t, f.value, "%s %s: no sample value", sub, f.name)
+				_, errOut, code := agentBox(t, state, sub, f.name)
+				assert.Equal(t, 0, code, "%s %s: %s", sub, f.name, errOut)
+			}
 			continue
 		}
 		t.Run(sub, func(t *testing.T) {

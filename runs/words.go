@@ -1,0 +1,28 @@
+package runs
+
+// Words are how the front end a Manager serves names the operations that
+// its messages point to: an agent reads "process_list shows the runs", a
+// person at the CLI "agent-box ps shows the runs".
+type Words struct {
+	List    string // lists the newest run of each name
+	ListAll string // lists older runs too
+	Kill    string // signals a run
+	Restart string // runs a name's spec again
+	Remove  string // deletes finished runs
+}
+
+// ToolWords name the MCP tools; a Manager whose Words is zero uses them.
+var ToolWords = Words{
+	List:    "process_list",
+	ListAll: "process_list with all=true",
+	Kill:    "process_kill",
+	Restart: "process_restart",
+	Remove:  "process_remove",
+}
+
+func (m *Manager) words() *Words {
+	if m.Words == (Words{}) {
+		return &ToolWords
+	}
+	return &m.Words
+}
