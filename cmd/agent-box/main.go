@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/cli"
+	"github.com/agent-box/agent-box/doctor"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/runs"
@@ -75,6 +76,8 @@ func run(args []string) int {
 		return printVersion(rest[1:])
 	case len(rest) > 0 && rest[0] == "help":
 		return help(fs, rest[1:])
+	case len(rest) > 0 && rest[0] == "doctor":
+		return runDoctor(*stateDir, rest[1:])
 	case len(rest) == 0 && isTerminal(os.Stdin):
 		usage(os.Stderr, fs)
 		return cli.ExitUsage
@@ -100,6 +103,7 @@ outlive the connection, and a CLI over the same runs.
   agent-box start [--cwd DIR] [--framed] [--timeout S] NAME -- CMD [ARG...]
   agent-box kill [-s SIG] [--grace MS] NAME   signal every process of a run
   agent-box wait NAME                     wait for a run; exit with its status
+  agent-box doctor [--json]               check this box: binaries, state dir, session, limits
   agent-box version [--json]
   agent-box help [COMMAND]
 
@@ -120,7 +124,7 @@ func help(fs *flag.FlagSet, args []string) int {
 	case len(args) > 1:
 		fmt.Fprintf(os.Stderr, "agent-box help: expected at most one COMMAND, got %d arguments\n", len(args))
 		return cli.ExitUsage
-	case args[0] == "version" || args[0] == "help":
+	case args[0] == "version" || args[0] == "help" || args[0] == "doctor":
 		usage(os.Stdout, fs)
 		return 0
 	}
@@ -147,8 +151,43 @@ func printVersion(args []string) int {
 		fmt.Println("agent-box", version)
 		return 0
 	}
-	b, _ := json.MarshalIndent(cli.BuildOf(version), "", "  ")
+	b, _ := json.MarshalIndent(doctor.BuildOf(version), "", "  ")
 	fmt.Println(string(b))
+	return 0
+}
+
+// runDoctor checks the box (doctor.Checks) and exits 1 when a check fails.
+func runDoctor(stateDir string, args []string) int {
+	ds := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	ds.SetOutput(os.Stderr)
+	asJSON := ds.Bool("json", false, "print JSON")
+	if err := ds.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return cli.ExitUsage
+	}
+	if ds.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "agent-box doctor: unexpected argument %q\n", ds.Arg(0))
+		return cli.ExitUsage
+	}
+	o := doctor.Options{Version: version, Launch: os.Getenv("AGENT_BOX_LAUNCH"), UnderSSH: os.Getenv("SSH_CONNECTION") != ""}
+	o.Exe, _ = os.Executable()
+	if stateDir == "" {
+		stateDir, o.StateDirErr = runrecord.DefaultRoot()
+	}
+	if o.StateDirErr == nil {
+		o.StateDir, o.StateDirErr = filepath.Abs(stateDir)
+	}
+	checks := doctor.Checks(doctor.Gather(o))
+	if *asJSON {
+		doctor.JSON(os.Stdout, checks)
+	} else {
+		doctor.Text(os.Stdout, checks)
+	}
+	if doctor.Failed(checks) {
+		return 1
+	}
 	return 0
 }
 

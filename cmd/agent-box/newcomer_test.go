@@ -139,3 +139,43 @@ func TestPsJSONKeepsCommandsReadable(t *testing.T) {
 	assert.Contains(t, out, `"true && echo '<a>' >/dev/null"`)
 	assert.False(t, strings.Contains(out, `\u003c`) || strings.Contains(out, `\u0026`), out)
 }
+
+// TestDoctor runs doctor on this machine: every check answers, --json
+// says what the text says, and the exit status is 1 exactly when a check
+// fails (here: a state dir that cannot be written).
+func TestDoctor(t *testing.T) {
+	t.Parallel()
+	type report struct {
+		OK     bool
+		Checks []struct{ Name, Level, Detail, Fix string }
+	}
+	doctorJSON := func(state string) (report, int) {
+		out, errOut, code := agentBoxArgs(t, "doctor", "--json", "--state-dir", state)
+		var r report
+		require.NoError(t, json.Unmarshal([]byte(out), &r), "%s\n%s", out, errOut)
+		return r, code
+	}
+	r, code := doctorJSON(t.TempDir())
+	var names []string
+	for _, c := range r.Checks {
+		names = append(names, c.Name)
+		assert.Contains(t, []string{"ok", "warn", "fail"}, c.Level, "%+v", c)
+		assert.NotEmpty(t, c.Detail, "%+v", c)
+		if c.Level != "ok" {
+			assert.NotEmpty(t, c.Fix, "%+v", c)
+		}
+	}
+	assert.Equal(t, []string{"binaries", "state dir", "disk space", "runs outlive the session", "systemd-run", "resource limits", "ssh keep-alive"}, names)
+	assert.Equal(t, r.OK, code == 0, "exit %d", code)
+
+	bad, code := doctorJSON("/proc/agent-box-doctor-test")
+	assert.False(t, bad.OK)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "fail", bad.Checks[1].Level, "%+v", bad.Checks[1])
+	assert.Contains(t, bad.Checks[1].Detail, "not writable")
+
+	out, _, code := agentBoxArgs(t, "doctor", "--state-dir", "/proc/agent-box-doctor-test")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "fail  state dir: /proc/agent-box-doctor-test is not writable")
+	assert.Contains(t, out, "      fix: ")
+}

@@ -1,4 +1,4 @@
-package cli
+package doctor
 
 import (
 	"debug/buildinfo"
@@ -79,4 +79,24 @@ func (b *Build) fill(info *debug.BuildInfo) {
 			b.Modified = s.Value == "true"
 		}
 	}
+}
+
+// Same reports whether b and o were built from one source by one
+// toolchain: what makes two binaries safe to run together.
+func (b Build) Same(o Build) bool {
+	return b == o
+}
+
+func (b Build) String() string {
+	s := b.Version + ", " + b.Go
+	if b.Module != "" {
+		s += ", module " + b.Module
+	}
+	if b.Revision != "" {
+		s += ", commit " + b.Revision
+		if b.Modified {
+			s += " (modified)"
+		}
+	}
+	return s
 }

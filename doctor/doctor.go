@@ -1,0 +1,264 @@
+// Package doctor checks that a box can keep agent-box's promises: that the
+// binaries agree, that the state dir keeps runs (persistent, writable,
+// private), that runs outlive the SSH session, and which resource-limit
+// mechanism the box has. Checks decides from Facts and does no I/O;
+// Gather reads the Facts from the live system.
+package doctor
+
+import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+
+	"github.com/agent-box/agent-box/runs"
+)
+
+// Level is a check's verdict. Only a fail makes doctor exit non-zero.
+type Level string
+
+const (
+	OK   Level = "ok"
+	Warn Level = "warn" // works, but not as well as it could, or advice
+	Fail Level = "fail" // a promise agent-box makes will not hold here
+)
+
+// Check is one line of doctor's answer.
+type Check struct {
+	Name   string `json:"name"`
+	Level  Level  `json:"level"`
+	Detail string `json:"detail"`        // what was found
+	Fix    string `json:"fix,omitempty"` // what to do about a warn or fail
+}
+
+// Facts are what the checks read from the machine.
+type Facts struct {
+	Exe  string // this agent-box
+	Self Build
+	// SupervisorPath is the lean supervisor beside Exe, "" when there is
+	// none; SupervisorErr says why its build could not be read.
+	SupervisorPath string
+	Supervisor     Build
+	SupervisorErr  error
+
+	StateDir      string
+	StateDirErr   error       // the default could not be found (no HOME)
+	StateExists   bool        // false: made at the first use
+	StateMode     fs.FileMode // when it exists
+	StateFS       string      // "tmpfs", "ramfs", or "" for a disk
+	StateWriteErr error       // creating a file in it (or in the parent it would be made in)
+	StateFree     int64       // bytes free to us on its file system, -1 unknown
+
+	Host runs.HostFacts
+	// Launch is the operator's AGENT_BOX_LAUNCH.
+	Launch string
+	// User and Linger: the account, and whether logind keeps its user
+	// manager after its last session (nil: unknown).
+	User   string
+	Linger *bool
+
+	Cgroup Cgroups
+
+	// UnderSSH: this agent-box runs in an SSH session (SSH_CONNECTION).
+	// ClientAlive is sshd's ClientAliveInterval in seconds, -1 unknown.
+	UnderSSH    bool
+	ClientAlive int
+}
+
+// Cgroups says which cgroup hierarchy the box has and which controllers
+// this user can make cgroups in.
+type Cgroups struct {
+	Version  int      // 2, 1, or 0 for none
+	Writable []string // controllers with a writable place for a run's group
+	Missing  []string // of memory, cpu, pids: those not writable
+}
+
+// minFree is the free space under which the state dir's file system is a
+// warning: logs stop when the disk is full.
+const minFree = 256 << 20
+
+// Checks decides every check from f, in the order they are shown.
+func Checks(f Facts) []Check {
+	return []Check{
+		binaries(f),
+		stateDir(f),
+		stateSpace(f),
+		session(f),
+		systemdRun(f),
+		limits(f),
+		keepAlive(f),
+	}
+}
+
+// Failed reports whether any check failed.
+func Failed(cs []Check) bool {
+	for _, c := range cs {
+		if c.Level == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+func binaries(f Facts) Check {
+	c := Check{Name: "binaries"}
+	self := fmt.Sprintf("agent-box %s (%s, %s)", f.Self.Version, f.Exe, f.Self.Go)
+	switch {
+	case f.SupervisorPath == "":
+		c.Level, c.Detail = Warn, self+"; no "+runs.SupervisorBinary+" beside it: runs start as \"agent-box supervise\", slower and larger"
+		c.Fix = "install both: make install (or go install ./cmd/agent-box ./cmd/agent-box-supervisor)"
+	case f.SupervisorErr != nil:
+		c.Level, c.Detail = Fail, fmt.Sprintf("%s; %s cannot be read: %v", self, f.SupervisorPath, f.SupervisorErr)
+		c.Fix = "reinstall both from one checkout: make install"
+	case !f.Self.Same(f.Supervisor):
+		c.Level = Fail
+		c.Detail = fmt.Sprintf("%s, but %s is %s: they were built apart, and the supervisor a run starts may not speak this agent-box's launch protocol", self, f.SupervisorPath, f.Supervisor)
+		c.Fix = "reinstall both from one checkout: make install"
+	case f.Self.Version == "dev" && f.Self.Revision == "":
+		c.Level, c.Detail = OK, self+"; "+runs.SupervisorBinary+" beside it; neither carries a version stamp or commit (go install without -ldflags or -buildvcs), so doctor cannot tell whether they are one build"
+	default:
+		c.Level, c.Detail = OK, self+"; "+runs.SupervisorBinary+" beside it, the same build"
+	}
+	return c
+}
+
+func stateDir(f Facts) Check {
+	c := Check{Name: "state dir", Level: OK}
+	switch {
+	case f.StateDirErr != nil:
+		c.Level, c.Detail = Fail, f.StateDirErr.Error()
+		c.Fix = "pass --state-dir DIR, or set AGENT_BOX_STATE_DIR"
+		return c
+	case f.StateWriteErr != nil:
+		c.Level, c.Detail = Fail, fmt.Sprintf("%s is not writable: %v", f.StateDir, f.StateWriteErr)
+		c.Fix = "make it writable by this user, or pass --state-dir DIR"
+		return c
+	}
+	var notes []string
+	if f.StateExists {
+		notes = append(notes, f.StateDir)
+	} else {
+		notes = append(notes, f.StateDir+" (made at the first start)")
+	}
+	if f.StateExists && f.StateMode.Perm()&0o077 != 0 {
+		c.Level = Warn
+		notes = append(notes, fmt.Sprintf("mode %04o: others can read the logs and records", f.StateMode.Perm()))
+		c.Fix = "chmod 700 " + f.StateDir + " (agent-box also tightens it when it opens it)"
+	} else {
+		notes = append(notes, "private (0700)")
+	}
+	if f.StateFS != "" {
+		c.Level = Warn
+		notes = append(notes, "on "+f.StateFS+": every run, record and log is lost at a reboot")
+		c.Fix = "keep state on a disk: --state-dir DIR or AGENT_BOX_STATE_DIR"
+	} else {
+		notes = append(notes, "persistent")
+	}
+	c.Detail = strings.Join(notes, ", ")
+	return c
+}
+
+func stateSpace(f Facts) Check {
+	c := Check{Name: "disk space", Level: OK}
+	switch {
+	case f.StateFree < 0:
+		c.Detail = "unknown"
+	case f.StateFree < minFree:
+		c.Level = Warn
+		c.Detail = fmt.Sprintf("%s free where the logs go: a full disk stops every run's log (the runs go on)", bytes(f.StateFree))
+		c.Fix = "free space there, or pass --state-dir on a roomier file system"
+	default:
+		c.Detail = bytes(f.StateFree) + " free where the logs go"
+	}
+	return c
+}
+
+// session: will a run outlive the SSH session that started it?
+func session(f Facts) Check {
+	c := Check{Name: "runs outlive the session"}
+	launch, reason := runs.ChooseLaunch(f.Launch, f.Host)
+	c.Detail = "supervisors start with " + launch + ": " + reason
+	switch {
+	case strings.Contains(reason, "die"):
+		c.Level = Fail
+		c.Fix = "install systemd (systemd-run), or set KillUserProcesses=no in /etc/systemd/logind.conf"
+	case launch == runs.LaunchSystemd && !f.Host.Root && (f.Linger == nil || !*f.Linger):
+		// A --user scope belongs to the user's manager, which logind
+		// stops with the last session unless the user lingers.
+		c.Level = Fail
+		if f.Linger == nil {
+			c.Level = Warn
+		}
+		c.Detail += "; lingering is off for " + f.User + ", so the user manager, and its scopes, end with the last session"
+		c.Fix = "loginctl enable-linger " + f.User
+	default:
+		c.Level = OK
+	}
+	return c
+}
+
+func systemdRun(f Facts) Check {
+	c := Check{Name: "systemd-run", Level: OK}
+	switch {
+	case f.Host.SystemdRun && f.Host.SystemdBooted:
+		c.Detail = "on PATH; used when logind would kill a session's processes"
+	case f.Host.SystemdRun:
+		c.Detail = "on PATH, but systemd is not running here: not needed"
+	case f.Host.SystemdBooted && f.Host.KillUserProcesses:
+		c.Level, c.Detail = Fail, "not on PATH, and logind kills a session's processes at its end"
+		c.Fix = "install systemd's systemd-run (package systemd)"
+	default:
+		c.Detail = "not on PATH; not needed here (no logind that kills sessions)"
+	}
+	return c
+}
+
+func limits(f Facts) Check {
+	c := Check{Name: "resource limits", Level: OK}
+	switch {
+	case f.Cgroup.Version == 0:
+		c.Level, c.Detail = Warn, "no cgroup hierarchy: per-run memory, CPU and process limits cannot be enforced"
+		c.Fix = "mount cgroup2 at /sys/fs/cgroup"
+	case len(f.Cgroup.Missing) > 0:
+		c.Level = Warn
+		c.Detail = fmt.Sprintf("cgroup v%d; this user cannot make groups with %s", f.Cgroup.Version, strings.Join(f.Cgroup.Missing, ", "))
+		if len(f.Cgroup.Writable) > 0 {
+			c.Detail += " (can with " + strings.Join(f.Cgroup.Writable, ", ") + ")"
+		}
+		c.Fix = "run as root, or delegate a cgroup subtree to this user (systemd: Delegate=yes; a user scope through systemd-run --user)"
+	default:
+		c.Detail = fmt.Sprintf("cgroup v%d with %s writable", f.Cgroup.Version, strings.Join(f.Cgroup.Writable, ", "))
+	}
+	return c
+}
+
+func keepAlive(f Facts) Check {
+	c := Check{Name: "ssh keep-alive", Level: OK}
+	advice := "set ServerAliveInterval 15 for this host in the client's ~/.ssh/config (or ssh -o ServerAliveInterval=15), so a dead link ends the session in under a minute; runs survive it either way"
+	switch {
+	case f.ClientAlive > 0:
+		c.Detail = fmt.Sprintf("sshd probes idle clients every %d s", f.ClientAlive)
+	case !f.UnderSSH:
+		c.Detail = "not run over ssh here; " + advice
+	default:
+		c.Level = Warn
+		c.Detail = "sshd does not probe idle clients (ClientAliveInterval 0): a dropped link leaves the session until TCP gives up"
+		c.Fix = advice
+	}
+	return c
+}
+
+func bytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
+
+// supervisorBeside is where the lean supervisor of exe would be.
+func supervisorBeside(exe string) string {
+	return filepath.Join(filepath.Dir(exe), runs.SupervisorBinary)
+}
