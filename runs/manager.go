@@ -77,7 +77,7 @@ type Run struct {
 	State       outcome.State   `json:"state"`
 	Reason      string          `json:"reason"`
 	PID         int             `json:"pid,omitempty"`
-	ExitCode    *int            `json:"exit_code"`
+	ExitCode    *int            `json:"exit_code,omitempty"` // absent, not null, unless it exited normally: one JSON type (tools/schema.go)
 	Signal      string          `json:"signal,omitempty"`
 	TimedOut    bool            `json:"timed_out,omitempty"`
 	StatusOf    string          `json:"status_of,omitempty"` // whose exit status: StatusOfProgram or StatusOfShell

@@ -7,6 +7,12 @@ import (
 // Schemas are written out by hand as JSON: they are part of the protocol
 // (pinned by the golden tools/list transcript), and mcp-go's struct
 // reflection silently drops an output schema for some tag forms.
+//
+// Every property has a single type: a field that may have no value is left
+// out rather than null (exit_code), because a client that maps tool schemas
+// onto a one-type dialect (the OpenAPI subset of Gemini's function
+// declarations) rejects ["integer", "null"]; the MCP Inspector's --strict
+// warns of it (e2e/inspector_test.go).
 
 const runProps = `{
   "name": {"type": "string"},
@@ -14,7 +20,7 @@ const runProps = `{
   "state": {"type": "string", "enum": ["running", "exited", "unknown"]},
   "reason": {"type": "string"},
   "pid": {"type": "integer"},
-  "exit_code": {"type": ["integer", "null"], "description": "exit status when the process exited normally; null when it was killed by a signal or has not exited"},
+  "exit_code": {"type": "integer", "description": "exit status when the process exited normally; absent when it was killed by a signal or has not exited"},
   "signal": {"type": "string", "description": "signal that killed it, e.g. SIGKILL"},
   "timed_out": {"type": "boolean", "description": "the run's timeout_s killed it"},
   "status_of": {"type": "string", "enum": ["program", "shell"], "description": "whose pid and exit status these are: the program's, or /bin/sh's for a compound command (pipes, lists, builtins)"},
@@ -161,7 +167,7 @@ const tailOutputSchema = `{"type": "object", "properties": {
   "eof": {"type": "boolean", "description": "No byte will ever be written past end_offset: the output is closed (the run finished) or nothing is left to write the log (its supervisor is gone); stop following."},
   "state": {"type": "string"},
   "reason": {"type": "string"},
-  "exit_code": {"type": ["integer", "null"]},
+  "exit_code": {"type": "integer", "description": "absent unless the run exited normally"},
   "signal": {"type": "string"},
   "log_bytes": {"type": "integer"},
   "log_dropped": {"type": "integer"},

@@ -369,7 +369,7 @@ type TailOutput struct {
 	EOF          bool            `json:"eof"`
 	State        string          `json:"state"`
 	Reason       string          `json:"reason,omitempty"`
-	ExitCode     *int            `json:"exit_code"`
+	ExitCode     *int            `json:"exit_code,omitempty"` // absent, not null: see runs.Run
 	Signal       string          `json:"signal,omitempty"`
 	LogBytes     int64           `json:"log_bytes"`
 	LogDropped   int64           `json:"log_dropped,omitempty"`
