@@ -27,8 +27,12 @@ install:
 	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/agent-box-supervisor ./cmd/agent-box-supervisor
 
 # The test command of the README and of .ci/run: every package, with -race.
+# testsum prints what go test prints, then one line naming the tests that
+# skipped and why (a lane without its sshd or npm client must not pass
+# unseen); pipefail keeps go test's own failure.
+test: SHELL := /bin/bash
 test:
-	$(GO) test -race -count=1 -timeout 10m ./...
+	set -o pipefail; $(GO) test -race -count=1 -timeout 10m -json ./... | $(GO) run ./internal/testsum
 
 test-short:
 	$(GO) test -race -short -count=1 ./...
