@@ -134,20 +134,11 @@ func help(fs *flag.FlagSet, args []string) int {
 // printVersion prints agent-box's version; with --json also what it was
 // built from, for scripts (and doctor) to compare two binaries by.
 func printVersion(args []string) int {
-	vs := flag.NewFlagSet("version", flag.ContinueOnError)
-	vs.SetOutput(os.Stderr)
-	asJSON := vs.Bool("json", false, "print JSON")
-	if err := vs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return cli.ExitUsage
+	asJSON, code, done := jsonFlagOnly("version", args)
+	if done {
+		return code
 	}
-	if vs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "agent-box version: unexpected argument %q\n", vs.Arg(0))
-		return cli.ExitUsage
-	}
-	if !*asJSON {
+	if !asJSON {
 		fmt.Println("agent-box", version)
 		return 0
 	}
@@ -158,18 +149,9 @@ func printVersion(args []string) int {
 
 // runDoctor checks the box (doctor.Checks) and exits 1 when a check fails.
 func runDoctor(stateDir string, args []string) int {
-	ds := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	ds.SetOutput(os.Stderr)
-	asJSON := ds.Bool("json", false, "print JSON")
-	if err := ds.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return cli.ExitUsage
-	}
-	if ds.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "agent-box doctor: unexpected argument %q\n", ds.Arg(0))
-		return cli.ExitUsage
+	asJSON, code, done := jsonFlagOnly("doctor", args)
+	if done {
+		return code
 	}
 	o := doctor.Options{Version: version, Launch: os.Getenv("AGENT_BOX_LAUNCH"), UnderSSH: os.Getenv("SSH_CONNECTION") != ""}
 	o.Exe, _ = os.Executable()
@@ -180,7 +162,7 @@ func runDoctor(stateDir string, args []string) int {
 		o.StateDir, o.StateDirErr = filepath.Abs(stateDir)
 	}
 	checks := doctor.Checks(doctor.Gather(o))
-	if *asJSON {
+	if asJSON {
 		doctor.JSON(os.Stdout, checks)
 	} else {
 		doctor.Text(os.Stdout, checks)
@@ -189,6 +171,26 @@ func runDoctor(stateDir string, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// jsonFlagOnly parses the arguments of a command whose one flag is
+// --json. done: the command is over, with status code (its help was
+// asked for, or the arguments are wrong).
+func jsonFlagOnly(command string, args []string) (asJSON bool, code int, done bool) {
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	j := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return false, 0, true
+		}
+		return false, cli.ExitUsage, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "agent-box %s: unexpected argument %q\n", command, fs.Arg(0))
+		return false, cli.ExitUsage, true
+	}
+	return *j, 0, false
 }
 
 // hoistStateDir moves a --state-dir given after the command to the front,
