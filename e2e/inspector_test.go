@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -18,9 +19,29 @@ import (
 )
 
 // inspectorBin is the MCP Inspector that .ci/setup installs from the
-// lockfile in testdata/fixtures/e2e/inspector (version 0.15.0: the newest
-// that does not require Node >= 22).
+// lockfile in testdata/fixtures/e2e/inspector. Its package declares engines
+// node >= 22.19, but its --cli runs on Node 20 (these lanes run it there).
 const inspectorBin = ".tools/inspector/node_modules/.bin/mcp-inspector"
+
+// requireInspector skips or, in CI, fails the test when Node.js or the
+// pinned inspector is missing.
+func requireInspector(t *testing.T) {
+	t.Helper()
+	requireNode(t)
+	if _, err := os.Stat(filepath.Join(repoRoot, inspectorBin)); err != nil {
+		missing(t, "the MCP Inspector is not installed at %s", inspectorBin)
+	}
+}
+
+// requireNode skips or, in CI, fails the test when Node.js is missing.
+func requireNode(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing(t, "%s not found: the Node.js lanes need it", tool)
+		}
+	}
+}
 
 // inspector runs `mcp-inspector --cli agent-box --state-dir STATE ARGS...`
 // and decodes the JSON it prints. Its CLI passes --tool-arg values as
@@ -29,28 +50,37 @@ const inspectorBin = ".tools/inspector/node_modules/.bin/mcp-inspector"
 // that the published schemas say what the handlers accept.
 func inspector(t *testing.T, state string, args ...string) map[string]any {
 	t.Helper()
+	stdout, stderr := runInspector(t, state, append([]string{"--cli", binary, "--state-dir", state}, args...)...)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(stdout, &out), "mcp-inspector %v printed no JSON object:\n%s\nstderr: %s", args, stdout, stderr)
+	return out
+}
+
+// runInspector runs mcp-inspector with args and returns what it printed;
+// it fails the test unless the inspector exits 0. state is the state dir
+// of the agent-box it runs, asked directly when the inspector hangs.
+func runInspector(t *testing.T, state string, args ...string) (stdout, stderr []byte) {
+	t.Helper()
 	bin := filepath.Join(repoRoot, inspectorBin)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--cli", binary, "--state-dir", state}, args...)...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	// The launcher runs the CLI in a second node, which runs agent-box:
 	// on timeout kill the whole group, and stop waiting for pipes that a
 	// straggler holds.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	if ctx.Err() != nil {
 		// The inspector hides the server's stderr: ask the server directly.
 		t.Fatalf("mcp-inspector %v did not finish in 30 s: the server never answered?\nstdout: %s\nstderr: %s\n%s",
-			args, stdout.Bytes(), stderr.Bytes(), rawExchange(state, args))
+			args, out.Bytes(), errOut.Bytes(), rawExchange(state, args))
 	}
-	require.NoError(t, err, "mcp-inspector %v\nstdout: %s\nstderr: %s", args, stdout.Bytes(), stderr.Bytes())
-	var out map[string]any
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), "mcp-inspector %v printed no JSON object:\n%s\nstderr: %s", args, stdout.Bytes(), stderr.Bytes())
-	return out
+	require.NoError(t, err, "mcp-inspector %v\nstdout: %s\nstderr: %s", args, out.Bytes(), errOut.Bytes())
+	return out.Bytes(), errOut.Bytes()
 }
 
 // toolResult checks a tools/call answer succeeded and returns its
@@ -67,14 +97,7 @@ func TestInspectorCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("inspector lane: starts node several times")
 	}
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not found: the MCP Inspector needs Node.js", tool)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(repoRoot, inspectorBin)); err != nil {
-		missing(t, "the MCP Inspector is not installed at %s", inspectorBin)
-	}
+	requireInspector(t)
 	state := t.TempDir()
 	// For an agent-box built with -race (the inspector passes its
 	// environment on): no 1 s pause at each exit, and reports in files.
@@ -149,6 +172,35 @@ func TestInspectorCLI(t *testing.T) {
 		"--tool-arg", "name=smoke", "--tool-arg", "offset=4", "--tool-arg", "encoding=base64"))
 	require.Equal(t, "bwo=", rest["content"], "base64 of \"o\\n\"")
 	require.Equal(t, true, rest["eof"])
+}
+
+// TestInspectorStrict: the inspector's schema lint (--strict) finds no
+// error and no warning in agent-box's tools, as a client that maps tool
+// schemas onto a narrower dialect (Gemini's OpenAPI subset) needs. It
+// warned 11 times of exit_code typed ["integer", "null"] (issue 14).
+func TestInspectorStrict(t *testing.T) {
+	if testing.Short() {
+		t.Skip("inspector lane: starts node")
+	}
+	requireInspector(t)
+	lint := regexp.MustCompile(`(?m)^(Warning|Error): tool |^\d+ errors?, \d+ warnings? across |Schema portability`)
+
+	// The lint runs, and this is how it reports: a server with the schema
+	// agent-box had gets a warning, in the form the check below looks for.
+	_, stderr := runInspector(t, "", "--cli", "--strict", testBinary(t), fakeMCPServerArg, "--method", "tools/list")
+	require.Contains(t, string(stderr), `Warning: tool "nullable"`, "the lint did not report a type array:\n%s", stderr)
+	require.Contains(t, string(stderr), "0 errors, 1 warning across 1 tool.", "%s", stderr)
+	require.Regexp(t, lint, string(stderr))
+
+	state := t.TempDir()
+	stdout, stderr := runInspector(t, state, "--cli", "--strict", binary, "--state-dir", state, "--method", "tools/list")
+	require.NotRegexp(t, lint, string(stderr), "agent-box's tool schemas are not portable")
+	var list struct{ Tools []map[string]any }
+	require.NoError(t, json.Unmarshal(stdout, &list), "%s", stdout)
+	require.Len(t, list.Tools, 8, "the lint saw every tool")
+	for _, tool := range list.Tools {
+		require.NotNil(t, tool["outputSchema"], "%s has no output schema to lint", tool["name"])
+	}
 }
 
 // rawExchange sends agent-box the handshake and the request of an

@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	if len(os.Args) == 2 && os.Args[1] == fakeMCPServerArg {
+		return fakeMCPServer()
+	}
 	flag.Parse()
 	if testing.Short() {
 		return m.Run() // every test here skips in -short mode: build nothing
