@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os/exec"
 )
 
@@ -24,6 +25,31 @@ type Conn struct {
 	// Trace, if set, is called with every line sent (dir ">") and
 	// received (dir "<"), without the newline.
 	Trace func(dir string, line []byte)
+	// Meta, if set, goes into the _meta of every request, next to what the
+	// params' own _meta holds: a 2026-07-28 client names its protocol
+	// version, capabilities and identity there (StatelessMeta) instead of
+	// in an initialize handshake.
+	Meta map[string]any
+	// OnNotification, if set, is called with each notification read while
+	// a request waits for its reply (progress); it may Send.
+	OnNotification func(method string, params json.RawMessage)
+}
+
+// Protocol version 2026-07-28's _meta keys (SEP-2575).
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+)
+
+// StatelessMeta is the _meta a 2026-07-28 client sends with every request.
+func StatelessMeta(version, clientName string) map[string]any {
+	return map[string]any{
+		MetaProtocolVersion:    version,
+		MetaClientInfo:         map[string]any{"name": clientName, "version": "1"},
+		MetaClientCapabilities: map[string]any{},
+	}
 }
 
 // Start starts cmd and returns a Conn on its stdin/stdout; nothing is sent.
@@ -56,11 +82,17 @@ func Dial(cmd *exec.Cmd, clientName string) (*Conn, map[string]any, error) {
 	return c, res, nil
 }
 
-// Initialize sends initialize and notifications/initialized.
+// Initialize sends initialize for ProtocolVersion and
+// notifications/initialized.
 func (c *Conn) Initialize(clientName string) (map[string]any, error) {
+	return c.InitializeVersion(clientName, ProtocolVersion)
+}
+
+// InitializeVersion is Initialize announcing protocol version version.
+func (c *Conn) InitializeVersion(clientName, version string) (map[string]any, error) {
 	var res map[string]any
 	err := c.Request("initialize", map[string]any{
-		"protocolVersion": ProtocolVersion,
+		"protocolVersion": version,
 		"capabilities":    map[string]any{},
 		"clientInfo":      map[string]any{"name": clientName, "version": "1"},
 	}, &res)
@@ -83,6 +115,10 @@ func (c *Conn) Send(msg any) error {
 	return err
 }
 
+// LastID is the id of the last request sent; in OnNotification, that of
+// the request whose reply is awaited.
+func (c *Conn) LastID() int { return c.next }
+
 // RPCError is a JSON-RPC error response.
 type RPCError struct {
 	Code    int    `json:"code"`
@@ -96,6 +132,10 @@ func (e *RPCError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", 
 func (c *Conn) Request(method string, params, result any) error {
 	c.next++
 	id := c.next
+	params, err := c.withMeta(params)
+	if err != nil {
+		return err
+	}
 	if err := c.Send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
 		return err
 	}
@@ -109,11 +149,16 @@ func (c *Conn) Request(method string, params, result any) error {
 		}
 		var msg struct {
 			ID     *int            `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
 			Result json.RawMessage `json:"result"`
 			Error  *RPCError       `json:"error"`
 		}
 		if err := json.Unmarshal(line, &msg); err != nil {
 			return fmt.Errorf("bad reply to %s: %w", method, err)
+		}
+		if msg.ID == nil && msg.Method != "" && c.OnNotification != nil {
+			c.OnNotification(msg.Method, msg.Params)
 		}
 		if msg.ID == nil || *msg.ID != id {
 			continue
@@ -126,6 +171,30 @@ func (c *Conn) Request(method string, params, result any) error {
 		}
 		return json.Unmarshal(msg.Result, result)
 	}
+}
+
+// withMeta returns params with c.Meta added to its _meta; params must then
+// encode as a JSON object (or be nil).
+func (c *Conn) withMeta(params any) (any, error) {
+	if c.Meta == nil {
+		return params, nil
+	}
+	p := map[string]any{}
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &p); err != nil {
+			return nil, fmt.Errorf("params with _meta must be an object: %w", err)
+		}
+	}
+	meta := maps.Clone(c.Meta)
+	if own, ok := p["_meta"].(map[string]any); ok {
+		maps.Copy(meta, own)
+	}
+	p["_meta"] = meta
+	return p, nil
 }
 
 // ToolResult is a tools/call result.
