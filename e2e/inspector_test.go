@@ -61,10 +61,18 @@ func inspector(t *testing.T, state string, args ...string) map[string]any {
 // of the agent-box it runs, asked directly when the inspector hangs.
 func runInspector(t *testing.T, state string, args ...string) (stdout, stderr []byte) {
 	t.Helper()
+	return runInspectorEnv(t, nil, state, args...)
+}
+
+// runInspectorEnv is runInspector with env as the inspector's environment
+// (nil: this process's).
+func runInspectorEnv(t *testing.T, env []string, state string, args ...string) (stdout, stderr []byte) {
+	t.Helper()
 	bin := filepath.Join(repoRoot, inspectorBin)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
 	// The launcher runs the CLI in a second node, which runs agent-box:
 	// on timeout kill the whole group, and stop waiting for pipes that a
 	// straggler holds.
@@ -207,6 +215,9 @@ func TestInspectorStrict(t *testing.T) {
 // inspector call that had no answer (its method, with empty params), closes
 // stdin, and reports what came back on stdout and stderr.
 func rawExchange(state string, inspectorArgs []string) string {
+	if state == "" {
+		return "(the server is not a local agent-box: not asked directly)"
+	}
 	method := ""
 	for i, a := range inspectorArgs {
 		if a == "--method" && i+1 < len(inspectorArgs) {

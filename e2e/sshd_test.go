@@ -27,25 +27,9 @@ type sshServer struct {
 
 func startSSHD(t *testing.T) *sshServer {
 	t.Helper()
-	sshd := lookPath("sshd", "/usr/sbin/sshd")
-	if sshd == "" {
-		missing(t, "sshd (Debian package openssh-server) is not installed")
-	}
-	for _, tool := range []string{"ssh", "ssh-keygen"} {
-		if lookPath(tool, "/usr/bin/"+tool) == "" {
-			missing(t, "%s (Debian package openssh-client) is not installed", tool)
-		}
-	}
+	sshd := requireSSHD(t)
 	u, err := user.Current()
 	require.NoError(t, err)
-	if u.Uid == "0" {
-		// sshd running as root chroots its pre-auth child into this
-		// directory and will not start without it; only the service's start
-		// script creates it, and the tests never start the service.
-		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-			missing(t, "sshd's privilege separation directory /run/sshd is missing (%v)", err)
-		}
-	}
 
 	dir := t.TempDir()
 	hostKey := filepath.Join(dir, "host_ed25519")
@@ -60,16 +44,50 @@ func startSSHD(t *testing.T) *sshServer {
 	race := filepath.Join(dir, "race")
 	t.Cleanup(func() { checkRaceLogs(t, race) })
 
-	// The port is chosen by binding :0 and closing it, so another process
-	// may take it before sshd binds; sshd then exits and we try another.
+	port := listenSSHD(t, sshd, dir, func(port int) *exec.Cmd {
+		config := filepath.Join(dir, fmt.Sprintf("sshd_config.%d", port))
+		require.NoError(t, os.WriteFile(config, []byte(sshdConfig(port, dir, hostKey, authorized, u.Username, race)), 0o600))
+		return exec.Command(sshd, "-D", "-e", "-f", config)
+	})
+	return &sshServer{port: port, user: u.Username, key: clientKey}
+}
+
+// requireSSHD returns the path of sshd, once the tools the ssh lanes need
+// are known to be there; it skips the test, or fails it in CI, otherwise.
+func requireSSHD(t *testing.T) string {
+	t.Helper()
+	sshd := lookPath("sshd", "/usr/sbin/sshd")
+	if sshd == "" {
+		missing(t, "sshd (Debian package openssh-server) is not installed")
+	}
+	for _, tool := range []string{"ssh", "ssh-keygen"} {
+		if lookPath(tool, "/usr/bin/"+tool) == "" {
+			missing(t, "%s (Debian package openssh-client) is not installed", tool)
+		}
+	}
+	if os.Geteuid() == 0 {
+		// sshd running as root chroots its pre-auth child into this
+		// directory and will not start without it; only the service's start
+		// script creates it, and the tests never start the service.
+		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+			missing(t, "sshd's privilege separation directory /run/sshd is missing (%v)", err)
+		}
+	}
+	return sshd
+}
+
+// listenSSHD runs the sshd that command gives for a free port and returns
+// the port once it accepts connections. The port is chosen by binding :0
+// and closing it, so another process may take it before sshd binds; sshd
+// then exits and we try another.
+func listenSSHD(t *testing.T, sshd, dir string, command func(port int) *exec.Cmd) int {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
 		port := freePort(t)
-		config := filepath.Join(dir, fmt.Sprintf("sshd_config.%d", attempt))
-		require.NoError(t, os.WriteFile(config, []byte(sshdConfig(port, dir, hostKey, authorized, u.Username, race)), 0o600))
 		logPath := filepath.Join(dir, fmt.Sprintf("sshd.%d.log", attempt))
-		err := runSSHD(t, sshd, config, port, logPath)
+		err := runSSHD(t, command(port), sshd, port, logPath)
 		if err == nil {
-			return &sshServer{port: port, user: u.Username, key: clientKey}
+			return port
 		}
 		log, _ := os.ReadFile(logPath)
 		if attempt < 3 && strings.Contains(string(log), "Address already in use") {
@@ -105,16 +123,19 @@ func sshdConfig(port int, dir, hostKey, authorized, userName, race string) strin
 	}, "\n")
 }
 
-// runSSHD starts sshd -D -e as a child of the test in its own process
-// group and returns once its port accepts connections. t.Cleanup stops it
-// and every sshd process below it, whether or not the test failed.
-func runSSHD(t *testing.T, sshd, config string, port int, logPath string) error {
+// runSSHD starts cmd, an sshd -D -e (or a wrapper that execs one), as a
+// child of the test in its own process group and returns once its port
+// accepts connections. t.Cleanup stops it and every sshd process below
+// it, whether or not the test failed.
+func runSSHD(t *testing.T, cmd *exec.Cmd, sshd string, port int, logPath string) error {
 	logf, err := os.Create(logPath)
 	require.NoError(t, err)
 	defer logf.Close()
-	cmd := exec.Command(sshd, "-D", "-e", "-f", config)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 	if err := cmd.Start(); err != nil {
 		return err
 	}

@@ -17,9 +17,11 @@ import (
 )
 
 // The README's client configurations are what users paste; they must be
-// valid and run exactly `ssh box -- agent-box`. (.ci/run exercises the
-// README's make targets; the ssh and inspector lanes run the same commands
-// against a local sshd.)
+// valid and run exactly `ssh box -- .local/bin/agent-box`, a path from the
+// remote home, because a command ssh runs does not have ~/.local/bin on its
+// PATH on a stock Debian box (issue 14). (.ci/run exercises the README's
+// make targets; e2e/install_test.go runs make install and these configs as
+// written over a stock sshd.)
 func TestReadmeClientConfigs(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	require.NoError(t, err)
@@ -37,13 +39,13 @@ func TestReadmeClientConfigs(t *testing.T) {
 	box, ok := cfg.MCPServers["box"]
 	require.True(t, ok)
 	assert.Equal(t, "ssh", box.Command)
-	assert.Equal(t, []string{"box", "--", "agent-box"}, box.Args)
+	assert.Equal(t, []string{"box", "--", ".local/bin/agent-box"}, box.Args)
 
 	toml := regexp.MustCompile("(?s)```toml\n(.*?)```").FindStringSubmatch(readme)
 	require.NotNil(t, toml, "README has no Codex config")
 	assert.Contains(t, toml[1], "[mcp_servers.box]")
 	assert.Contains(t, toml[1], `command = "ssh"`)
-	assert.Contains(t, toml[1], `args = ["box", "--", "agent-box"]`)
+	assert.Contains(t, toml[1], `args = ["box", "--", ".local/bin/agent-box"]`)
 
 	// Every CLI command the README shows exists.
 	for _, c := range []string{"ps", "logs", "start", "kill", "wait", "version"} {
