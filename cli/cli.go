@@ -77,7 +77,7 @@ func (c *cmd) run(args []string) int {
 	if c.helpOnly != nil {
 		errOut = c.helpOnly
 	}
-	fmt.Fprintf(errOut, "agent-box: unknown command %q (commands: %s, version, help)\n", args[0], strings.Join(Commands, ", "))
+	fmt.Fprintf(errOut, "agent-box: unknown command %q (commands: %s, doctor, version, help)\n", args[0], strings.Join(Commands, ", "))
 	return ExitUsage
 }
 

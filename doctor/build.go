@@ -81,10 +81,10 @@ func (b *Build) fill(info *debug.BuildInfo) {
 	}
 }
 
-// Same reports whether b and o were built from one source by one
-// toolchain: what makes two binaries safe to run together.
-func (b Build) Same(o Build) bool {
-	return b == o
+// SameSource reports whether b and o were built from one source: what
+// makes two binaries speak one launch protocol. The Go version may differ.
+func (b Build) SameSource(o Build) bool {
+	return b.Version == o.Version && b.Module == o.Module && b.Revision == o.Revision && b.Modified == o.Modified
 }
 
 func (b Build) String() string {

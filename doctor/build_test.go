@@ -36,7 +36,8 @@ func TestBuildOfFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, runtime.Version(), b.Go)
 	assert.Equal(t, "dev", b.Version, "a test binary has no -X main.version")
-	assert.True(t, BuildOf("dev").Same(b), "%v and %v", BuildOf("dev"), b)
+	assert.True(t, BuildOf("dev").SameSource(b), "%v and %v", BuildOf("dev"), b)
+	assert.False(t, BuildOf("v2").SameSource(b))
 	_, err = BuildOfFile("/etc/passwd")
 	assert.Error(t, err)
 }

@@ -41,9 +41,12 @@ type Facts struct {
 	Supervisor     Build
 	SupervisorErr  error
 
-	StateDir      string
-	StateDirErr   error       // the default could not be found (no HOME)
-	StateExists   bool        // false: made at the first use
+	StateDir    string
+	StateDirErr error // the default could not be found (no HOME)
+	StateExists bool  // false: made at the first use
+	// StateRefused is why agent-box would refuse the existing dir (a
+	// symlink, not a directory, another user's: runrecord.InspectDir).
+	StateRefused  error
 	StateMode     fs.FileMode // when it exists
 	StateFS       string      // "tmpfs", "ramfs", or "" for a disk
 	StateWriteErr error       // creating a file in it (or in the parent it would be made in)
@@ -69,6 +72,7 @@ type Facts struct {
 // this user can make cgroups in.
 type Cgroups struct {
 	Version  int      // 2, 1, or 0 for none
+	Where    string   // v2: the group this user may make groups under
 	Writable []string // controllers with a writable place for a run's group
 	Missing  []string // of memory, cpu, pids: those not writable
 }
@@ -110,12 +114,18 @@ func binaries(f Facts) Check {
 	case f.SupervisorErr != nil:
 		c.Level, c.Detail = Fail, fmt.Sprintf("%s; %s cannot be read: %v", self, f.SupervisorPath, f.SupervisorErr)
 		c.Fix = "reinstall both from one checkout: make install"
-	case !f.Self.Same(f.Supervisor):
+	case !f.Self.SameSource(f.Supervisor):
 		c.Level = Fail
 		c.Detail = fmt.Sprintf("%s, but %s is %s: they were built apart, and the supervisor a run starts may not speak this agent-box's launch protocol", self, f.SupervisorPath, f.Supervisor)
 		c.Fix = "reinstall both from one checkout: make install"
-	case f.Self.Version == "dev" && f.Self.Revision == "":
-		c.Level, c.Detail = OK, self+"; "+runs.SupervisorBinary+" beside it; neither carries a version stamp or commit (go install without -ldflags or -buildvcs), so doctor cannot tell whether they are one build"
+	case f.Self.Go != f.Supervisor.Go:
+		c.Level = Warn
+		c.Detail = fmt.Sprintf("%s; %s is of the same source but built with %s", self, f.SupervisorPath, f.Supervisor.Go)
+		c.Fix = "reinstall both with one toolchain: make install"
+	case f.Self.Version == "dev" && f.Self.Revision == "" && f.Self.Module == "":
+		c.Level, c.Detail = OK, self+"; "+runs.SupervisorBinary+" beside it; neither carries a version stamp, module version or commit (go install from a checkout, or -trimpath), so doctor cannot tell whether they are one build"
+	case f.Self.Modified:
+		c.Level, c.Detail = OK, self+"; "+runs.SupervisorBinary+" beside it, of the same commit with uncommitted changes (which doctor cannot compare)"
 	default:
 		c.Level, c.Detail = OK, self+"; "+runs.SupervisorBinary+" beside it, the same build"
 	}
@@ -128,6 +138,10 @@ func stateDir(f Facts) Check {
 	case f.StateDirErr != nil:
 		c.Level, c.Detail = Fail, f.StateDirErr.Error()
 		c.Fix = "pass --state-dir DIR, or set AGENT_BOX_STATE_DIR"
+		return c
+	case f.StateRefused != nil:
+		c.Level, c.Detail = Fail, "agent-box refuses it: "+f.StateRefused.Error()
+		c.Fix = "pass --state-dir DIR naming a directory of this user's (agent-box makes it if it does not exist)"
 		return c
 	case f.StateWriteErr != nil:
 		c.Level, c.Detail = Fail, fmt.Sprintf("%s is not writable: %v", f.StateDir, f.StateWriteErr)
@@ -165,47 +179,56 @@ func stateSpace(f Facts) Check {
 		c.Detail = "unknown"
 	case f.StateFree < minFree:
 		c.Level = Warn
-		c.Detail = fmt.Sprintf("%s free where the logs go: a full disk stops every run's log (the runs go on)", bytes(f.StateFree))
+		c.Detail = fmt.Sprintf("%s free where the logs go: a full disk stops every run's log (the runs go on)", sizeWords(f.StateFree))
 		c.Fix = "free space there, or pass --state-dir on a roomier file system"
 	default:
-		c.Detail = bytes(f.StateFree) + " free where the logs go"
+		c.Detail = sizeWords(f.StateFree) + " free where the logs go"
 	}
 	return c
 }
 
 // session: will a run outlive the SSH session that started it?
 func session(f Facts) Check {
-	c := Check{Name: "runs outlive the session"}
+	c := Check{Name: "runs outlive the session", Level: OK}
 	launch, reason := runs.ChooseLaunch(f.Launch, f.Host)
 	c.Detail = "supervisors start with " + launch + ": " + reason
+	linger := "loginctl enable-linger " + f.User
 	switch {
-	case strings.Contains(reason, "die"):
+	case runs.EndsWithSession(launch, f.Host) && f.Launch == runs.LaunchSetsid:
 		c.Level = Fail
-		c.Fix = "install systemd (systemd-run), or set KillUserProcesses=no in /etc/systemd/logind.conf"
-	case launch == runs.LaunchSystemd && !f.Host.Root && (f.Linger == nil || !*f.Linger):
+		c.Fix = "unset AGENT_BOX_LAUNCH (it says setsid): logind kills the session's processes, and only a systemd scope survives that"
+	case runs.EndsWithSession(launch, f.Host):
+		c.Level = Fail
+		c.Fix = "install systemd-run (package systemd), or set KillUserProcesses=no in /etc/systemd/logind.conf"
+	case launch == runs.LaunchSystemd && !f.Host.Root && f.Linger == nil:
 		// A --user scope belongs to the user's manager, which logind
 		// stops with the last session unless the user lingers.
+		c.Level = Warn
+		c.Detail += "; whether the user manager outlives the last session (lingering) could not be read"
+		c.Fix = strings.TrimSpace(linger) + " (if loginctl show-user says Linger=no)"
+	case launch == runs.LaunchSystemd && !f.Host.Root && !*f.Linger:
 		c.Level = Fail
-		if f.Linger == nil {
-			c.Level = Warn
-		}
 		c.Detail += "; lingering is off for " + f.User + ", so the user manager, and its scopes, end with the last session"
-		c.Fix = "loginctl enable-linger " + f.User
-	default:
-		c.Level = OK
+		c.Fix = strings.TrimSpace(linger)
+	case f.Launch == runs.LaunchSystemd && launch != runs.LaunchSystemd:
+		c.Level = Warn
+		c.Fix = "unset AGENT_BOX_LAUNCH: setsid is enough here"
 	}
 	return c
 }
 
+// systemdRun says whether the launch that keeps runs past logind can be
+// made; whether it is needed, and the fail when it is, are session's.
 func systemdRun(f Facts) Check {
 	c := Check{Name: "systemd-run", Level: OK}
+	launch, _ := runs.ChooseLaunch(f.Launch, f.Host)
 	switch {
 	case f.Host.SystemdRun && f.Host.SystemdBooted:
 		c.Detail = "on PATH; used when logind would kill a session's processes"
 	case f.Host.SystemdRun:
 		c.Detail = "on PATH, but systemd is not running here: not needed"
-	case f.Host.SystemdBooted && f.Host.KillUserProcesses:
-		c.Level, c.Detail = Fail, "not on PATH, and logind kills a session's processes at its end"
+	case runs.EndsWithSession(launch, f.Host):
+		c.Level, c.Detail = Warn, "not on PATH, and needed here (see runs outlive the session)"
 		c.Fix = "install systemd's systemd-run (package systemd)"
 	default:
 		c.Detail = "not on PATH; not needed here (no logind that kills sessions)"
@@ -213,21 +236,24 @@ func systemdRun(f Facts) Check {
 	return c
 }
 
+// limits reports the cgroup controllers a run's memory, CPU and process
+// caps could use here. agent-box sets no caps yet, so this is for
+// information: nothing that works today depends on it.
 func limits(f Facts) Check {
 	c := Check{Name: "resource limits", Level: OK}
 	switch {
 	case f.Cgroup.Version == 0:
-		c.Level, c.Detail = Warn, "no cgroup hierarchy: per-run memory, CPU and process limits cannot be enforced"
-		c.Fix = "mount cgroup2 at /sys/fs/cgroup"
-	case len(f.Cgroup.Missing) > 0:
-		c.Level = Warn
-		c.Detail = fmt.Sprintf("cgroup v%d; this user cannot make groups with %s", f.Cgroup.Version, strings.Join(f.Cgroup.Missing, ", "))
-		if len(f.Cgroup.Writable) > 0 {
-			c.Detail += " (can with " + strings.Join(f.Cgroup.Writable, ", ") + ")"
-		}
-		c.Fix = "run as root, or delegate a cgroup subtree to this user (systemd: Delegate=yes; a user scope through systemd-run --user)"
+		c.Detail = "no cgroup hierarchy mounted: memory, CPU and process caps per run would have none to use"
+	case len(f.Cgroup.Writable) == 0:
+		c.Detail = fmt.Sprintf("cgroup v%d, but this user can make no group with %s", f.Cgroup.Version, strings.Join(f.Cgroup.Missing, ", "))
 	default:
-		c.Detail = fmt.Sprintf("cgroup v%d with %s writable", f.Cgroup.Version, strings.Join(f.Cgroup.Writable, ", "))
+		c.Detail = fmt.Sprintf("cgroup v%d: this user can make groups with %s", f.Cgroup.Version, strings.Join(f.Cgroup.Writable, ", "))
+		if f.Cgroup.Where != "" {
+			c.Detail += " under " + f.Cgroup.Where
+		}
+		if len(f.Cgroup.Missing) > 0 {
+			c.Detail += ", not with " + strings.Join(f.Cgroup.Missing, ", ")
+		}
 	}
 	return c
 }
@@ -240,6 +266,8 @@ func keepAlive(f Facts) Check {
 		c.Detail = fmt.Sprintf("sshd probes idle clients every %d s", f.ClientAlive)
 	case !f.UnderSSH:
 		c.Detail = "not run over ssh here; " + advice
+	case f.ClientAlive < 0:
+		c.Detail = "sshd's ClientAliveInterval could not be read (sshd -T as root shows it); " + advice
 	default:
 		c.Level = Warn
 		c.Detail = "sshd does not probe idle clients (ClientAliveInterval 0): a dropped link leaves the session until TCP gives up"
@@ -248,7 +276,7 @@ func keepAlive(f Facts) Check {
 	return c
 }
 
-func bytes(n int64) string {
+func sizeWords(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))

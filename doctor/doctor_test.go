@@ -53,15 +53,21 @@ func TestChecks(t *testing.T) {
 		{"healthy", "binaries", func(*Facts) {}, OK, "the same build"},
 		{"no lean supervisor", "binaries", func(f *Facts) { f.SupervisorPath = "" }, Warn, "agent-box supervise"},
 		{"supervisor of another build", "binaries", func(f *Facts) { f.Supervisor.Version = "v0" }, Fail, "built apart"},
-		{"supervisor of another Go", "binaries", func(f *Facts) { f.Supervisor.Go = "go1.25" }, Fail, "built apart"},
+		{"supervisor of another Go", "binaries", func(f *Facts) { f.Supervisor.Go = "go1.25" }, Warn, "built with go1.25"},
+		{"supervisor of another commit", "binaries", func(f *Facts) { f.Self.Revision, f.Supervisor.Revision = "a", "b" }, Fail, "built apart"},
+		{"modified tree", "binaries", func(f *Facts) { f.Self.Modified, f.Supervisor.Modified = true, true }, OK, "uncommitted changes"},
 		{"unreadable supervisor", "binaries", func(f *Facts) { f.SupervisorErr = errors.New("not a Go binary") }, Fail, "not a Go binary"},
 		{"unstamped", "binaries", func(f *Facts) { f.Self.Version, f.Supervisor.Version = "dev", "dev" }, OK, "cannot tell"},
+		{"go install of a release", "binaries", func(f *Facts) {
+			f.Self.Version, f.Supervisor.Version, f.Self.Module, f.Supervisor.Module = "dev", "dev", "v1.2.0", "v1.2.0"
+		}, OK, "the same build"},
 
 		{"healthy", "state dir", func(*Facts) {}, OK, "persistent"},
 		{"tmpfs", "state dir", func(f *Facts) { f.StateFS = "tmpfs" }, Warn, "lost at a reboot"},
 		{"open to others", "state dir", func(f *Facts) { f.StateMode = fs.ModeDir | 0o755 }, Warn, "mode 0755"},
 		{"not made yet", "state dir", func(f *Facts) { f.StateExists = false }, OK, "made at the first start"},
 		{"not writable", "state dir", func(f *Facts) { f.StateWriteErr = fs.ErrPermission }, Fail, "not writable"},
+		{"another user's", "state dir", func(f *Facts) { f.StateRefused = errors.New("owned by uid 1234") }, Fail, "agent-box refuses it: owned by uid 1234"},
 		{"no home", "state dir", func(f *Facts) { f.StateDirErr = errors.New("no state directory") }, Fail, "no state directory"},
 
 		{"roomy", "disk space", func(*Facts) {}, OK, "10.0 GiB free"},
@@ -72,22 +78,27 @@ func TestChecks(t *testing.T) {
 		{"logind kills, root", "runs outlive the session", func(f *Facts) { f.Host.KillUserProcesses, f.Host.Root = true, true }, OK, "own systemd scope"},
 		{"logind kills, user lingers", "runs outlive the session", func(f *Facts) { f.Host.KillUserProcesses, f.Linger = true, yes() }, OK, "user scope"},
 		{"logind kills, no lingering", "runs outlive the session", func(f *Facts) { f.Host.KillUserProcesses, f.Linger = true, no() }, Fail, "loginctl enable-linger u"},
-		{"logind kills, lingering unknown", "runs outlive the session", func(f *Facts) { f.Host.KillUserProcesses = true }, Warn, "loginctl enable-linger u"},
+		{"logind kills, lingering unknown", "runs outlive the session", func(f *Facts) { f.Host.KillUserProcesses = true }, Warn, "could not be read"},
+		{"logind kills, lingering and user unknown", "runs outlive the session", func(f *Facts) { f.Host.KillUserProcesses, f.User = true, "" }, Warn, "loginctl enable-linger (if"},
+		{"logind kills, forced setsid", "runs outlive the session", func(f *Facts) { f.Host.KillUserProcesses, f.Host.Root, f.Launch = true, true, "setsid" }, Fail, "unset AGENT_BOX_LAUNCH"},
+		{"forced systemd, none here", "runs outlive the session", func(f *Facts) { f.Host.SystemdRun, f.Launch = false, "systemd" }, Warn, "setsid is enough here"},
 		{"logind kills, no systemd-run", "runs outlive the session", func(f *Facts) { f.Host.KillUserProcesses, f.Host.SystemdRun = true, false }, Fail, "die with the SSH session"},
 
 		{"present", "systemd-run", func(*Facts) {}, OK, "on PATH"},
 		{"missing, not needed", "systemd-run", func(f *Facts) { f.Host.SystemdRun = false }, OK, "not needed"},
-		{"missing, needed", "systemd-run", func(f *Facts) { f.Host.SystemdRun, f.Host.KillUserProcesses = false, true }, Fail, "package systemd"},
+		{"missing, needed", "systemd-run", func(f *Facts) { f.Host.SystemdRun, f.Host.KillUserProcesses = false, true }, Warn, "package systemd"},
 
-		{"v2 delegated", "resource limits", func(*Facts) {}, OK, "cgroup v2 with memory, cpu, pids"},
+		{"v2 delegated", "resource limits", func(*Facts) {}, OK, "cgroup v2: this user can make groups with memory, cpu, pids"},
 		{"v1 without pids", "resource limits", func(f *Facts) {
 			f.Cgroup = Cgroups{Version: 1, Writable: []string{"memory", "cpu"}, Missing: []string{"pids"}}
-		}, Warn, "cannot make groups with pids"},
-		{"none", "resource limits", func(f *Facts) { f.Cgroup = Cgroups{} }, Warn, "cannot be enforced"},
+		}, OK, "not with pids"},
+		{"v2, nothing delegated", "resource limits", func(f *Facts) { f.Cgroup = Cgroups{Version: 2, Missing: limitControllers} }, OK, "can make no group"},
+		{"none", "resource limits", func(f *Facts) { f.Cgroup = Cgroups{} }, OK, "no cgroup hierarchy"},
 
 		{"sshd probes", "ssh keep-alive", func(*Facts) {}, OK, "every 15 s"},
 		{"sshd does not probe", "ssh keep-alive", func(f *Facts) { f.ClientAlive = 0 }, Warn, "ClientAliveInterval 0"},
 		{"not over ssh", "ssh keep-alive", func(f *Facts) { f.UnderSSH, f.ClientAlive = false, -1 }, OK, "ServerAliveInterval 15"},
+		{"sshd config unreadable", "ssh keep-alive", func(f *Facts) { f.ClientAlive = -1 }, OK, "could not be read"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.check+"/"+tc.name, func(t *testing.T) {
@@ -100,7 +111,9 @@ func TestChecks(t *testing.T) {
 			if c.Level != OK {
 				assert.NotEmpty(t, c.Fix, "a %s must say what to do", c.Level)
 			}
-			assert.Equal(t, tc.want == Fail, Failed(Checks(f)))
+			if tc.want == Fail {
+				assert.True(t, Failed(Checks(f)), "a fail fails the whole")
+			}
 		})
 	}
 }
@@ -133,21 +146,31 @@ func TestCgroups(t *testing.T) {
 	write(t, filepath.Join(v2, "user.slice/u.scope/cgroup.controllers"), "memory pids\n")
 	self := filepath.Join(t.TempDir(), "cgroup")
 	write(t, self, "0::/user.slice/u.scope\n")
-	c := cgroups(v2, self)
+	c := cgroups(v2, self, 1000)
 	assert.Equal(t, 2, c.Version)
+	assert.Equal(t, "/user.slice/u.scope", c.Where)
 	assert.Equal(t, []string{"memory", "pids"}, c.Writable)
 	assert.Equal(t, []string{"cpu"}, c.Missing)
+	if os.Geteuid() != 0 {
+		// Not writable: the user's manager, which systemd delegates, is
+		// where this user may make groups (as root every dir is writable).
+		require.NoError(t, os.Chmod(filepath.Join(v2, "user.slice/u.scope"), 0o555))
+		write(t, filepath.Join(v2, "user.slice/user-1000.slice/user@1000.service/cgroup.controllers"), "cpu memory pids\n")
+		c = cgroups(v2, self, 1000)
+		assert.Equal(t, "/user.slice/user-1000.slice/user@1000.service", c.Where)
+		assert.Equal(t, []string{"memory", "cpu", "pids"}, c.Writable)
+	}
 
 	v1 := t.TempDir()
 	for _, d := range []string{"memory", "pids", "devices"} {
 		require.NoError(t, os.Mkdir(filepath.Join(v1, d), 0o755))
 	}
-	c = cgroups(v1, self)
+	c = cgroups(v1, self, 1000)
 	assert.Equal(t, 1, c.Version)
 	assert.Equal(t, []string{"memory", "pids"}, c.Writable)
 	assert.Equal(t, []string{"cpu"}, c.Missing)
 
-	c = cgroups(t.TempDir(), self)
+	c = cgroups(t.TempDir(), self, 1000)
 	assert.Equal(t, Cgroups{}, c)
 }
 
@@ -159,10 +182,22 @@ func TestClientAliveInterval(t *testing.T) {
 	assert.Equal(t, 0, clientAliveInterval(cfg), "only commented out")
 	write(t, cfg, "Port 22\nclientaliveinterval 30\n")
 	assert.Equal(t, 30, clientAliveInterval(cfg))
-	// Debian's sshd_config includes sshd_config.d/*.conf at its top, and
-	// sshd keeps the first value it reads.
+	write(t, cfg, "ClientAliveInterval=45\n")
+	assert.Equal(t, 45, clientAliveInterval(cfg), "sshd takes Keyword=value too")
+	write(t, cfg, "ClientAliveInterval 1m30s\n")
+	assert.Equal(t, 90, clientAliveInterval(cfg), "sshd's time format")
+	write(t, cfg, "ClientAliveInterval soon\n")
+	assert.Equal(t, -1, clientAliveInterval(cfg))
+	write(t, cfg, "Match User other\n\tClientAliveInterval 30\n")
+	assert.Equal(t, 0, clientAliveInterval(cfg), "a Match block's value is not global")
+	// An Include is read where it stands, and sshd keeps the first value
+	// it reads (Debian includes sshd_config.d/*.conf at the top).
 	write(t, filepath.Join(dir, "sshd_config.d", "10-keepalive.conf"), "ClientAliveInterval 15\n")
+	assert.Equal(t, 0, clientAliveInterval(cfg), "not included: not read")
+	write(t, cfg, "Include sshd_config.d/*.conf\nClientAliveInterval 60\n")
 	assert.Equal(t, 15, clientAliveInterval(cfg))
+	write(t, cfg, "ClientAliveInterval 60\nInclude sshd_config.d/*.conf\n")
+	assert.Equal(t, 60, clientAliveInterval(cfg))
 }
 
 // TestGatherStateDir: a state dir on tmpfs is found so; one that cannot
@@ -178,7 +213,12 @@ func TestGatherStateDir(t *testing.T) {
 	write(t, file, "x")
 	f = Facts{StateDir: file}
 	gatherStateDir(&f)
-	assert.ErrorContains(t, f.StateWriteErr, "not a directory")
+	assert.ErrorContains(t, f.StateRefused, "not a directory")
+	link := filepath.Join(t.TempDir(), "link")
+	require.NoError(t, os.Symlink(t.TempDir(), link))
+	f = Facts{StateDir: link}
+	gatherStateDir(&f)
+	assert.ErrorContains(t, f.StateRefused, "symlink")
 
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		shm, err := os.MkdirTemp("/dev/shm", "doctor-test-")

@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/runs"
 )
 
@@ -30,6 +32,12 @@ type Options struct {
 // write test makes a file and removes it again.
 func Gather(o Options) Facts {
 	f := Facts{Exe: o.Exe, Self: BuildOf(o.Version), Launch: o.Launch, UnderSSH: o.UnderSSH, ClientAlive: -1, StateFree: -1}
+	// This binary is read from its file as the supervisor is, so that the
+	// two are compared alike (-trimpath leaves the -ldflags stamp out of
+	// both, say).
+	if b, err := BuildOfFile(o.Exe); err == nil {
+		f.Self = b
+	}
 	if p := supervisorBeside(o.Exe); isExecutable(p) {
 		f.SupervisorPath = p
 		f.Supervisor, f.SupervisorErr = BuildOfFile(p)
@@ -51,7 +59,7 @@ func Gather(o Options) Facts {
 			f.Linger = &linger
 		}
 	}
-	f.Cgroup = cgroups("/sys/fs/cgroup", "/proc/self/cgroup")
+	f.Cgroup = cgroups("/sys/fs/cgroup", "/proc/self/cgroup", os.Getuid())
 	f.ClientAlive = clientAliveInterval("/etc/ssh/sshd_config")
 	return f
 }
@@ -63,13 +71,15 @@ func isExecutable(p string) bool {
 
 func gatherStateDir(f *Facts) {
 	dir := f.StateDir
-	if fi, err := os.Lstat(dir); err == nil {
+	if _, err := os.Lstat(dir); err == nil {
 		f.StateExists = true
-		f.StateMode = fi.Mode()
-		if !fi.IsDir() {
-			f.StateWriteErr = errors.New("it is not a directory")
+		// What agent-box itself would make of it: the same check.
+		perm, err := runrecord.InspectDir(dir)
+		if err != nil {
+			f.StateRefused = err
 			return
 		}
+		f.StateMode = fs.ModeDir | perm
 	}
 	// Where it is, or would be made: the nearest directory that exists.
 	at := dir
@@ -106,34 +116,44 @@ func gatherStateDir(f *Facts) {
 var limitControllers = []string{"memory", "cpu", "pids"}
 
 // cgroups finds the cgroup hierarchy under root and, for each of the
-// limit controllers, whether this process may make a group with it: in
-// cgroup v2 its own group (from selfCgroup, /proc/self/cgroup) must offer
-// the controller and be writable (delegated); in v1 the controller's
-// hierarchy must be mounted and writable.
-func cgroups(root, selfCgroup string) Cgroups {
+// limit controllers, whether this user (uid) may make a group with it. In
+// cgroup v2 that needs a group this user can write, which offers the
+// controller: its own (selfCgroup, /proc/self/cgroup), or the user's
+// systemd manager (user@UID.service), which systemd delegates to the
+// user. In v1 the controller's hierarchy must be mounted and writable.
+func cgroups(root, selfCgroup string, uid int) Cgroups {
 	var c Cgroups
-	if ctrl, err := os.ReadFile(filepath.Join(root, "cgroup.controllers")); err == nil {
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
 		c.Version = 2
-		dir := root
+		var places []string
 		if b, err := os.ReadFile(selfCgroup); err == nil {
 			for line := range strings.SplitSeq(string(b), "\n") {
 				if p, ok := strings.CutPrefix(line, "0::"); ok {
-					dir = filepath.Join(root, filepath.Clean("/"+p))
+					places = append(places, filepath.Join(root, filepath.Clean("/"+p)))
 				}
 			}
 		}
-		if own, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers")); err == nil {
-			ctrl = own
-		}
-		have := strings.Fields(string(ctrl))
-		writable := unix.Access(dir, unix.W_OK) == nil
-		for _, name := range limitControllers {
-			if writable && contains(have, name) {
-				c.Writable = append(c.Writable, name)
-			} else {
-				c.Missing = append(c.Missing, name)
+		u := strconv.Itoa(uid)
+		places = append(places, filepath.Join(root, "user.slice", "user-"+u+".slice", "user@"+u+".service"), root)
+		for _, dir := range places {
+			have, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+			if err != nil || unix.Access(dir, unix.W_OK) != nil {
+				continue
 			}
+			c.Where = strings.TrimPrefix(dir, root)
+			if c.Where == "" {
+				c.Where = "/"
+			}
+			for _, name := range limitControllers {
+				if slices.Contains(strings.Fields(string(have)), name) {
+					c.Writable = append(c.Writable, name)
+				} else {
+					c.Missing = append(c.Missing, name)
+				}
+			}
+			return c
 		}
+		c.Missing = limitControllers
 		return c
 	}
 	for _, name := range limitControllers {
@@ -152,47 +172,93 @@ func cgroups(root, selfCgroup string) Cgroups {
 	return c
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-// clientAliveInterval reads sshd's ClientAliveInterval from its config
-// and the *.conf files of its config.d (Debian's Include); sshd takes the
-// first value it reads. -1: the config cannot be read.
+// clientAliveInterval is sshd's global ClientAliveInterval in seconds, as
+// sshd reads its config: the first value wins, Include lines are read
+// where they stand, and what follows a Match line is not global. 0 when
+// it is not set (sshd's default), -1 when the config cannot be read or
+// the value not parsed.
 func clientAliveInterval(config string) int {
-	files := []string{config}
-	if more, err := filepath.Glob(config + ".d/*.conf"); err == nil {
-		// Debian's sshd_config includes these first.
-		files = append(more, files...)
+	n, found, ok := sshdValue(config, "clientaliveinterval", filepath.Dir(config), 0)
+	switch {
+	case !ok:
+		return -1
+	case !found:
+		return 0
 	}
-	read := false
-	for _, p := range files {
-		fh, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		read = true
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) >= 2 && strings.EqualFold(fields[0], "ClientAliveInterval") {
-				fh.Close()
-				n, err := strconv.Atoi(fields[1])
-				if err != nil {
-					return -1
-				}
-				return n
-			}
-		}
-		fh.Close()
-	}
-	if !read {
+	secs, err := sshdTime(n)
+	if err != nil {
 		return -1
 	}
-	return 0
+	return secs
+}
+
+// sshdValue finds keyword's first global value in the config file at
+// path; ok is false when the file cannot be read.
+func sshdValue(path, keyword, base string, depth int) (value string, found, ok bool) {
+	fh, err := os.Open(path)
+	if err != nil || depth > 8 {
+		return "", false, false
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		// "Keyword value" or "Keyword=value" (sshd_config(5)); neither
+		// keyword read here has an "=" in its values.
+		f := strings.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '\t' || r == '=' })
+		switch strings.ToLower(f[0]) {
+		case "match":
+			return "", false, true
+		case "include":
+			for _, pat := range f[1:] {
+				if !filepath.IsAbs(pat) {
+					pat = filepath.Join(base, pat)
+				}
+				files, _ := filepath.Glob(pat)
+				slices.Sort(files)
+				for _, inc := range files {
+					if v, found, _ := sshdValue(inc, keyword, base, depth+1); found {
+						return v, true, true
+					}
+				}
+			}
+		case keyword:
+			if len(f) < 2 {
+				return "", false, true
+			}
+			return f[1], true, true
+		}
+	}
+	return "", false, true
+}
+
+// sshdTime parses sshd's time format: seconds, or a sequence of numbers
+// with the units s, m, h, d, w ("1m30s").
+func sshdTime(s string) (int, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n, nil
+	}
+	units := map[byte]int{'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}
+	total, num := 0, ""
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if ch >= '0' && ch <= '9' {
+			num += string(ch)
+			continue
+		}
+		mul, known := units[ch|0x20]
+		if !known || num == "" {
+			return 0, errors.New("not an sshd time: " + s)
+		}
+		n, _ := strconv.Atoi(num)
+		total, num = total+n*mul, ""
+	}
+	if num != "" {
+		n, _ := strconv.Atoi(num)
+		total += n
+	}
+	return total, nil
 }

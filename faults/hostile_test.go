@@ -219,7 +219,7 @@ func TestHostileArgumentValues(t *testing.T) {
 		{"process_start", st(map[string]any{"command": nil, "argv": "true"}), "argv must be an array of strings, not a string"},
 		{"process_start", st(map[string]any{"env": []any{"A=1"}}), "env must be an object whose values are strings, not an array"},
 		{"process_start", st(map[string]any{"timeout_s": 1.5}), "timeout_s must be an integer, not 1.5"},
-		{"process_start", st(map[string]any{"timeout_s": 1e30}), "timeout_s must be an integer, not 1e+30"},
+		{"process_start", st(map[string]any{"timeout_s": 1e30}), "timeout_s 1e+30 is out of range"},
 		{"process_start", st(map[string]any{"max_log_bytes": "1G"}), "max_log_bytes must be an integer, not a string"},
 		{"process_list", map[string]any{"all": "yes"}, "all must be true or false, not a string"},
 		{"process_kill", map[string]any{"name": "ok", "signal": "SEGV"}, "signal \"SEGV\" is not one of"},

@@ -231,22 +231,11 @@ func notDirError(path, what string, typ fs.FileMode) error {
 // owned by this user, private. It works on an O_NOFOLLOW descriptor so the
 // checks and the chmod apply to the same inode.
 func checkPrivateDir(path string) (warning string, err error) {
-	fd, err := openNoFollow(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err == unix.ELOOP || err == unix.ENOTDIR {
-		return "", notDirAt(path, err)
-	}
+	fd, perm, err := openOwnDir(path)
 	if err != nil {
-		return "", &fs.PathError{Op: "open", Path: path, Err: err}
+		return "", err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return "", &fs.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if uid := os.Geteuid(); int(st.Uid) != uid {
-		return "", fmt.Errorf("%s is owned by uid %d, not by this user (uid %d)", path, st.Uid, uid)
-	}
-	perm := st.Mode & 0o777
 	if perm&0o077 == 0 {
 		return "", nil
 	}
@@ -254,6 +243,41 @@ func checkPrivateDir(path string) (warning string, err error) {
 		return "", &fs.PathError{Op: "chmod", Path: path, Err: err}
 	}
 	return fmt.Sprintf("%s had mode %04o, open to group or others; tightened to 0700", path, perm), nil
+}
+
+// openOwnDir opens the directory at path, never through a symlink, and
+// refuses one owned by another user; perm is its permission bits.
+func openOwnDir(path string) (fd int, perm uint32, err error) {
+	fd, err = openNoFollow(unix.AT_FDCWD, path, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err == unix.ELOOP || err == unix.ENOTDIR {
+		return -1, 0, notDirAt(path, err)
+	}
+	if err != nil {
+		return -1, 0, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, 0, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if uid := os.Geteuid(); int(st.Uid) != uid {
+		unix.Close(fd)
+		return -1, 0, fmt.Errorf("%s is owned by uid %d, not by this user (uid %d)", path, st.Uid, uid)
+	}
+	return fd, st.Mode & 0o777, nil
+}
+
+// InspectDir says what Open would make of the existing directory at path,
+// changing nothing: an error for one it refuses (a symlink, not a
+// directory, another user's), else its permission bits, which Open
+// tightens to 0700 when group or others have any.
+func InspectDir(path string) (fs.FileMode, error) {
+	fd, perm, err := openOwnDir(path)
+	if err != nil {
+		return 0, err
+	}
+	unix.Close(fd)
+	return fs.FileMode(perm), nil
 }
 
 // readRecordAt reads and decodes the record at path (relative to dirfd),

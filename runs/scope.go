@@ -62,6 +62,13 @@ func ChooseLaunch(mode string, f HostFacts) (launch, reason string) {
 	return LaunchSystemd, "logind kills this session's processes at its end: supervisors go to their own user scope (enable lingering with 'loginctl enable-linger' so the user manager outlives the session)"
 }
 
+// EndsWithSession reports whether runs whose supervisors start with
+// launch die when the SSH session that started them ends: a plain setsid
+// where logind kills every process of the session's scope.
+func EndsWithSession(launch string, f HostFacts) bool {
+	return launch == LaunchSetsid && f.SystemdBooted && f.InSessionScope && f.KillUserProcesses
+}
+
 // ProbeHost reads HostFacts from the live system.
 func ProbeHost() HostFacts {
 	var f HostFacts

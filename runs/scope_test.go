@@ -18,20 +18,22 @@ func TestChooseLaunch(t *testing.T) {
 		mode string
 		f    HostFacts
 		want string
+		dies bool // EndsWithSession
 	}{
-		{"container without systemd", "", HostFacts{SystemdRun: true}, LaunchSetsid},
-		{"systemd, not in a session", "auto", HostFacts{SystemdBooted: true, SystemdRun: true, KillUserProcesses: true}, LaunchSetsid},
-		{"session, logind keeps processes", "", HostFacts{SystemdBooted: true, InSessionScope: true, SystemdRun: true}, LaunchSetsid},
-		{"session, logind kills", "", kill, LaunchSystemd},
-		{"logind kills, no systemd-run", "", HostFacts{SystemdBooted: true, InSessionScope: true, KillUserProcesses: true}, LaunchSetsid},
-		{"forced setsid", LaunchSetsid, kill, LaunchSetsid},
-		{"forced systemd", LaunchSystemd, HostFacts{SystemdRun: true}, LaunchSystemd},
-		{"forced systemd, no systemd-run", LaunchSystemd, HostFacts{}, LaunchSetsid},
+		{"container without systemd", "", HostFacts{SystemdRun: true}, LaunchSetsid, false},
+		{"systemd, not in a session", "auto", HostFacts{SystemdBooted: true, SystemdRun: true, KillUserProcesses: true}, LaunchSetsid, false},
+		{"session, logind keeps processes", "", HostFacts{SystemdBooted: true, InSessionScope: true, SystemdRun: true}, LaunchSetsid, false},
+		{"session, logind kills", "", kill, LaunchSystemd, false},
+		{"logind kills, no systemd-run", "", HostFacts{SystemdBooted: true, InSessionScope: true, KillUserProcesses: true}, LaunchSetsid, true},
+		{"forced setsid", LaunchSetsid, kill, LaunchSetsid, true},
+		{"forced systemd", LaunchSystemd, HostFacts{SystemdRun: true}, LaunchSystemd, false},
+		{"forced systemd, no systemd-run", LaunchSystemd, HostFacts{}, LaunchSetsid, false},
 	}
 	for _, c := range cases {
 		got, reason := ChooseLaunch(c.mode, c.f)
 		assert.Equal(t, c.want, got, c.name)
 		assert.NotEmpty(t, reason, c.name)
+		assert.Equal(t, c.dies, EndsWithSession(got, c.f), c.name)
 	}
 	_, reason := ChooseLaunch("", HostFacts{SystemdBooted: true, InSessionScope: true, KillUserProcesses: true})
 	assert.Contains(t, reason, "will die", "the operator must be warned")

@@ -20,9 +20,19 @@ var ToolWords = Words{
 	Remove:  "process_remove",
 }
 
+// words are m's Words, each one not given the tool's.
 func (m *Manager) words() *Words {
-	if m.Words == (Words{}) {
-		return &ToolWords
+	w := m.Words
+	for _, f := range []struct {
+		got *string
+		def string
+	}{
+		{&w.List, ToolWords.List}, {&w.ListAll, ToolWords.ListAll}, {&w.Kill, ToolWords.Kill},
+		{&w.Restart, ToolWords.Restart}, {&w.Remove, ToolWords.Remove},
+	} {
+		if *f.got == "" {
+			*f.got = f.def
+		}
 	}
-	return &m.Words
+	return &w
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -17,22 +19,54 @@ func argError(err error, dst any) error {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) || te.Field == "" || te.Type == nil {
 		msg := err.Error()
+		// Only the name of an unknown member inside an object argument
+		// (the top level's are checked before) is worth keeping.
+		if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+			return fmt.Errorf("unknown field %s in the arguments", name)
+		}
 		if len(msg) > 200 {
 			msg = msg[:200] + "..."
 		}
 		return fmt.Errorf("arguments: %s", msg)
 	}
+	if msg := numberError(te); msg != "" {
+		return errors.New(msg)
+	}
 	// For an element of a map or an array encoding/json names the
 	// argument and the element's type: say which it is.
 	if ft := fieldType(reflect.TypeOf(dst), te.Field); ft != nil && ft != te.Type {
-		switch ft.Kind() {
-		case reflect.Map:
+		switch {
+		case ft.Kind() == reflect.Map && ft.Elem() == te.Type:
 			return fmt.Errorf("the values of %s must be %s, not %s", te.Field, plural(typeWords(te.Type)), valueWords(te.Value))
-		case reflect.Slice, reflect.Array:
+		case (ft.Kind() == reflect.Slice || ft.Kind() == reflect.Array) && ft.Elem() == te.Type:
 			return fmt.Errorf("the items of %s must be %s, not %s", te.Field, plural(typeWords(te.Type)), valueWords(te.Value))
+		default:
+			return fmt.Errorf("%s must be %s", te.Field, typeWords(ft))
 		}
 	}
 	return fmt.Errorf("%s must be %s, not %s", te.Field, typeWords(te.Type), valueWords(te.Value))
+}
+
+// numberError is what to say of a number an integer argument refused: a
+// whole number too large for it is out of range (as runs says of one out
+// of its bounds), 5.0 is a whole number spelled with a fraction, which
+// encoding/json refuses where JSON Schema's "integer" would not. "" when
+// the value is not a whole number, or the argument not an integer.
+func numberError(te *json.UnmarshalTypeError) string {
+	lit, ok := strings.CutPrefix(te.Value, "number ")
+	if !ok || typeWords(te.Type) != "an integer" && typeWords(te.Type) != "a non-negative integer" {
+		return ""
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange):
+		return ""
+	case errors.Is(err, strconv.ErrRange) || f == math.Trunc(f) && math.Abs(f) >= 1<<63:
+		return fmt.Sprintf("%s %s is out of range", te.Field, lit)
+	case f == math.Trunc(f):
+		return fmt.Sprintf("%s must be written as an integer (%d), not %s", te.Field, int64(f), lit)
+	}
+	return ""
 }
 
 // fieldType is the type of the argument at path ("ready.tcp_port") in the
@@ -87,14 +121,18 @@ func typeWords(t reflect.Type) string {
 	return "an object"
 }
 
-// plural turns "a string" into "strings", "an integer" into "integers".
+// plural turns "a string" into "strings", "an array of strings" into
+// "arrays of strings": its head noun only.
 func plural(words string) string {
-	switch words {
-	case "true or false":
-		return "true or false"
+	if words == "true or false" {
+		return words
 	}
 	w := strings.TrimPrefix(strings.TrimPrefix(words, "an "), "a ")
-	return w + "s"
+	head, rest, _ := strings.Cut(w, " ")
+	if rest != "" {
+		rest = " " + rest
+	}
+	return head + "s" + rest
 }
 
 // valueWords names the JSON value encoding/json found: UnmarshalTypeError's

@@ -38,7 +38,10 @@ func TestArgumentOfTheWrongType(t *testing.T) {
 		{"process_start", `{"name":"x","command":["a"]}`, "command must be a string, not an array"},
 		{"process_list", `{"all":"yes"}`, "all must be true or false, not a string"},
 		{"tail_log", `{"name":"x","max_bytes":1.5}`, "max_bytes must be an integer, not 1.5"},
-		{"tail_log", `{"name":"x","offset":1e30}`, "offset must be an integer, not 1e30"},
+		{"tail_log", `{"name":"x","offset":1e30}`, "offset 1e30 is out of range"},
+		{"process_wait", `{"name":"x","timeout_ms":99999999999999999999}`, "timeout_ms 99999999999999999999 is out of range"},
+		{"process_wait", `{"name":"x","timeout_ms":5.0}`, "timeout_ms must be written as an integer (5), not 5.0"},
+		{"process_start", `{"name":"x","ready":{"http":"u","bogus":1}}`, `unknown field "bogus" in the arguments`},
 		{"process_start", `{"name":"x","env":{"A":1}}`, "the values of env must be strings, not a number"},
 		{"process_start", `{"name":"x","argv":["ls",2]}`, "the items of argv must be strings, not a number"},
 		{"process_start", `{"name":"x","argv":"ls"}`, "argv must be an array of strings, not a string"},
@@ -74,5 +77,39 @@ func TestUnknownToolListsTheTools(t *testing.T) {
 	assert.Contains(t, m.Error.Message, `"process_stat"`)
 	for _, tool := range []string{"process_start", "process_list", "process_wait", "tail_log", "process_kill", "process_write", "process_remove", "process_restart"} {
 		assert.True(t, strings.Contains(m.Error.Message, tool), "%s missing from %q", tool, m.Error.Message)
+	}
+	// A call without a name is one of an unknown tool too.
+	r = c.call(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"arguments":{}}}`)
+	assert.Contains(t, errorOf(t, r), `unknown tool ""; the tools are: process_kill`)
+	// mcp-go's other refusals of a call stay theirs: a 2026-07-28 call
+	// whose _meta lacks what that revision requires gets the same answer
+	// whether or not its tool exists.
+	bad := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+	known := errorOf(t, c.call(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"process_list","arguments":{},`+bad+`}}`))
+	unknown := errorOf(t, c.call(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"nope","arguments":{},`+bad+`}}`))
+	require.Contains(t, known, "_meta")
+	assert.Equal(t, known, unknown)
+}
+
+// TestTypeWords covers the argument types none of today's tools has, so
+// that one added later reads right too.
+func TestTypeWords(t *testing.T) {
+	type inner struct {
+		Y int `json:"y"`
+	}
+	type args struct {
+		Nested [][]string          `json:"nested"`
+		Lists  map[string][]string `json:"lists"`
+		In     *inner              `json:"in"`
+	}
+	for _, tc := range []struct{ json, want string }{
+		{`{"nested":[["a"],"b"]}`, "the items of nested must be arrays of strings, not a string"},
+		{`{"lists":{"k":[1]}}`, "lists must be an object whose values are arrays of strings"},
+		{`{"in":{"y":"z"}}`, "in.y must be an integer, not a string"},
+	} {
+		var a args
+		err := json.Unmarshal([]byte(tc.json), &a)
+		require.Error(t, err, tc.json)
+		assert.Equal(t, tc.want, argError(err, &a).Error(), tc.json)
 	}
 }

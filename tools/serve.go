@@ -198,7 +198,7 @@ func (c *conn) dispatch(ctx context.Context, line []byte) {
 		// A response: agent-box sends the client no requests, so there is
 		// nothing waiting for it.
 		if !hasID(e.ID) {
-			c.handle(ctx, line, nil) // not a message at all: mcp-go answers the error
+			c.handle(ctx, line, nil, nil) // not a message at all: mcp-go answers the error
 		}
 		return
 	case routed && hasID(e.ID):
@@ -211,13 +211,6 @@ func (c *conn) dispatch(ctx context.Context, line []byte) {
 		} else if needsInitialize(&e) && !c.initialized.Load() {
 			c.write(refusal(e.ID, mcp.INVALID_REQUEST, "%s before initialize: send initialize first, or name protocol version %s in the request's _meta", e.Method, mcp.ProtocolVersion20260728))
 			return
-		}
-		if e.Method == string(mcp.MethodToolsCall) {
-			if msg := c.unknownTool(e.Params.Name); msg != "" {
-				c.write(withID(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION,
-					Error: mcp.NewJSONRPCErrorDetails(mcp.INVALID_PARAMS, msg, nil)}, e.ID))
-				return
-			}
 		}
 		c.slots <- struct{}{}
 		c.wg.Add(1)
@@ -234,7 +227,12 @@ func (c *conn) dispatch(ctx context.Context, line []byte) {
 				c.mu.Unlock()
 				cancel()
 			}()
-			c.handle(rctx, line, e.ID)
+			c.handle(rctx, line, e.ID, func(resp mcp.JSONRPCMessage) mcp.JSONRPCMessage {
+				if e.Method == string(mcp.MethodToolsCall) {
+					return c.unknownTool(resp, e.Params.Name)
+				}
+				return resp
+			})
 		}()
 		return
 	case strict != nil:
@@ -249,29 +247,37 @@ func (c *conn) dispatch(ctx context.Context, line []byte) {
 			cancel()
 		}
 	}
-	c.handle(ctx, line, nil)
+	c.handle(ctx, line, nil, nil)
 }
 
-// unknownTool says, for a tools/call of a tool that does not exist, which
-// tools do: mcp-go's own answer ("tool 'x' not found: tool not found")
-// leaves the caller to guess. A name that is not a string is left to
-// mcp-go to refuse.
-func (c *conn) unknownTool(raw json.RawMessage) string {
+// unknownTool rewrites mcp-go's answer to a tools/call of a tool that does
+// not exist ("tool 'x' not found: tool not found") to say which tools do.
+// Only that answer: mcp-go's other checks of the request come first, and
+// whatever else it answers stays as it is.
+func (c *conn) unknownTool(resp mcp.JSONRPCMessage, rawName json.RawMessage) mcp.JSONRPCMessage {
+	// mcp-go's answer carries its sentinel's text, not the error itself.
+	e, ok := resp.(mcp.JSONRPCError)
+	if !ok || e.Error.Code != mcp.INVALID_PARAMS || !strings.HasSuffix(e.Error.Message, server.ErrToolNotFound.Error()) {
+		return resp
+	}
 	var name string
-	if json.Unmarshal(raw, &name) != nil || c.srv.GetTool(name) != nil {
-		return ""
+	_ = json.Unmarshal(rawName, &name) // absent or not a string: ""
+	if c.srv.GetTool(name) != nil {
+		return resp
 	}
 	tools := slices.Sorted(maps.Keys(c.srv.ListTools()))
 	if len(name) > 64 {
 		name = name[:64] + "..."
 	}
-	return fmt.Sprintf("unknown tool %q; the tools are: %s", name, strings.Join(tools, ", "))
+	e.Error.Message = fmt.Sprintf("unknown tool %q; the tools are: %s", name, strings.Join(tools, ", "))
+	return e
 }
 
 // handle runs one message through mcp-go and writes its answer, if any. A
 // panic outside the tool handlers (which WithRecovery covers) still gets
 // the request an answer.
-func (c *conn) handle(ctx context.Context, line []byte, id json.RawMessage) {
+// fix, when not nil, may rewrite the answer before it is written.
+func (c *conn) handle(ctx context.Context, line []byte, id json.RawMessage, fix func(mcp.JSONRPCMessage) mcp.JSONRPCMessage) {
 	var resp mcp.JSONRPCMessage
 	func() {
 		defer func() {
@@ -287,6 +293,9 @@ func (c *conn) handle(ctx context.Context, line []byte, id json.RawMessage) {
 		}()
 		resp = c.srv.HandleMessage(ctx, line)
 	}()
+	if resp != nil && fix != nil {
+		resp = fix(resp)
+	}
 	if resp != nil {
 		c.write(withID(resp, id))
 	}

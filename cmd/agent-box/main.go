@@ -2,7 +2,7 @@
 // which outlive the connection, and a small CLI over the same runs.
 //
 //	ssh box -- agent-box          MCP server (stdin not a terminal)
-//	agent-box ps|logs|start|kill|wait|version
+//	agent-box ps|logs|start|kill|wait|doctor|version|help
 //	agent-box supervise NAME RUN_ID   internal: the per-run supervisor
 package main
 
@@ -210,7 +210,9 @@ func hoistStateDir(args []string) ([]string, error) {
 			continue
 		}
 		if !hasValue {
-			if i+1 >= len(args) {
+			// "--state-dir --" or "--state-dir -a" is a missing value,
+			// not a directory of that name (--state-dir=-a says that).
+			if i+1 >= len(args) || strings.HasPrefix(args[i+1], "-") {
 				return nil, fmt.Errorf("%s needs a directory", a)
 			}
 			i++
@@ -255,8 +257,9 @@ func manager(stateDir string) (*runs.Manager, error) {
 	}
 	// Probed once, at the first start: it may ask logind over D-Bus.
 	launch := sync.OnceValue(func() string {
-		launch, reason := runs.ChooseLaunch(os.Getenv("AGENT_BOX_LAUNCH"), runs.ProbeHost())
-		if launch != runs.LaunchSetsid || strings.Contains(reason, "die") {
+		mode, host := os.Getenv("AGENT_BOX_LAUNCH"), runs.ProbeHost()
+		launch, reason := runs.ChooseLaunch(mode, host)
+		if launch != runs.LaunchSetsid || runs.EndsWithSession(launch, host) || mode == runs.LaunchSystemd {
 			fmt.Fprintf(os.Stderr, "agent-box: supervisors: %s (%s)\n", launch, reason)
 		}
 		return launch

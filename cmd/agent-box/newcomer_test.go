@@ -43,6 +43,9 @@ func TestHoistStateDir(t *testing.T) {
 		{[]string{"start", "n", "--", "cmd", "--state-dir", "x"}, []string{"start", "n", "--", "cmd", "--state-dir", "x"}, false},
 		{[]string{"start", "n", "--state-dir", "/s", "--", "cmd", "--state-dir=x"}, []string{"--state-dir=/s", "start", "n", "--", "cmd", "--state-dir=x"}, false},
 		{[]string{"ps", "--state-dir"}, nil, true},
+		{[]string{"start", "n", "--state-dir", "--", "cmd"}, nil, true},
+		{[]string{"ps", "--state-dir", "-a"}, nil, true},
+		{[]string{"ps", "--state-dir=-a"}, []string{"--state-dir=-a", "ps"}, false},
 	} {
 		got, err := hoistStateDir(c.in)
 		if c.err {

@@ -31,8 +31,10 @@ func reapRunsAtCleanup(t testing.TB, stateDir string) {
 }
 
 // stateDirArg is the state dir that args give agent-box (--state-dir DIR
-// or --state-dir=DIR), wherever in a wrapper's command line (prlimit, sh
-// -c, ssh) it appears; "" when none does.
+// or --state-dir=DIR) as its own arguments, wherever in a wrapper's
+// command line (prlimit, env, ssh) they stand; "" when none does. A state
+// dir hidden in a script (sh -c '... --state-dir "$1"') is not found: such
+// a test waits for its runs itself.
 func stateDirArg(args []string) string {
 	for i, a := range args {
 		if v, ok := strings.CutPrefix(a, "--state-dir="); ok {

@@ -1,8 +1,9 @@
-// Command testsum reads `go test -json` on stdin and prints what plain
-// `go test` prints (each package's result, and the output of the tests
-// that failed), then one line that says which tests skipped and why: a
-// lane that skipped (no sshd, no npm) must not pass for one that ran.
-// It exits 1 when a test, a package or a build failed.
+// Command testsum reads `go test -json` on stdin and prints each
+// package's result and the whole output of the tests that failed (as
+// go test -v shows it, === RUN lines included), then one line that says
+// which tests skipped and why: a lane that skipped (no sshd, no npm) must
+// not pass for one that ran. It exits 1 when a test, a package or a build
+// failed.
 //
 //	go test -json ./... | go run ./internal/testsum
 package main
@@ -30,11 +31,12 @@ type summary struct {
 	out    io.Writer
 	failed bool
 	buf    map[string][]string // output of running tests, by package and name
+	order  map[string][]string // the keys of buf of each package, as they came
 	skips  map[string][]string // skip reason → "pkg Test" list
 }
 
 func main() {
-	s := &summary{out: os.Stdout, buf: map[string][]string{}, skips: map[string][]string{}}
+	s := &summary{out: os.Stdout}
 	if err := s.read(os.Stdin); err != nil {
 		fmt.Fprintf(os.Stderr, "testsum: %v\n", err)
 		os.Exit(1)
@@ -46,6 +48,7 @@ func main() {
 }
 
 func (s *summary) read(r io.Reader) error {
+	s.buf, s.order, s.skips = map[string][]string{}, map[string][]string{}, map[string][]string{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -72,12 +75,21 @@ func (s *summary) event(e event) {
 		// The package's own lines: "ok  pkg 1.2s", "FAIL", a panic; not
 		// the "PASS" that -json's verbose mode adds, which plain go test
 		// does not print.
+		if strings.HasPrefix(e.Output, "FAIL") {
+			// A test binary that timed out, or a test that called
+			// os.Exit, ends its package with no fail event for the test:
+			// what it printed (the timeout's panic and stacks) comes now.
+			s.flush(e.Package)
+		}
 		if e.Output != "PASS\n" {
 			fmt.Fprint(s.out, e.Output)
 		}
 	case e.Test == "":
 		// A package's start, pass, or skip ("no test files").
 	case e.Action == "output":
+		if _, ok := s.buf[key]; !ok {
+			s.order[e.Package] = append(s.order[e.Package], key)
+		}
 		s.buf[key] = append(s.buf[key], e.Output)
 	case e.Action == "fail":
 		s.failed = true
@@ -90,6 +102,17 @@ func (s *summary) event(e event) {
 	case e.Action == "pass":
 		delete(s.buf, key)
 	}
+}
+
+// flush prints what the tests of pkg that never ended printed.
+func (s *summary) flush(pkg string) {
+	for _, key := range s.order[pkg] {
+		if out, ok := s.buf[key]; ok {
+			fmt.Fprint(s.out, strings.Join(out, ""))
+			delete(s.buf, key)
+		}
+	}
+	delete(s.order, pkg)
 }
 
 // modulePrefix is the part of a package path shared by the module's

@@ -27,13 +27,19 @@ const stream = `{"Action":"start","Package":"github.com/agent-box/agent-box/e2e"
 {"Action":"output","Package":"github.com/agent-box/agent-box/runs","Output":"FAIL\tgithub.com/agent-box/agent-box/runs\t0.1s\n"}
 {"Action":"fail","Package":"github.com/agent-box/agent-box/runs"}
 {"Action":"skip","Package":"github.com/agent-box/agent-box/internal/rawmcp"}
+{"Action":"run","Package":"github.com/agent-box/agent-box/chaos","Test":"TestHang"}
+{"Action":"output","Package":"github.com/agent-box/agent-box/chaos","Test":"TestHang","Output":"=== RUN   TestHang\n"}
+{"Action":"output","Package":"github.com/agent-box/agent-box/chaos","Test":"TestHang","Output":"panic: test timed out after 10m0s\n"}
+{"Action":"output","Package":"github.com/agent-box/agent-box/chaos","Test":"TestHang","Output":"\trunning tests:\n\t\tTestHang (10m0s)\n"}
+{"Action":"output","Package":"github.com/agent-box/agent-box/chaos","Output":"FAIL\tgithub.com/agent-box/agent-box/chaos\t600.1s\n"}
+{"Action":"fail","Package":"github.com/agent-box/agent-box/chaos"}
 {"ImportPath":"x","Action":"build-output","Output":"# x\nx.go:1: syntax error\n"}
 go: some plain line
 `
 
 func TestSummary(t *testing.T) {
 	var out strings.Builder
-	s := &summary{out: &out, buf: map[string][]string{}, skips: map[string][]string{}}
+	s := &summary{out: &out}
 	assert.NoError(t, s.read(strings.NewReader(stream)))
 	got := out.String()
 	assert.Contains(t, got, "ok  \tgithub.com/agent-box/agent-box/e2e\t1.0s\n")
@@ -41,6 +47,9 @@ func TestSummary(t *testing.T) {
 	assert.Contains(t, got, "FAIL\tgithub.com/agent-box/agent-box/runs")
 	assert.Contains(t, got, "x.go:1: syntax error")
 	assert.Contains(t, got, "go: some plain line")
+	// A test that never ended (the binary timed out) shows what it
+	// printed, before its package's FAIL.
+	assert.Contains(t, got, "panic: test timed out after 10m0s\n\trunning tests:\n\t\tTestHang (10m0s)\nFAIL\tgithub.com/agent-box/agent-box/chaos")
 	assert.NotContains(t, got, "noise of a passing test")
 	assert.NotContains(t, got, "PASS\n")
 	assert.NotContains(t, got, "sshd not installed", "a skip is summed up, not printed")
