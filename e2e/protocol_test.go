@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-box/agent-box/internal/rawmcp"
+	"github.com/agent-box/agent-box/proc"
 )
 
 // TestProtocolRevisions speaks both MCP revisions agent-box serves, over
@@ -44,6 +46,7 @@ func TestProtocolRevisions(t *testing.T) {
 
 func testRevision(t *testing.T, srv *sshServer, version string, stateless bool) {
 	state := t.TempDir()
+	reapAtCleanup(t, state)
 	// Progress every 200 ms instead of every 3 s, so that two notifications
 	// come quickly; env execs agent-box, whose argv stays the one
 	// serverPIDs looks for.
@@ -237,6 +240,34 @@ func jsonValue(t *testing.T, v any) any {
 	var out any
 	require.NoError(t, json.Unmarshal(b, &out))
 	return out
+}
+
+// reapAtCleanup ends, when the test ends, every run still alive under
+// stateDir: the sessions of the supervisors whose stderr (the run dir's
+// supervisor.log) lies there. It catches a run whose start the client
+// refused to read (a schema mismatch fails the call, not the start).
+// Registered after stateDir's t.TempDir, it runs before its removal.
+func reapAtCleanup(t *testing.T, stateDir string) {
+	prefix := stateDir + string(filepath.Separator)
+	t.Cleanup(func() {
+		procs, err := proc.Processes()
+		if err != nil {
+			t.Logf("reaping the runs of %s: %v", stateDir, err)
+			return
+		}
+		for _, p := range procs {
+			if p.SID != p.PID || p.PID <= 1 {
+				continue
+			}
+			if log, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/2", p.PID)); err == nil && strings.HasPrefix(log, prefix) {
+				for _, q := range procs {
+					if q.SID == p.PID {
+						syscall.Kill(q.PID, syscall.SIGKILL)
+					}
+				}
+			}
+		}
+	})
 }
 
 // killAtCleanup SIGKILLs the process group of a run's pid when the test

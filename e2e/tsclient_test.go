@@ -158,6 +158,7 @@ func TestTSClient(t *testing.T) {
 	c := startTSClient(t)
 	srv := startSSHD(t)
 	state := t.TempDir()
+	reapAtCleanup(t, state)
 	// Progress every 200 ms instead of every 3 s (see protocol_test.go).
 	remote := func() *exec.Cmd {
 		return srv.command("env", "AGENT_BOX_PROGRESS_MS=200", binary, "--state-dir", state)
