@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,13 +17,26 @@ import (
 func TestWaitSendsProgress(t *testing.T) {
 	t.Parallel()
 	s := abtest.ConnectEnv(t, binary, t.TempDir(), "AGENT_BOX_PROGRESS_MS=300")
-	s.OK("process_start", map[string]any{"name": "slow", "argv": []any{"sleep", "1"}})
-	w := s.CallWithProgress("process_wait", map[string]any{"name": "slow", "timeout_ms": 60000}, "tok-1")
+	// The run ends when the test lets it, once two notifications came: a
+	// fixed sleep would be short on a loaded machine.
+	s.OK("process_start", map[string]any{"name": "slow", "command": "read line", "stdin": "pipe"})
+	done := make(chan abtest.Result, 1)
+	go func() {
+		done <- s.CallWithProgress("process_wait", map[string]any{"name": "slow", "timeout_ms": 60000}, "tok-1")
+	}()
+	abtest.WaitFor(t, "two progress notifications", 30*time.Second, func() bool { return len(s.Progress("tok-1")) >= 2 })
+	s.OK("process_write", map[string]any{"name": "slow", "data": "go\n"})
+	var w abtest.Result
+	select {
+	case w = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("process_wait did not answer after the run ended")
+	}
 	require.False(t, w.IsError, w.Text)
 	require.Equal(t, "exited", w.Data["run"].(map[string]any)["state"], w.Text)
 
 	got := s.Progress("tok-1")
-	require.GreaterOrEqual(t, len(got), 2, "a 1 s wait with progress every 300 ms")
+	require.GreaterOrEqual(t, len(got), 2)
 	for i, p := range got {
 		assert.NotEmpty(t, p.Message, "notification %d says what it waits for", i)
 		if i > 0 {
