@@ -34,20 +34,10 @@ func TestMain(m *testing.M) {
 		os.Exit(childMain(os.Args[2:]))
 	}
 	flag.Parse()
-	// The chaos suites spend their time in starting processes; the race
-	// detector makes agent-box several times slower to start and would
-	// not fit 100 rounds in the time budget. The untagged smoke tests keep
-	// the -race build (and plain go test -race covers the binary anyway).
-	if chaosBuild && os.Getenv("AGENT_BOX_TEST_NORACE") == "" && os.Getenv("CHAOS_RACE") == "" {
-		os.Setenv("AGENT_BOX_TEST_NORACE", "1")
-	}
-	// A -race binary sleeps a second at exit (GORACE atexit_sleep_ms,
-	// default 1000) so that late reports can land; every server and
-	// supervisor these tests start would pay it. Races are still reported
-	// (servers' stderr and supervisor.log are scanned for them).
-	if _, set := os.LookupEnv("GORACE"); !set {
-		os.Setenv("GORACE", "atexit_sleep_ms=0")
-	}
+	// agent-box is built as this binary was (abtest.Build): the tagged
+	// suites' 100 rounds run without -race, as .ci/run runs them, and its
+	// -race lane runs fewer rounds of race-built servers and supervisors,
+	// whose stderr and supervisor.log are scanned for race reports.
 	code := m.Run()
 	if binCleanup != nil {
 		binCleanup()

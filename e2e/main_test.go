@@ -38,8 +38,6 @@ var (
 	binary string
 	// repoRoot is the module's directory.
 	repoRoot string
-	// raceEnabled is set by race_test.go when the tests run with -race.
-	raceEnabled bool
 )
 
 func TestMain(m *testing.M) {
@@ -69,7 +67,7 @@ func testMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "agent-box")
 	args := []string{"build", "-o", binary}
-	if raceEnabled {
+	if abtest.RaceEnabled {
 		args = append(args, "-race")
 	}
 	build := exec.Command("go", append(args, "./cmd/agent-box")...)

@@ -56,10 +56,6 @@ func bad(what string) {
 }
 
 func TestMain(m *testing.M) {
-	// A -race binary sleeps a second at exit (ThreadSanitizer's
-	// atexit_sleep_ms) before it reports; every server and supervisor here
-	// would, and that second is most of this package's run time.
-	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	bin, cleanup, err := abtest.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -29,7 +29,6 @@ import (
 func agentBox(t *testing.T, state string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"--state-dir", state}, args...)...)
-	cmd.Env = quickRaceExit(os.Environ())
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -41,13 +40,6 @@ func agentBox(t *testing.T, state string, args ...string) (string, string, int) 
 		require.NoError(t, err)
 	}
 	return out.String(), errb.String(), code
-}
-
-// quickRaceExit sets GORACE so that a -race binary does not sleep a second
-// at exit (ThreadSanitizer's atexit_sleep_ms) before it reports: every CLI
-// call would, and they are most of these tests' run time.
-func quickRaceExit(env []string) []string {
-	return append(env, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 }
 
 func TestCLIOnRunsStartedOverMCP(t *testing.T) {
@@ -613,7 +605,7 @@ func TestStateDirPrecedence(t *testing.T) {
 				env = append(env, "XDG_STATE_HOME="+filepath.Join(base, "xdg"))
 			}
 			cmd := exec.Command(binary, args...)
-			cmd.Env = append(quickRaceExit(os.Environ()), env...) // later entries win
+			cmd.Env = append(os.Environ(), env...) // later entries win
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "%s", out)
 			var made []string

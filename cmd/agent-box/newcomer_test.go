@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -19,7 +18,6 @@ import (
 func agentBoxArgs(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
-	cmd.Env = quickRaceExit(os.Environ())
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -23,9 +23,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Build compiles agent-box (with -race unless AGENT_BOX_TEST_NORACE is set)
-// into a temporary directory and returns its path and a cleanup.
+// Build compiles agent-box into a temporary directory and returns its path
+// and a cleanup. It builds the binary the way the test binary itself was
+// built: with -race under go test -race (RaceEnabled), without it under
+// plain go test. A race-built server and supervisor find the races the
+// tests drive them into; a plain build keeps the fast lane fast (the race
+// detector makes every start several times slower), and its different
+// timing finds what the slow one hides (STYLE 21).
+//
+// For a race build it also sets atexit_sleep_ms=0 in this process's GORACE
+// (unless GORACE names it), which every server, supervisor and CLI call
+// the tests start inherits: a -race binary otherwise sleeps a second at
+// exit before it reports, and a test pays that second for every server it
+// closes. Races are still reported, as they happen.
 func Build() (string, func(), error) {
+	if RaceEnabled {
+		if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+			os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
+		}
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return "", nil, err
@@ -34,28 +50,25 @@ func Build() (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	bin := filepath.Join(dir, "agent-box")
-	args := []string{"build", "-race", "-o", bin, "./cmd/agent-box"}
-	if os.Getenv("AGENT_BOX_TEST_NORACE") != "" {
-		args = []string{"build", "-o", bin, "./cmd/agent-box"}
-	}
 	// The lean supervisor beside it, as make install puts it: what runs in
 	// production. AGENT_BOX_TEST_NO_LEAN_SUPERVISOR tests the fallback,
-	// "agent-box supervise".
-	sup := append(append([]string{}, args[:len(args)-3]...), "-o", filepath.Join(dir, "agent-box-supervisor"), "./cmd/agent-box-supervisor")
-	builds := [][]string{args}
+	// "agent-box supervise". One go build for both links them in parallel.
+	pkgs := []string{"./cmd/agent-box"}
 	if os.Getenv("AGENT_BOX_TEST_NO_LEAN_SUPERVISOR") == "" {
-		builds = append(builds, sup)
+		pkgs = append(pkgs, "./cmd/agent-box-supervisor")
 	}
-	for _, a := range builds {
-		cmd := exec.Command("go", a...)
-		cmd.Dir = root
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			os.RemoveAll(dir)
-			return "", nil, fmt.Errorf("building agent-box: %w", err)
-		}
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	if RaceEnabled {
+		args = append(args, "-race")
 	}
+	cmd := exec.Command("go", append(args, pkgs...)...)
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("building agent-box: %w", err)
+	}
+	bin := filepath.Join(dir, "agent-box")
 	return bin, func() { os.RemoveAll(dir) }, nil
 }
 
