@@ -565,6 +565,7 @@ func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, er
 		Secrets:     secrets,
 		Stdin:       req.Stdin,
 		TimeoutS:    req.TimeoutS,
+		KillGraceMS: int(m.waitPolicy().TimeoutGrace.Milliseconds()),
 	}
 	// The supervisor is started inside the run dir before the dir and its
 	// record become visible, so that the first record anybody reads names

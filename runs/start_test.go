@@ -2,8 +2,10 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -97,6 +99,47 @@ func TestFailedStartAgreesWithTheList(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, outcome.Running, run.State, "process_start failed, yet the run reads %s/%s", run.State, run.Reason)
 	require.False(t, run.Verdict.MayBeAlive, "the name stays in use after a failed start")
+}
+
+// TestHelperSpecSupervisor is not a test: with AGENT_BOX_SPEC_TO=FILE it
+// is a supervisor that copies the spec it is given to FILE and reports that
+// it could not start the child.
+func TestHelperSpecSupervisor(t *testing.T) {
+	to := os.Getenv("AGENT_BOX_SPEC_TO")
+	if to == "" {
+		t.Skip("helper process")
+	}
+	spec, _ := io.ReadAll(os.NewFile(supervisor.SpecFD, "spec"))
+	os.WriteFile(to, spec, 0o600)
+	os.NewFile(supervisor.ReportFD, "report").WriteString("error spec copied\n")
+	os.Exit(1)
+}
+
+// The grace at a run's timeout is the Manager's (main sets it from
+// AGENT_BOX_TIMEOUT_GRACE_MS so that a test suite need not sit it out),
+// the supervisor's default when unset.
+func TestTimeoutGraceReachesTheSupervisor(t *testing.T) {
+	to := filepath.Join(t.TempDir(), "spec.json")
+	t.Setenv("AGENT_BOX_SPEC_TO", to)
+	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
+	require.NoError(t, err)
+	for _, c := range []struct {
+		grace time.Duration
+		want  int
+	}{
+		{0, int(supervisor.DefaultKillGrace.Milliseconds())},
+		{250 * time.Millisecond, 250},
+	} {
+		m := &Manager{Store: newStore(t), Sys: sys, Waits: WaitPolicy{TimeoutGrace: c.grace},
+			Supervisor: []string{os.Args[0], "-test.run=^TestHelperSpecSupervisor$", "--"}}
+		_, err = m.Start(context.Background(), StartRequest{Name: "g", Argv: []string{"/bin/true"}, Cwd: "/", TimeoutS: 1})
+		require.ErrorIs(t, err, supervisor.ErrStartFailed)
+		b, err := os.ReadFile(to)
+		require.NoError(t, err)
+		var spec supervisor.Spec
+		require.NoError(t, json.Unmarshal(b, &spec))
+		require.Equal(t, c.want, spec.KillGraceMS, "Waits.TimeoutGrace %s", c.grace)
+	}
 }
 
 func TestCwdResolvesAgainstHome(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/supervisor"
 )
 
 // WaitPolicy bounds how long one process_wait call may block. A client's
@@ -13,11 +14,17 @@ import (
 // answer at all: the official TypeScript SDK and Codex time a request out
 // after 60 s unless progress notifications keep it alive, so a wait that
 // no notification reaches is cut to Unwatched, and says so.
+//
+// It also holds the one wait a run's supervisor makes on its own: the grace
+// between SIGTERM and SIGKILL at the run's timeout_s (TimeoutGrace), given
+// to each run at its start. A test suite sets every field short, so that
+// it does not sit out the production values.
 type WaitPolicy struct {
 	Default       time.Duration // when timeout_ms is not given
 	Unwatched     time.Duration // at most this long without progress notifications
 	Max           time.Duration // at most this long with them
 	ProgressEvery time.Duration // how often a watched wait reports progress
+	TimeoutGrace  time.Duration // from SIGTERM to SIGKILL at a run's timeout_s
 }
 
 // DefaultWaitPolicy is the policy of a Manager whose Waits is zero.
@@ -26,6 +33,7 @@ var DefaultWaitPolicy = WaitPolicy{
 	Unwatched:     50 * time.Second,
 	Max:           10 * time.Minute,
 	ProgressEvery: 3 * time.Second,
+	TimeoutGrace:  supervisor.DefaultKillGrace,
 }
 
 // MaxWaitTimeout bounds process_wait's timeout_ms.
@@ -48,6 +56,9 @@ func (m *Manager) waitPolicy() WaitPolicy {
 	}
 	if p.ProgressEvery <= 0 {
 		p.ProgressEvery = d.ProgressEvery
+	}
+	if p.TimeoutGrace <= 0 {
+		p.TimeoutGrace = d.TimeoutGrace
 	}
 	return p
 }

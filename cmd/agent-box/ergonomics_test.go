@@ -102,7 +102,8 @@ func TestInteractiveAcrossRestart(t *testing.T) {
 }
 
 func TestTimeoutKillsChildIgnoringTerm(t *testing.T) {
-	s := connect(t, t.TempDir())
+	t.Parallel()
+	s := abtest.ConnectEnv(t, binary, t.TempDir(), shortGrace)
 	s.OK("process_start", map[string]any{"name": "stubborn", "timeout_s": 1,
 		"command": `trap '' TERM; echo ready; while :; do sleep 0.1; done`})
 	w := s.OK("process_wait", map[string]any{"name": "stubborn", "timeout_ms": 30000})

@@ -265,9 +265,11 @@ func manager(stateDir string) (*runs.Manager, error) {
 		return launch
 	})
 	m := &runs.Manager{Store: store, Sys: sys, Supervisor: supervisorCmd, Launch: launch}
-	// Test knobs: a suite cannot wait 50 s to see a wait cut short.
+	// Test knobs: a suite cannot wait 50 s to see a wait cut short, nor 5 s
+	// of grace for every run whose timeout_s it tests.
 	m.Waits.Unwatched = envMillis("AGENT_BOX_WAIT_UNWATCHED_MS")
 	m.Waits.ProgressEvery = envMillis("AGENT_BOX_PROGRESS_MS")
+	m.Waits.TimeoutGrace = envMillis("AGENT_BOX_TIMEOUT_GRACE_MS")
 	return m, nil
 }
 

@@ -15,13 +15,19 @@ import (
 	"github.com/agent-box/agent-box/proc"
 )
 
+// shortGrace is the grace from SIGTERM to SIGKILL at timeout_s in these
+// tests (5 s in production): their processes ignore TERM, so each would
+// sit out the whole grace.
+const shortGrace = "AGENT_BOX_TIMEOUT_GRACE_MS=500"
+
 // timeout_s kills the whole group: a member that ignores TERM outlives the
 // leader that died of it, and still gets the KILL when the grace ends, even
 // though it let go of the output and the run's exit is already recorded.
 func TestTimeoutKillsGroupMemberThatOutlivesTheLeader(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	s := connect(t, state)
+	s := abtest.ConnectEnv(t, binary, state, shortGrace)
 	s.OK("process_start", map[string]any{"name": "to", "timeout_s": 1,
 		"command": `sh -c 'trap "" TERM; exec sleep 60' >/dev/null 2>&1 & echo $! > ` + pidFile + `; sleep 100`})
 	w := s.OK("process_wait", map[string]any{"name": "to", "timeout_ms": 30000})
@@ -33,7 +39,7 @@ func TestTimeoutKillsGroupMemberThatOutlivesTheLeader(t *testing.T) {
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	require.NoError(t, err)
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	// The grace is 5 s; the member would live for 60.
+	// The grace is 500 ms; the member would live for 60 s.
 	abtest.WaitFor(t, "the TERM-ignoring member to be killed after the grace", 30*time.Second, func() bool {
 		st, err := proc.ReadStat(pid)
 		return err != nil || st.Dead() // a zombie is dead, whoever reaps it
@@ -44,8 +50,9 @@ func TestTimeoutKillsGroupMemberThatOutlivesTheLeader(t *testing.T) {
 // one in a session of its own that let go of the output: the leader exits
 // at once, with code 0, and the deadline still ends the rest.
 func TestTimeoutEndsProcessesThatOutliveTheLeader(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	s := connect(t, t.TempDir())
+	s := abtest.ConnectEnv(t, binary, t.TempDir(), shortGrace)
 	s.OK("process_start", map[string]any{"name": "to", "timeout_s": 1,
 		"command": `setsid sh -c 'trap "" TERM; exec sleep 60' >/dev/null 2>&1 </dev/null & echo $! > ` + pidFile + `; exit 0`})
 	w := s.OK("process_wait", map[string]any{"name": "to", "timeout_ms": 30000})
@@ -56,7 +63,7 @@ func TestTimeoutEndsProcessesThatOutliveTheLeader(t *testing.T) {
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	require.NoError(t, err)
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	abtest.WaitFor(t, "the deadline (1 s, then 5 s of grace) to end the process that outlived the leader", 30*time.Second, func() bool {
+	abtest.WaitFor(t, "the deadline (1 s, then the grace) to end the process that outlived the leader", 30*time.Second, func() bool {
 		st, err := proc.ReadStat(pid)
 		return err != nil || st.Dead()
 	})
