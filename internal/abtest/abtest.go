@@ -23,55 +23,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Build compiles agent-box into a temporary directory and returns its path
-// and a cleanup. It builds the binary the way the test binary itself was
-// built: with -race under go test -race (RaceEnabled), without it under
-// plain go test. A race-built server and supervisor find the races the
-// tests drive them into; a plain build keeps the fast lane fast (the race
-// detector makes every start several times slower), and its different
-// timing finds what the slow one hides (STYLE 21).
-//
-// For a race build it also sets atexit_sleep_ms=0 in this process's GORACE
-// (unless GORACE names it), which every server, supervisor and CLI call
-// the tests start inherits: a -race binary otherwise sleeps a second at
-// exit before it reports, and a test pays that second for every server it
-// closes. Races are still reported, as they happen.
-func Build() (string, func(), error) {
-	if RaceEnabled {
-		if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
-			os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
-		}
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", nil, err
-	}
-	dir, err := os.MkdirTemp("", "agent-box-bin-")
-	if err != nil {
-		return "", nil, err
-	}
-	// The lean supervisor beside it, as make install puts it: what runs in
-	// production. AGENT_BOX_TEST_NO_LEAN_SUPERVISOR tests the fallback,
-	// "agent-box supervise". One go build for both links them in parallel.
-	pkgs := []string{"./cmd/agent-box"}
-	if os.Getenv("AGENT_BOX_TEST_NO_LEAN_SUPERVISOR") == "" {
-		pkgs = append(pkgs, "./cmd/agent-box-supervisor")
-	}
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	if RaceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, pkgs...)...)
-	cmd.Dir = root
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("building agent-box: %w", err)
-	}
-	bin := filepath.Join(dir, "agent-box")
-	return bin, func() { os.RemoveAll(dir) }, nil
-}
-
 // RepoRoot is the directory holding go.mod.
 func RepoRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
@@ -157,6 +108,11 @@ func (s *Server) Progress(token string) []*mcp.ProgressNotificationParams {
 	return out
 }
 
+// resolvedSchemas holds the output schemas resolved so far, by their JSON:
+// every connection asks tools/list, but most get the schemas an earlier one
+// got, and resolving them again costs a test more than its calls.
+var resolvedSchemas sync.Map
+
 // outputSchema returns tool's output schema as tools/list gives it,
 // resolved for validation; tools/list is asked once per connection.
 func (s *Server) outputSchema(tool string) *jsonschema.Resolved {
@@ -175,10 +131,15 @@ func (s *Server) outputSchema(tool string) *jsonschema.Resolved {
 			}
 			b, err := json.Marshal(tl.OutputSchema)
 			require.NoError(s.T, err)
+			if rs, ok := resolvedSchemas.Load(string(b)); ok {
+				s.schemas[tl.Name] = rs.(*jsonschema.Resolved)
+				continue
+			}
 			var sc jsonschema.Schema
 			require.NoError(s.T, json.Unmarshal(b, &sc), "output schema of %s", tl.Name)
 			rs, err := sc.Resolve(nil)
 			require.NoError(s.T, err, "output schema of %s", tl.Name)
+			resolvedSchemas.Store(string(b), rs)
 			s.schemas[tl.Name] = rs
 		}
 	}
