@@ -19,6 +19,7 @@ import (
 // queues behind process_waits. Past tools.MaxBlockingCalls a wait is refused
 // at once with a clear error instead of taking the last workers.
 func TestWaitsDoNotStarveOtherCalls(t *testing.T) {
+	t.Parallel()
 	s := connect(t, t.TempDir())
 	s.OK("process_start", map[string]any{"name": "srv", "command": "sleep 600"})
 	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "srv", "signal": "KILL"}) })

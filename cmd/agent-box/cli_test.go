@@ -43,15 +43,20 @@ func agentBox(t *testing.T, state string, args ...string) (string, string, int) 
 }
 
 func TestCLIOnRunsStartedOverMCP(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	s := connect(t, state)
+	// The run goes on once the gate file exists: ps must see it running
+	// however long a loaded machine takes to get there.
+	gate := filepath.Join(t.TempDir(), "gate")
 	s.OK("process_start", map[string]any{"name": "mcp-run", "capture_mode": "framed",
-		"command": `echo to-out; echo to-err >&2; sleep 1; echo bye; exit 5`})
+		"command": `echo to-out; echo to-err >&2; while [ ! -e '` + gate + `' ]; do sleep 0.05; done; echo bye; exit 5`})
 
 	out, _, code := agentBox(t, state, "ps")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "mcp-run")
 	assert.Contains(t, out, "running")
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 
 	// logs -f follows to the end and exits with the run's status.
 	out, errOut, code := agentBox(t, state, "logs", "-f", "--stream", "stdout", "mcp-run")
@@ -77,6 +82,7 @@ func TestCLIOnRunsStartedOverMCP(t *testing.T) {
 }
 
 func TestMCPOnRunsStartedByCLI(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	out, errOut, code := agentBox(t, state, "start", "cli-run", "--", "sh", "-c", "echo from-cli; sleep 300")
 	require.Equal(t, 0, code, errOut)
@@ -116,6 +122,7 @@ func TestMCPOnRunsStartedByCLI(t *testing.T) {
 }
 
 func TestVersionAndHelpOnTerminal(t *testing.T) {
+	t.Parallel()
 	out, _, code := agentBox(t, t.TempDir(), "version")
 	assert.Equal(t, 0, code)
 	assert.True(t, strings.HasPrefix(out, "agent-box "), out)
@@ -185,6 +192,7 @@ func logPath(t *testing.T, state, name string) string {
 // Without --stream, logs of a framed run prints stdout and stderr
 // interleaved as the frames were written, byte for byte.
 func TestCLILogsFramedInterleaved(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	_, errOut, code := agentBox(t, state, "start", "fr", "--framed", "--", "sh", "-c", "echo out1; echo err1 >&2; echo out2")
 	require.Equal(t, 0, code, errOut)
@@ -213,6 +221,7 @@ func TestCLILogsFramedInterleaved(t *testing.T) {
 // logs -f of a framed run prints the interleaved output as it comes, exact
 // bytes (not UTF-8 text) across many windows, and exits with the status.
 func TestCLILogsFramedFollowExact(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	// Bytes that are not UTF-8, a character split across the streams, and
 	// more than one window (logread.MaxWindow) of random bytes.
@@ -234,6 +243,7 @@ func TestCLILogsFramedFollowExact(t *testing.T) {
 
 // ps shows control characters of a record's fields escaped, never raw.
 func TestCLIPSEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	// (A record cannot hold invalid UTF-8: JSON decoding replaces it.)
 	hostile := "true \x1b[1A\x1b[2K\x07\x7f\u009b2J\u202e|\r\n"
@@ -270,6 +280,7 @@ func TestCLIPSEscapesControlCharacters(t *testing.T) {
 
 // Every usage error says, on one line of stderr, what was wrong.
 func TestCLIUsageErrorsSayWhy(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	require.NoError(t, os.Chmod(state, 0o700)) // no warning about its mode
 	for _, tc := range []struct {
@@ -360,6 +371,7 @@ func receive(t *testing.T, done <-chan cliResult, what string) cliResult {
 // blocks until the run ends and exits with its status, for a signal
 // (128+N) and for an exit code alike.
 func TestCLIKillAndWaitOnRunsStartedOverMCP(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	s := connect(t, state)
 	s.OK("process_start", map[string]any{"name": "mcp-sleep", "argv": []any{"sleep", "300"}})
@@ -395,6 +407,7 @@ func TestCLIKillAndWaitOnRunsStartedOverMCP(t *testing.T) {
 // process_wait and process_kill control runs that "agent-box start"
 // started.
 func TestMCPWaitAndKillOnRunsStartedByCLI(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	sleepID := startRun(t, state, "cli-sleep", "--", "sleep", "300")
 	exitID := startRun(t, state, "cli-exit", "--", "sh", "-c", "echo from-cli; exit 7")
@@ -431,6 +444,7 @@ func TestMCPWaitAndKillOnRunsStartedByCLI(t *testing.T) {
 // ps -a lists the older runs of a name, and logs --run-id reads one of
 // them; without them both show the newest run only.
 func TestCLIOlderRuns(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	first := startRun(t, state, "again", "--", "echo", "first")
 	_, errOut, code := agentBox(t, state, "wait", "again")
@@ -473,6 +487,7 @@ func TestCLIOlderRuns(t *testing.T) {
 
 // start --cwd runs the child in that directory.
 func TestCLIStartCwd(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
@@ -502,6 +517,7 @@ func TestCLIStartCwd(t *testing.T) {
 // plain sleep does not ignore), and the run says it timed out; a run that
 // ends in time is not marked.
 func TestCLIStartTimeout(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	startRun(t, state, "--timeout", "1", "slow", "--", "sleep", "300")
 	t.Cleanup(func() { agentBox(t, state, "kill", "-s", "KILL", "slow") })
@@ -525,6 +541,7 @@ func TestCLIStartTimeout(t *testing.T) {
 // kill --grace MS sends SIGKILL to a run still alive after the grace; a
 // child that ignores TERM survives a kill without it.
 func TestCLIKillGraceEscalates(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	startRun(t, state, "stubborn", "--", "sh", "-c", `trap "" TERM; echo ready; exec sleep 300`)
 	t.Cleanup(func() { agentBox(t, state, "kill", "-s", "KILL", "stubborn") })
@@ -554,6 +571,7 @@ func TestCLIKillGraceEscalates(t *testing.T) {
 // wait exits 125 for a run whose status is unknown: it can never get one,
 // and 125 is no status a run could have exited with.
 func TestCLIWaitUnknownStatus(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	self, err := proc.ReadStat(os.Getpid())
 	require.NoError(t, err)
@@ -581,6 +599,7 @@ func TestCLIWaitUnknownStatus(t *testing.T) {
 // $XDG_STATE_HOME/agent-box, which wins over ~/.local/state/agent-box:
 // the directory agent-box creates says which it chose.
 func TestStateDirPrecedence(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name           string
 		flag, env, xdg bool
@@ -592,6 +611,7 @@ func TestStateDirPrecedence(t *testing.T) {
 		{"home", false, false, false, "home/.local/state/agent-box"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			base := t.TempDir()
 			args := []string{"ps"}
 			if tc.flag {

@@ -33,8 +33,10 @@ func expected(n int) (stdout, stderr, both []byte) {
 }
 
 func TestStartListTailKill(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"combined", "framed"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			state := t.TempDir()
 			s := connect(t, state)
 			const n = 300
@@ -79,6 +81,7 @@ func TestStartListTailKill(t *testing.T) {
 }
 
 func TestTextTailIsValidUTF8AndResumes(t *testing.T) {
+	t.Parallel()
 	s := connect(t, t.TempDir())
 	s.OK("process_start", map[string]any{"name": "w", "command": writerScript(50)})
 	s.OK("process_wait", map[string]any{"name": "w"})
@@ -100,8 +103,10 @@ func TestTextTailIsValidUTF8AndResumes(t *testing.T) {
 }
 
 func TestReconnect(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"combined", "framed"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			state := t.TempDir()
 			a := connect(t, state)
 			a.OK("process_start", map[string]any{"name": "long", "capture_mode": mode,
@@ -136,6 +141,7 @@ func TestReconnect(t *testing.T) {
 }
 
 func TestExitWhileNoServer(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	a := connect(t, state)
 	a.OK("process_start", map[string]any{"name": "later", "command": "sleep 1; echo done; exit 7"})
@@ -150,6 +156,7 @@ func TestExitWhileNoServer(t *testing.T) {
 }
 
 func TestNameReuseKeepsOldRun(t *testing.T) {
+	t.Parallel()
 	s := connect(t, t.TempDir())
 	s.OK("process_start", map[string]any{"name": "job", "command": "echo first"})
 	s.OK("process_wait", map[string]any{"name": "job"})
@@ -176,6 +183,7 @@ func TestNameReuseKeepsOldRun(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	s := connect(t, state)
 	s.OK("process_start", map[string]any{"name": "ok", "command": "echo hi"})

@@ -15,6 +15,7 @@ import (
 )
 
 func TestWaitTimesOutThenPicksUp(t *testing.T) {
+	t.Parallel()
 	s := connect(t, t.TempDir())
 	s.OK("process_start", map[string]any{"name": "slow", "command": "sleep 2; echo finished; exit 4"})
 	w := s.OK("process_wait", map[string]any{"name": "slow", "timeout_ms": 200})
@@ -32,6 +33,7 @@ func TestWaitTimesOutThenPicksUp(t *testing.T) {
 }
 
 func TestFollowReturnsNewOutput(t *testing.T) {
+	t.Parallel()
 	s := connect(t, t.TempDir())
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "go")
@@ -77,6 +79,7 @@ func TestFollowReturnsNewOutput(t *testing.T) {
 }
 
 func TestInteractiveAcrossRestart(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	a := connect(t, state)
 	a.OK("process_start", map[string]any{"name": "ask", "stdin": "pipe",
@@ -115,6 +118,7 @@ func TestTimeoutKillsChildIgnoringTerm(t *testing.T) {
 }
 
 func TestSurvivingDescendantIsReportedAndKilled(t *testing.T) {
+	t.Parallel()
 	s := connect(t, t.TempDir())
 	s.OK("process_start", map[string]any{"name": "bg", "command": `sleep 300 > /dev/null 2>&1 & echo started`})
 	w := s.OK("process_wait", map[string]any{"name": "bg", "timeout_ms": 20000})
@@ -141,6 +145,7 @@ func TestSurvivingDescendantIsReportedAndKilled(t *testing.T) {
 }
 
 func TestTailLinesGrepAndSkippedMarkers(t *testing.T) {
+	t.Parallel()
 	s := connect(t, t.TempDir())
 	s.OK("process_start", map[string]any{"name": "n", "command": `i=0; while [ $i -lt 100 ]; do i=$((i+1)); echo "line $i"; done`})
 	s.OK("process_wait", map[string]any{"name": "n"})
@@ -176,6 +181,7 @@ func TestTailLinesGrepAndSkippedMarkers(t *testing.T) {
 }
 
 func TestRemoveAndLogCap(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	s := connect(t, state)
 	// 8 MiB: far past what the pipe holds, so the child finishes only if

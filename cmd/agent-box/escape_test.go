@@ -43,6 +43,7 @@ func readPID(t *testing.T, path string) int {
 // still the run's: it is reported as running after the leader's exit, and
 // process_kill reaches it.
 func TestProcessInASessionOfItsOwnIsReportedAndKilled(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	s := connect(t, state)
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -71,12 +72,20 @@ func TestProcessInASessionOfItsOwnIsReportedAndKilled(t *testing.T) {
 
 // process_kill of a running run reaches the processes that left its group.
 func TestKillReachesProcessesOutsideTheGroup(t *testing.T) {
+	t.Parallel()
 	s := connect(t, t.TempDir())
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	s.OK("process_start", map[string]any{"name": "d",
 		"command": `setsid sleep 1001 & echo $! > ` + pidFile + `; sleep 1000`})
 	pid := readPID(t, pidFile)
 	t.Cleanup(func() { syscallKill(pid) })
+	// $! is known before setsid(1) has made its session: killed while
+	// still in the group, it would die of the group's signal and never be
+	// named on its own.
+	abtest.WaitFor(t, "the background process to lead a session of its own", 10*time.Second, func() bool {
+		st, err := proc.ReadStat(pid)
+		return err == nil && st.SID == pid
+	})
 	k := s.OK("process_kill", map[string]any{"name": "d", "grace_ms": 5000})
 	assert.Contains(t, k.Data["signalled_pids"], float64(pid), k.Text)
 	abtest.WaitFor(t, "the setsid'd process to die of the kill", 10*time.Second, func() bool { return dead(pid) })
@@ -92,6 +101,7 @@ func TestKillReachesProcessesOutsideTheGroup(t *testing.T) {
 // the inner one running, and the inner one does not keep the outer one's
 // name in use.
 func TestKillingARunSparesARunItStarted(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	script := fmt.Sprintf("%s --state-dir %s start inner -- sleep 60; exec sleep 60", binary, state)
 	_, errOut, code := agentBox(t, state, "start", "outer", "--", "sh", "-c", script)

@@ -14,6 +14,7 @@ import (
 // `9>&1`) must not reach the run's supervisor and child, which outlive
 // agent-box: a caller reading that pipe to EOF would wait for the run.
 func TestRunDoesNotHoldCallersDescriptors(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	pr, pw, err := os.Pipe()
 	require.NoError(t, err)

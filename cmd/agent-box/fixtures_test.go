@@ -36,6 +36,7 @@ func plant(t *testing.T, state string, mut func(r *runrecord.Record)) *runrecord
 }
 
 func TestForeignBootAndReusedPidAreUnknownAndNotSignalled(t *testing.T) {
+	t.Parallel()
 	self := os.Getpid()
 	st, err := proc.ReadStat(self)
 	require.NoError(t, err)
@@ -84,6 +85,7 @@ func TestForeignBootAndReusedPidAreUnknownAndNotSignalled(t *testing.T) {
 }
 
 func TestCorruptRecordIsListedUnknown(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	r := plant(t, state, func(r *runrecord.Record) { r.Name = "torn" })
 	store, _, err := runrecord.Open(state)
@@ -101,6 +103,7 @@ func syscallKill0(pid int) error { return syscall.Kill(pid, 0) }
 // and abtest do) runs are supervised by it; e2e/ builds agent-box alone
 // and so covers the "agent-box supervise" fallback.
 func TestLeanSupervisorIsUsed(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	s := connect(t, state)
 	r := s.OK("process_start", map[string]any{"name": "lean", "argv": []any{"sleep", "30"}})

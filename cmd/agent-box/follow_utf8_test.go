@@ -20,8 +20,10 @@ import (
 // gate here (a fifo the test opens), so that the log stays cut for exactly
 // as long as the test needs, however slow the machine.
 func TestFollowWaitsForTheRestOfACutCharacter(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"combined", "framed"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			framed := mode == "framed"
 			s := connect(t, t.TempDir())
 			gate := filepath.Join(t.TempDir(), "gate")

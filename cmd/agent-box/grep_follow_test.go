@@ -21,8 +21,10 @@ import (
 // "ERROR here" once the rest is written, exactly once. The sleep is a gate
 // here (a fifo the test opens), as in follow_utf8_test.go.
 func TestGrepFollowWaitsForTheRestOfALine(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"combined", "framed"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			s := connect(t, t.TempDir())
 			gate := filepath.Join(t.TempDir(), "gate")
 			require.NoError(t, syscall.Mkfifo(gate, 0o600))
@@ -98,8 +100,10 @@ func TestGrepFollowWaitsForTheRestOfALine(t *testing.T) {
 // the default max_bytes finds the failure even when it is the last line of
 // a log several times larger than one window.
 func TestGrepFindsAMatchPastTheFirstWindow(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"combined", "framed"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			s := connect(t, t.TempDir())
 			// 4000 lines of 54 bytes: 216 KB of passing output, then the failure.
 			s.OK("process_start", map[string]any{"name": "tests", "capture_mode": mode,

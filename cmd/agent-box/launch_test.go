@@ -45,6 +45,7 @@ func (l *lockedBuffer) String() string {
 // cannot be found, agent-box says so and starts the run with setsid, the
 // path every box without systemd takes.
 func TestLaunchChosenAtFirstStart(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	cmd := exec.Command(binary, "--state-dir", state)
 	// A PATH without systemd-run, whatever this machine has installed.
@@ -100,6 +101,7 @@ func supervisorCommand(t *testing.T) []string {
 // pid, the start time and the session), and it captures output, passes
 // stdin and records the exit code.
 func TestSystemdScopeLaunchRunsSupervisorInPlace(t *testing.T) {
+	t.Parallel()
 	fake := installFakeSystemdRun(t)
 	state := t.TempDir()
 	s, stderr := connectWithFakeSystemdRun(t, state, fake)
@@ -163,6 +165,7 @@ func TestSystemdScopeLaunchRunsSupervisorInPlace(t *testing.T) {
 // running the command. process_start must then fail at once, not after
 // the start timeout, and leave nothing that holds the run's name.
 func TestSystemdRunFailureFailsStartAndFreesName(t *testing.T) {
+	t.Parallel()
 	fake := installFakeSystemdRun(t)
 	require.NoError(t, os.WriteFile(fake.Fail, nil, 0o600))
 	state := t.TempDir()

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,7 +33,10 @@ func TestLoneCommandIsTheProgram(t *testing.T) {
 	s := connect(t, t.TempDir())
 
 	r := s.OK("process_start", map[string]any{"name": "sleeper", "command": "sleep 30"})
-	assert.Equal(t, "sleep", comm(t, abtest.Num(r.Data["pid"])), "the reported pid is sleep's")
+	// The shell may not have exec'd sleep yet when process_start answers;
+	// the pid must become sleep's, where a wrong one would stay the shell's.
+	pid := abtest.Num(r.Data["pid"])
+	abtest.WaitFor(t, "the reported pid to be sleep's", 10*time.Second, func() bool { return comm(t, pid) == "sleep" })
 	assert.Equal(t, "program", r.Data["status_of"])
 
 	r = s.OK("process_start", map[string]any{"name": "compound", "command": "sleep 30; true"})
@@ -48,8 +53,22 @@ func TestLoneCommandIsTheProgram(t *testing.T) {
 	// http.server catches KeyboardInterrupt and exits 0: the run must say
 	// exit code 0, not the shell's "killed by SIGINT".
 	s.OK("process_start", map[string]any{"name": "web", "command": "python3 -u -m http.server 0 --bind 127.0.0.1"})
-	abtest.WaitFor(t, "the server to serve", 20*time.Second, func() bool {
-		return strings.Contains(s.OK("tail_log", map[string]any{"name": "web", "wait_ms": 1000}).Text, "Serving HTTP")
+	var port string
+	abtest.WaitFor(t, "the server to say its port", 20*time.Second, func() bool {
+		m := regexp.MustCompile(`Serving HTTP on \S+ port (\d+)`).FindStringSubmatch(abtest.Str(s.OK("tail_log", map[string]any{"name": "web", "wait_ms": 1000}).Data["content"]))
+		if m != nil {
+			port = m[1]
+		}
+		return m != nil
+	})
+	// It prints that line before it enters the try that catches
+	// KeyboardInterrupt; an answer comes only from inside it.
+	abtest.WaitFor(t, "the server to answer", 20*time.Second, func() bool {
+		resp, err := http.Get("http://127.0.0.1:" + port + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
 	})
 	s.OK("process_kill", map[string]any{"name": "web", "signal": "INT"})
 	w := s.OK("process_wait", map[string]any{"name": "web", "timeout_ms": 20000})
@@ -231,13 +250,17 @@ func TestChangedSinceAcrossReconnects(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	s1 := connect(t, state)
-	s1.OK("process_start", map[string]any{"name": "brief", "command": "sleep 1"})
+	// brief ends once the gate file exists, after the cursor c0 is taken:
+	// however slow the machine, its end is news to c0.
+	gate := filepath.Join(t.TempDir(), "gate")
+	s1.OK("process_start", map[string]any{"name": "brief", "command": `while [ ! -e '` + gate + `' ]; do sleep 0.05; done`})
 	s1.OK("process_start", map[string]any{"name": "server", "argv": []any{"sleep", "30"}})
 	s1.OK("process_start", map[string]any{"name": "done-before", "argv": []any{"true"}})
 	s1.OK("process_wait", map[string]any{"name": "done-before"})
 	c0 := abtest.Str(s1.OK("process_list", nil).Data["cursor"])
 	require.NotEmpty(t, c0)
 	s1.Close()
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 
 	// brief ends while no server is alive: its supervisor records it.
 	abtest.WaitFor(t, "brief's exit to be recorded", 20*time.Second, func() bool {

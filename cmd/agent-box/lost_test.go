@@ -18,6 +18,7 @@ import (
 // in use, and process_kill still reaches the job; once it is gone the run
 // is plainly lost and the name is free.
 func TestLostRunSurvivorsAreReportedAndKilled(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	s := connect(t, state)
 	pidFile := filepath.Join(t.TempDir(), "pid")

@@ -30,6 +30,7 @@ func agentBoxArgs(t *testing.T, args ...string) (string, string, int) {
 }
 
 func TestHoistStateDir(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in, want []string
 		err      bool

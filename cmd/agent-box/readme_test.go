@@ -23,6 +23,7 @@ import (
 // make targets; e2e/install_test.go runs make install and these configs as
 // written over a stock sshd.)
 func TestReadmeClientConfigs(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	require.NoError(t, err)
 	readme := string(b)
@@ -118,6 +119,7 @@ func helpFlags(t *testing.T, sub string) map[string]bool {
 // subcommand has (taking a value exactly when the README shows one), and
 // parses without a usage error; every flag the subcommand has is listed.
 func TestReadmeCLIFlags(t *testing.T) {
+	t.Parallel()
 	subs, flags, args := readmeCLI(t)
 	for _, c := range cli.Commands {
 		assert.Contains(t, subs, c, "the README's CLI block has no line for %q", c)

@@ -13,6 +13,7 @@ import (
 // A run killed by a real-time signal has that signal recorded: wait and
 // logs -f exit 128+N, ps and MCP name it.
 func TestSignalRealtimeExit(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	for _, tc := range []struct {
 		name, sig, recorded string

@@ -47,6 +47,7 @@ func release(t *testing.T, fifo string) {
 // the child got and that the rest did not, so the agent resends only the
 // rest instead of duplicating the first part.
 func TestWritePartialTimeoutSaysHowMuchWasWritten(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "go")
 	require.NoError(t, unix.Mkfifo(fifo, 0o600))
@@ -79,6 +80,7 @@ func TestWritePartialTimeoutSaysHowMuchWasWritten(t *testing.T) {
 // exactly once; and a write that finds the pipe still full says that none
 // of it went in.
 func TestWriteResendRestAfterPartialTimeout(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "go")
 	require.NoError(t, unix.Mkfifo(fifo, 0o600))
@@ -111,6 +113,7 @@ func TestWriteResendRestAfterPartialTimeout(t *testing.T) {
 // A child that closed its stdin: the write fails at once with EPIPE, and
 // the error says that nothing was written and why.
 func TestWriteToClosedStdinSaysNothingWasWritten(t *testing.T) {
+	t.Parallel()
 	s := connect(t, t.TempDir())
 	s.OK("process_start", map[string]any{"name": "c", "stdin": "pipe",
 		"command": "exec 0<&-; echo closed; sleep 30"})

@@ -15,6 +15,7 @@ import (
 // never the protocol, and fd 1 is never closed and handed to a record or
 // lock file opened later.
 func TestServerFD1IsStderr(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}

@@ -280,6 +280,7 @@ func (f fakeSystemdRunDir) Calls(t *testing.T) []fakeCall {
 // The fake's own checks, so that a pass of the end-to-end test means
 // something: it refuses what the real systemd-run would not take as given.
 func TestFakeSystemdRunArgs(t *testing.T) {
+	t.Parallel()
 	cmd := []string{"/opt/agent-box-supervisor", "build", "20261202T141701.123456789Z-3f9a1c"}
 	ok := func(args ...string) []string { return append(args, cmd...) }
 	for _, c := range []struct {

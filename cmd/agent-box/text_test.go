@@ -13,6 +13,7 @@ import (
 // command must not put its 20 KB into each of them. Structured content
 // keeps it whole.
 func TestTextDoesNotEchoLongCommands(t *testing.T) {
+	t.Parallel()
 	s := connect(t, t.TempDir())
 	script := "cat >/dev/null <<'EOF'\n" + strings.Repeat("some line of a generated script\n", 600) + "EOF\n"
 	for _, n := range []string{"a", "b", "c", "d", "e"} {

@@ -78,6 +78,7 @@ func (w *wire) next() map[string]any {
 // A client that writes its requests and closes stdin at once gets every
 // answer, and the server then exits by itself.
 func TestEveryRequestBeforeEOFIsAnswered(t *testing.T) {
+	t.Parallel()
 	w := openWire(t)
 	want := map[string]bool{}
 	for i := range 40 {
@@ -103,6 +104,7 @@ func TestEveryRequestBeforeEOFIsAnswered(t *testing.T) {
 // Garbage, an over-long line and a line that is not an object each get a
 // JSON-RPC error, and the session goes on.
 func TestBadLinesGetErrorsAndTheSessionGoesOn(t *testing.T) {
+	t.Parallel()
 	w := openWire(t)
 	w.send(`this is not json`)
 	m := w.next()
@@ -128,6 +130,7 @@ func TestBadLinesGetErrorsAndTheSessionGoesOn(t *testing.T) {
 // client gave up on returns at once instead of holding a slot for ten
 // minutes.
 func TestCancelledWaitReturns(t *testing.T) {
+	t.Parallel()
 	w := openWire(t)
 	w.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"process_start","arguments":{"name":"long","argv":["sleep","300"]}}}`)
 	m := w.next()

@@ -17,6 +17,7 @@ import (
 // in text and exact in base64; a framed run's text comes as stdout, stderr
 // and chunks in the order read; raw returns the frames as stored.
 func TestTailLogViews(t *testing.T) {
+	t.Parallel()
 	s := connect(t, t.TempDir())
 
 	s.OK("process_start", map[string]any{"name": "bin", "command": `printf 'ok \377\376 end\n'`})

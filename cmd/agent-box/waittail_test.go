@@ -15,8 +15,10 @@ import (
 // the 8 KiB bound) shows the end of the last one, flagged as cut; a tail
 // of short lines is exactly the log from output_tail_offset on.
 func TestWaitOutputTailSaysWhereItBegins(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"combined", "framed"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			s := connect(t, t.TempDir())
 
 			// Three 9000-byte lines, the last of z's.
