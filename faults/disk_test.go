@@ -75,6 +75,7 @@ func decodeFrames(t *testing.T, log []byte) (stdout, stderr []byte) {
 // boundary before the failing write, and here that is offset 0 (see the
 // report in guarantees.md).
 func TestFileSizeLimitStopsTheLogNotTheChild(t *testing.T) {
+	t.Parallel()
 	const n = 250000 // ~1.6 MB of output: more than the 1 MiB pipe and the 1 MiB limit
 	for _, c := range []struct {
 		mode  string
@@ -213,6 +214,7 @@ func sizesFor(t *testing.T, state, name, command, cwd string) recordSizes {
 // TestFileSizeLimitBelowTheRecord: when RLIMIT_FSIZE is so low that the
 // record itself cannot be written, at each of the steps that write it.
 func TestFileSizeLimitBelowTheRecord(t *testing.T) {
+	t.Parallel()
 	const command = "echo hi; exit 5"
 	// start runs the server with the limit that sizes picks for this
 	// state dir (record sizes depend on the path lengths in them).
@@ -326,6 +328,7 @@ func fill(t *testing.T, path string) {
 // is the deterministic version of that; here the exit is only checked when it
 // was recorded.
 func TestFullDiskStopsTheLogNotTheChild(t *testing.T) {
+	t.Parallel()
 	const n = 450000 // ~3 MB
 	for _, mode := range []string{"combined", "framed"} {
 		t.Run(mode, func(t *testing.T) {
@@ -370,6 +373,7 @@ func TestFullDiskStopsTheLogNotTheChild(t *testing.T) {
 // still exit with its own code, and that code must be recorded: the record
 // is the one thing agent-box promises to keep.
 func TestFullDiskExitRecorded(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"combined", "framed"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()

@@ -205,6 +205,7 @@ func sha(s string) string {
 // log must be exactly the reference masking of the child's output, and the
 // child must have received the real values (it prints their sha256).
 func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
 	root, err := abtest.RepoRoot()
 	require.NoError(t, err)
 	script := filepath.Join(root, "testdata", "fixtures", "faults", "secret-child.sh")
@@ -327,6 +328,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 // of a secret and waits, that start is not in the log (it could become the
 // secret); once the rest follows, the log shows the mask.
 func TestSecretPrefixIsHeldBack(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"combined", "framed"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
@@ -361,6 +363,7 @@ func TestSecretPrefixIsHeldBack(t *testing.T) {
 // each stream apart (capture's package comment says so): the test reports
 // what tail_log's interleaved view of a framed run then shows.
 func TestSecretSplitAcrossStreams(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"combined", "framed"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()

@@ -128,9 +128,13 @@ func TestBorrowedSupervisorCommandLineHidesNothing(t *testing.T) {
 		}
 		s.OK("process_start", args)
 		var pid int
-		abtest.WaitFor(t, "the borrowed command line", 10*time.Second, func() bool {
+		// Until setsid(1) has made its session, the process is still in
+		// the leader's group and would die of the group's signal, never
+		// named on its own: wait for the session too.
+		abtest.WaitFor(t, "the borrowed command line in a session of its own", 10*time.Second, func() bool {
 			pid = processWith(t, id)
-			return pid != 0
+			st, err := proc.ReadStat(pid)
+			return pid != 0 && err == nil && st.SID == pid
 		})
 		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 		if tc.name == "killed" {
