@@ -51,6 +51,7 @@ func inheritable(t *testing.T) map[int]bool {
 // supervisor dies between recording the child's pid and reporting it: the
 // live child keeps the report pipe open, so agent-box never reads EOF.
 func TestChildInheritsOnlyItsStdio(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	t.Cleanup(func() { reap(t, dir) })
 	s := connect(t, agentBox(t), dir)
@@ -105,6 +106,7 @@ func TestChildInheritsOnlyItsStdio(t *testing.T) {
 // it. The chaos suite meets this state in about one run of twenty that a
 // server kill interrupts.
 func TestInterruptedStartLeavesNoPhantom(t *testing.T) {
+	t.Parallel()
 	bin := agentBox(t)
 	dir := t.TempDir()
 	t.Cleanup(func() { reap(t, dir) })

@@ -17,8 +17,13 @@ import (
 	"github.com/agent-box/agent-box/outcome"
 )
 
+// chaosTag begins the tag of every child the chaos rounds start, and only
+// theirs: the children a block leaves behind are swept by it.
+var chaosTag = token + ".chaos."
+
 // TestChaosSmoke is a few rounds of TestChaos for plain go test ./....
 func TestChaosSmoke(t *testing.T) {
+	t.Parallel()
 	if chaosBuild {
 		t.Skip("the chaos build runs TestChaos instead")
 	}
@@ -165,7 +170,7 @@ func (c *chaos) newPlan(round, i int, allowLong bool) *runPlan {
 	default:
 		p.kind = short
 	}
-	p.p = childParams{Tag: fmt.Sprintf("%s.%d.%d", token, round, i), Code: rng.IntN(8)}
+	p.p = childParams{Tag: fmt.Sprintf("%s%d.%d", chaosTag, round, i), Code: rng.IntN(8)}
 	switch p.kind {
 	case short:
 		p.p.N = 5 + rng.IntN(40)
@@ -537,7 +542,7 @@ func (c *chaos) finishBlock(r int, dir string) {
 	c.verify(r, dir, true)
 	c.restart(r, dir)
 	reap(c.t, dir)
-	c.orphans += sweepChildren()
+	c.orphans += sweepChildren(chaosTag)
 }
 
 // restart starts again every name whose start was interrupted or whose
@@ -554,7 +559,7 @@ func (c *chaos) restart(r int, dir string) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		p := childParams{Tag: token + ".again." + name, N: 1}
+		p := childParams{Tag: chaosTag + "again." + name, N: 1}
 		res, err := s.call("process_start", map[string]any{"name": name, "argv": p.argv(c.self), "cwd": dir}, time.Minute)
 		if err != nil || res.IsError {
 			c.violate(r, "%s: starting the name again after its run ended: %v %s", name, err, res.Text)

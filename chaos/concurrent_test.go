@@ -18,6 +18,7 @@ import (
 // trials that start one first), its log whole. Bounded here; the chaos
 // build runs TestConcurrentStartMany.
 func TestConcurrentStart(t *testing.T) {
+	t.Parallel()
 	if chaosBuild {
 		t.Skip("the chaos build runs TestConcurrentStartMany instead")
 	}

@@ -12,7 +12,9 @@
 // CHAOS_ROUNDS (or -chaos.rounds) sets the number of chaos rounds (default
 // 100) and CHAOS_SEED (or -chaos.seed) replays one; every run prints its
 // seed. Without the tag, small smoke versions run in plain go test ./...,
-// smaller still with -short.
+// smaller still with -short, in parallel: each has state dirs of its own
+// and sweeps only the children whose tag it gave them. The tagged suites
+// run one at a time, each with the machine to itself.
 //
 // There is no code here outside the tests; this file only carries the
 // package comment.

@@ -314,10 +314,12 @@ func reap(t testing.TB, roots ...string) {
 	}
 }
 
-// sweepChildren kills every live process whose argv carries this test
-// process's token: children whose pid no record holds (a supervisor killed
-// between starting its child and recording it) are found only this way.
-func sweepChildren() int {
+// sweepChildren kills every live process whose tag (argv[2]) begins with
+// prefix, which begins with this test process's token: children whose pid
+// no record holds (a supervisor killed between starting its child and
+// recording it) are found only this way. A test sweeps its own prefix, so
+// that it never kills the children of a test running beside it.
+func sweepChildren(prefix string) int {
 	n := 0
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -330,7 +332,7 @@ func sweepChildren() int {
 			continue
 		}
 		args := strings.Split(string(cmdline), "\x00")
-		if len(args) > 2 && args[1] == childMarker && strings.HasPrefix(args[2], token) {
+		if len(args) > 2 && args[1] == childMarker && strings.HasPrefix(args[2], prefix) {
 			if unix.Kill(pid, unix.SIGKILL) == nil {
 				n++
 			}

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 	if binCleanup != nil {
 		binCleanup()
 	}
-	sweepChildren()
+	sweepChildren(token)
 	os.Exit(code)
 }
 

@@ -22,6 +22,7 @@ import (
 
 // TestKillMidRecordWriteSmoke is a few trials of TestKillMidRecordWrite.
 func TestKillMidRecordWriteSmoke(t *testing.T) {
+	t.Parallel()
 	if chaosBuild {
 		t.Skip("the chaos build runs TestKillMidRecordWrite instead")
 	}
@@ -99,8 +100,10 @@ func runMidWrite(t *testing.T, trials int, seed uint64) {
 		hist[res.label]++
 		done++
 		if trial%4 == 3 {
-			// Whatever the kill left, nothing of the run is alive: the name
-			// is free.
+			// Whatever the kill left, nothing of the run is alive once its
+			// child is gone: the name is free. The child (exit 5) may not
+			// have run yet when its supervisor died, on a busy machine.
+			waitGone(res.childPID, res.childStart)
 			r, err := s.call("process_start", map[string]any{"name": name, "command": "exit 0", "cwd": dir}, time.Minute)
 			if err != nil || r.IsError {
 				t.Errorf("%s: restarting the name after the kill: %v %s", name, err, r.Text)
@@ -125,9 +128,11 @@ func runMidWrite(t *testing.T, trials int, seed uint64) {
 
 // midWrite is how one trial ended.
 type midWrite struct {
-	label    string        // e.g. "no_exit,temp_left": what the record says
-	startErr string        // process_start's error, if it failed
-	window   time.Duration // calibration: from the child's exit to the exit record
+	label      string        // e.g. "no_exit,temp_left": what the record says
+	startErr   string        // process_start's error, if it failed
+	window     time.Duration // calibration: from the child's exit to the exit record
+	childPID   int           // the run's child, as recorded
+	childStart uint64
 }
 
 // midWriteTrial runs one trial and returns how the record ended up; in mode
@@ -288,6 +293,7 @@ func midWriteTrial(t *testing.T, s *server, dir, name, mode string, off time.Dur
 		result += ",temp_left"
 	}
 	res.label, res.window = result, window
+	res.childPID, res.childStart = rec.PID, rec.PIDStartTime
 	return res, true
 }
 

@@ -15,6 +15,7 @@ import (
 // TestOracle checks the checker: each broken case must be reported, each
 // sound one not, so that "violations=0" from the suites means something.
 func TestOracle(t *testing.T) {
+	t.Parallel()
 	p := childParams{Tag: "oracle", N: 12, Code: 4}
 	want := expectedOf(p)
 	framed := func(out, errs []byte) []byte {
