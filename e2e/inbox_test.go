@@ -28,6 +28,7 @@ func (o inboxOut) names() []string {
 // connection lists the run that ended while no agent-box was alive, once,
 // and the next cursor the run that ended after it (issue 10).
 func TestSSHExitInbox(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("ssh lane: starts an sshd")
 	}

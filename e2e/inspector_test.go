@@ -101,6 +101,8 @@ func toolResult(t *testing.T, out map[string]any) map[string]any {
 	return sc
 }
 
+// TestInspectorCLI runs alone, not in parallel with the ssh lanes: it sets
+// GORACE for the servers the inspector starts (t.Setenv).
 func TestInspectorCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("inspector lane: starts node several times")

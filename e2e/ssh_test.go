@@ -67,12 +67,14 @@ func writerOutput() logBytes {
 // state and reads the log on from where the last one stopped; at the end
 // the log reassembles byte for byte and the exit code is the child's.
 func TestSSHReconnect(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("ssh lane: starts an sshd and makes some twenty ssh connections")
 	}
 	srv := startSSHD(t)
 	for _, mode := range []string{"combined", "framed"} {
-		t.Run(mode, func(t *testing.T) { testSSHReconnect(t, srv, mode) })
+		// Each mode has a state dir of its own; they share the sshd.
+		t.Run(mode, func(t *testing.T) { t.Parallel(); testSSHReconnect(t, srv, mode) })
 	}
 }
 
