@@ -42,6 +42,7 @@ func TestHelperFakeSupervisor(t *testing.T) {
 // also when the leader died of the TERM and the run reads "exiting" (its
 // exit not yet written) for the whole grace period.
 func TestKillGraceEscalatesWhileExitIsBeingRecorded(t *testing.T) {
+	t.Parallel() // its own store; Kill waits out its bounded waits for a record nobody writes
 	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
 	require.NoError(t, err)
 	store := newStore(t)

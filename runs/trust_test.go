@@ -118,6 +118,7 @@ func TestPlantedRecordsNeverSignalPidsNoRunCanHave(t *testing.T) {
 // its group is what is signalled: the test above fails for the pids, not
 // for the fake.
 func TestLeaderInItsGoneSupervisorsSessionIsSignalled(t *testing.T) {
+	t.Parallel() // its own store; Kill waits out its bounded waits for a record nobody writes
 	store := newStore(t)
 	rec := record(store, "boot")
 	rec.PID, rec.SupervisorPID = 500, 99

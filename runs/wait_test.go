@@ -56,6 +56,7 @@ func (c *countingSys) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat)
 // time that never moves on must not turn the wait into a busy loop
 // (before: one read and probe after another, 100,000 a second).
 func TestWaitWithoutProgressDoesNotSpin(t *testing.T) {
+	t.Parallel() // its own store and fake system; most of it is a 700 ms wait, twice
 	store := newStore(t)
 	rec := record(store, "boot")
 	require.NoError(t, store.Create(rec))
