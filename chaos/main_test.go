@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 		os.Exit(childMain(os.Args[2:]))
 	}
 	flag.Parse()
+	abtest.WaitBoundParallel()
 	// agent-box is built as this binary was (abtest.Build): the tagged
 	// suites' 100 rounds run without -race, as .ci/run runs them, and its
 	// -race lane runs fewer rounds of race-built servers and supervisors,

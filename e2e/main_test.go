@@ -49,6 +49,7 @@ func testMain(m *testing.M) int {
 		return fakeMCPServer()
 	}
 	flag.Parse()
+	abtest.WaitBoundParallel()
 	if testing.Short() {
 		return m.Run() // every test here skips in -short mode: build nothing
 	}

@@ -56,6 +56,7 @@ func bad(what string) {
 }
 
 func TestMain(m *testing.M) {
+	abtest.WaitBoundParallel()
 	bin, cleanup, err := abtest.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

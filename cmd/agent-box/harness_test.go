@@ -15,14 +15,16 @@ import (
 // the real executable over pipes, as an MCP client would.
 //
 // Each test has a server and a state dir of its own and changes nothing
-// process-wide, so each runs in parallel (t.Parallel): they spend their
-// time waiting for processes, not computing. Only the golden transcripts
+// process-wide, so each runs in parallel (t.Parallel), several per CPU
+// (abtest.WaitBoundParallel): they spend their time waiting for processes,
+// not computing. Only the golden transcripts
 // run alone: their recorded process_kill answer shows the exit only if the
 // supervisor writes it within the kill's short wait, which a machine busy
 // with the other tests could miss.
 var binary string
 
 func TestMain(m *testing.M) {
+	abtest.WaitBoundParallel()
 	bin, cleanup, err := abtest.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
