@@ -118,7 +118,13 @@ func sshdConfig(port int, dir, hostKey, authorized, userName, race string) strin
 		// For an agent-box built with -race: no 1 s pause at every exit,
 		// and reports in files the test reads (a server's stderr goes to a
 		// client that may be dead).
-		`SetEnv GORACE="atexit_sleep_ms=0 log_path=` + race + `"`,
+		//
+		// SHLVL=1: bash run by sshd reads ~/.bashrc unless SHLVL says it
+		// is a nested shell. The user's rc is not what these tests test,
+		// and one that sets up a toolchain (pyenv init) costs a second of
+		// CPU per connection, some thirty times a run. (sshd takes only
+		// its first SetEnv line: both go on this one.)
+		`SetEnv GORACE="atexit_sleep_ms=0 log_path=` + race + `" SHLVL=1`,
 		"",
 	}, "\n")
 }
