@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/internal/abtest"
 )
 
 // TestCapKeepsTheFirstBytesInBothModes: max_log_bytes keeps the output's
@@ -46,10 +48,11 @@ func TestCapKeepsTheFirstBytesInBothModes(t *testing.T) {
 // framed run's stderr "lateerr" read "lateerr\n".
 func TestWaitTailIsWhatTheChildWrote(t *testing.T) {
 	t.Parallel()
-	s := connect(t, t.TempDir())
+	state := t.TempDir()
+	s := connect(t, state)
 	for _, mode := range []string{"combined", "framed"} {
 		s.OK("process_start", map[string]any{"name": mode, "capture_mode": mode,
-			"command": "echo out; sleep 0.05; printf lateerr >&2"})
+			"command": abtest.InOrder(state, "echo out", "printf lateerr >&2")})
 		w := s.OK("process_wait", map[string]any{"name": mode, "timeout_ms": 20000})
 		assert.Equal(t, "out\nlateerr", w.Data["output_tail"], mode)
 		if mode == "framed" {

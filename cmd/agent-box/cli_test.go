@@ -209,9 +209,10 @@ func TestCLILogsFramedInterleaved(t *testing.T) {
 	assert.Equal(t, 0, code, errOut)
 	assert.Equal(t, string(want), out)
 
-	// One stream per pause: the order is the order of the writes.
+	// Each write logged before the next: the order is the order of the
+	// writes.
 	_, errOut, code = agentBox(t, state, "start", "ordered", "--framed", "--", "sh", "-c",
-		"echo out1; sleep 0.3; echo err1 >&2; sleep 0.3; echo out2")
+		abtest.InOrder(state, "echo out1", "echo err1 >&2", "echo out2"))
 	require.Equal(t, 0, code, errOut)
 	out, errOut, code = agentBox(t, state, "logs", "-f", "ordered")
 	assert.Equal(t, 0, code, errOut)
@@ -225,8 +226,8 @@ func TestCLILogsFramedFollowExact(t *testing.T) {
 	state := t.TempDir()
 	// Bytes that are not UTF-8, a character split across the streams, and
 	// more than one window (logread.MaxWindow) of random bytes.
-	script := `printf 'a\377\n'; sleep 0.3; printf '\342\202' >&2; sleep 0.3; printf '\254\n'; ` +
-		`head -c 2500000 /dev/urandom; sleep 0.3; head -c 100000 /dev/urandom >&2; echo end; exit 3`
+	script := abtest.InOrder(state, `printf 'a\377\n'`, `printf '\342\202' >&2`, `printf '\254\n'`,
+		`head -c 2500000 /dev/urandom; sleep 0.3; head -c 100000 /dev/urandom >&2; echo end; exit 3`)
 	_, errOut, code := agentBox(t, state, "start", "bin", "--framed", "--", "sh", "-c", script)
 	require.Equal(t, 0, code, errOut)
 	out, errOut, code := agentBox(t, state, "logs", "-f", "bin")

@@ -203,9 +203,10 @@ func TestWaitResumesAtSinceOffset(t *testing.T) {
 // moves later).
 func TestWaitStderrTailOffset(t *testing.T) {
 	t.Parallel()
-	s := connect(t, t.TempDir())
+	state := t.TempDir()
+	s := connect(t, state)
 	s.OK("process_start", map[string]any{"name": "mixed", "capture_mode": "framed",
-		"command": "echo first-error >&2; sleep 0.1; seq 1 2000; sleep 0.1; echo last-error >&2"})
+		"command": abtest.InOrder(state, "echo first-error >&2", "seq 1 2000", "echo last-error >&2")})
 	w := s.OK("process_wait", map[string]any{"name": "mixed", "timeout_ms": 20000})
 	require.Equal(t, "first-error\nlast-error\n", w.Data["stderr_tail"], w.Text)
 	off := abtest.Num(w.Data["stderr_tail_offset"])

@@ -18,7 +18,8 @@ import (
 // and chunks in the order read; raw returns the frames as stored.
 func TestTailLogViews(t *testing.T) {
 	t.Parallel()
-	s := connect(t, t.TempDir())
+	state := t.TempDir()
+	s := connect(t, state)
 
 	s.OK("process_start", map[string]any{"name": "bin", "command": `printf 'ok \377\376 end\n'`})
 	s.OK("process_wait", map[string]any{"name": "bin", "timeout_ms": 30000})
@@ -31,7 +32,7 @@ func TestTailLogViews(t *testing.T) {
 	assert.Equal(t, "ok \xff\xfe end\n", string(abtest.B64(t, abtest.Str(r.Data["content"]))))
 
 	s.OK("process_start", map[string]any{"name": "fr", "capture_mode": "framed",
-		"command": `echo out1; sleep 0.2; echo err1 >&2; sleep 0.2; echo out2`})
+		"command": abtest.InOrder(state, "echo out1", "echo err1 >&2", "echo out2")})
 	s.OK("process_wait", map[string]any{"name": "fr", "timeout_ms": 30000})
 	r = s.OK("tail_log", map[string]any{"name": "fr"})
 	assert.Equal(t, "out1\nout2\n", r.Data["stdout"])
