@@ -100,6 +100,18 @@ func TestFileSizeLimitStopsTheLogNotTheChild(t *testing.T) {
 			w := s.OK("process_wait", map[string]any{"name": "big", "timeout_ms": 60000})
 			require.Equal(t, false, w.Data["wait_timed_out"], "the child must not block on a full pipe: %s", w.Text)
 			run := runMap(w)
+			// process_wait gives the supervisor 500 ms after the exit to
+			// drain the rest; a -race build on a loaded machine can take
+			// longer, and the answer then says the output is not closed
+			// yet. Ask again, as an agent would, until it is.
+			abtest.WaitFor(t, "the output to be closed", 30*time.Second, func() bool {
+				if !strings.Contains(abtest.Str(run["reason"]), "output not closed yet") {
+					return true
+				}
+				w = s.OK("process_wait", map[string]any{"name": "big", "timeout_ms": 60000})
+				run = runMap(w)
+				return false
+			})
 			line := firstLine(w.Text)
 			assert.Equal(t, "exited", run["state"], line)
 			assert.Equal(t, int64(7), abtest.Num(run["exit_code"]), "the child's own code: %s", line)
