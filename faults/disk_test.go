@@ -97,21 +97,9 @@ func TestFileSizeLimitStopsTheLogNotTheChild(t *testing.T) {
 			}
 			s.OK("process_start", map[string]any{"name": "big", "command": cmd, "capture_mode": mode})
 
-			w := s.OK("process_wait", map[string]any{"name": "big", "timeout_ms": 60000})
+			w := waitClosed(t, s, "big")
 			require.Equal(t, false, w.Data["wait_timed_out"], "the child must not block on a full pipe: %s", w.Text)
 			run := runMap(w)
-			// process_wait gives the supervisor 500 ms after the exit to
-			// drain the rest; a -race build on a loaded machine can take
-			// longer, and the answer then says the output is not closed
-			// yet. Ask again, as an agent would, until it is.
-			abtest.WaitFor(t, "the output to be closed", 30*time.Second, func() bool {
-				if !strings.Contains(abtest.Str(run["reason"]), "output not closed yet") {
-					return true
-				}
-				w = s.OK("process_wait", map[string]any{"name": "big", "timeout_ms": 60000})
-				run = runMap(w)
-				return false
-			})
 			line := firstLine(w.Text)
 			assert.Equal(t, "exited", run["state"], line)
 			assert.Equal(t, int64(7), abtest.Num(run["exit_code"]), "the child's own code: %s", line)
@@ -444,7 +432,10 @@ func TestFullDiskAtTheChildsPID(t *testing.T) {
 	state := filepath.Join(mnt, "state")
 	s := connect(t, state)
 	s.OK("process_start", map[string]any{"name": "warm", "command": "true"}) // the state dir's own files
-	s.OK("process_wait", map[string]any{"name": "warm", "timeout_ms": 30000})
+	// Closed, so that its supervisor has given back its own reserve: four
+	// blocks freed after the count below would make room for the record
+	// this test must find without any.
+	waitClosed(t, s, "warm")
 	ballast := filepath.Join(mnt, "ballast")
 	fill(t, ballast)
 	const free = 1 + 4 // the first record, the reserve
@@ -462,6 +453,21 @@ func TestFullDiskAtTheChildsPID(t *testing.T) {
 	assert.Equal(t, "exited", run["state"], firstLine(w.Text))
 	assert.Equal(t, int64(4), abtest.Num(run["exit_code"]), firstLine(w.Text))
 	assert.Contains(t, run["log_error"], "no space left on device", "the log was stopped to keep the room for the record")
+}
+
+// waitClosed waits for run name's exit and the end of its output.
+// process_wait gives the supervisor 500 ms after the exit to drain the
+// rest and write its last record; a -race build on a loaded machine can
+// take longer, and the answer then says the output is not closed yet. It
+// asks again, as an agent would, until it is.
+func waitClosed(t *testing.T, s *abtest.Server, name string) abtest.Result {
+	t.Helper()
+	var w abtest.Result
+	abtest.WaitFor(t, name+"'s output to be closed", 60*time.Second, func() bool {
+		w = s.OK("process_wait", map[string]any{"name": name, "timeout_ms": 30000})
+		return w.Data["wait_timed_out"] == false && !strings.Contains(abtest.Str(runMap(w)["reason"]), "output not closed yet")
+	})
+	return w
 }
 
 // avail is the number of free blocks of the file system at path.
