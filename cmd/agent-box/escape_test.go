@@ -51,6 +51,13 @@ func TestProcessInASessionOfItsOwnIsReportedAndKilled(t *testing.T) {
 		"command": `setsid sleep 1001 >/dev/null 2>&1 & echo $! > ` + pidFile + `; exit 0`})
 	pid := readPID(t, pidFile)
 	t.Cleanup(func() { syscallKill(pid) })
+	// $! is known before setsid(1) has made its session: still in the
+	// group at the kill, it would die of the group's signal and never be
+	// named on its own (as in TestKillReachesProcessesOutsideTheGroup).
+	abtest.WaitFor(t, "the background process to lead a session of its own", 10*time.Second, func() bool {
+		st, err := proc.ReadStat(pid)
+		return err == nil && st.SID == pid
+	})
 
 	w := s.OK("process_wait", map[string]any{"name": "d", "timeout_ms": 30000})
 	run := w.Data["run"].(map[string]any)
