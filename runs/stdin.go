@@ -3,8 +3,6 @@ package runs
 import (
 	"errors"
 	"fmt"
-	"os"
-	"time"
 
 	"github.com/agent-box/agent-box/supervisor"
 )
@@ -40,7 +38,7 @@ func (m *Manager) Write(name, runID string, data []byte, closeIt bool) (WriteRes
 	if run.Ended() || !run.supAlive {
 		return WriteResult{}, stdinGone(run)
 	}
-	reply, err := supervisor.WriteStdin(m.Store.RunDir(name, run.RunID), run.rec.SupervisorPID, data, closeIt, stdinWriteTimeout())
+	reply, err := supervisor.WriteStdin(m.Store.RunDir(name, run.RunID), run.rec.SupervisorPID, data, closeIt, m.waitPolicy().StdinWrite)
 	res := WriteResult{Run: run, Written: reply.Written, Closed: reply.Closed}
 	if err != nil {
 		if errors.Is(err, supervisor.ErrStdinUnreachable) || errors.Is(err, supervisor.ErrStdinNoReply) {
@@ -70,19 +68,6 @@ func (m *Manager) Write(name, runID string, data []byte, closeIt bool) (WriteRes
 
 func stdinGone(run Run) error {
 	return fmt.Errorf("%w: run %q (run id %s) is %s (%s); its stdin is gone", ErrNoStdin, run.Name, run.RunID, run.State, run.Reason)
-}
-
-// stdinWriteTimeoutEnv overrides supervisor.StdinWriteTimeout for the
-// writes of this agent-box (a Go duration, e.g. "30s"); the tests shorten
-// it so that a write to a child that is not reading fails quickly.
-const stdinWriteTimeoutEnv = "AGENT_BOX_STDIN_WRITE_TIMEOUT"
-
-func stdinWriteTimeout() time.Duration {
-	d, err := time.ParseDuration(os.Getenv(stdinWriteTimeoutEnv))
-	if err != nil || d <= 0 {
-		return supervisor.StdinWriteTimeout
-	}
-	return d
 }
 
 // partialWriteError says, for the agent, exactly which part of the data is

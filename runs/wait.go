@@ -15,16 +15,18 @@ import (
 // after 60 s unless progress notifications keep it alive, so a wait that
 // no notification reaches is cut to Unwatched, and says so.
 //
-// It also holds the one wait a run's supervisor makes on its own: the grace
-// between SIGTERM and SIGKILL at the run's timeout_s (TimeoutGrace), given
-// to each run at its start. A test suite sets every field short, so that
-// it does not sit out the production values.
+// It also holds the waits of the supervisors: the grace between SIGTERM and
+// SIGKILL at a run's timeout_s (TimeoutGrace), given to each run at its
+// start, and how long a process_write may wait for the child to take its
+// data (StdinWrite), asked of the supervisor with each write. A test suite
+// sets them short, so that it does not sit out the production values.
 type WaitPolicy struct {
 	Default       time.Duration // when timeout_ms is not given
 	Unwatched     time.Duration // at most this long without progress notifications
 	Max           time.Duration // at most this long with them
 	ProgressEvery time.Duration // how often a watched wait reports progress
 	TimeoutGrace  time.Duration // from SIGTERM to SIGKILL at a run's timeout_s
+	StdinWrite    time.Duration // one process_write's wait for the child (at most supervisor.MaxStdinWriteTimeout)
 }
 
 // DefaultWaitPolicy is the policy of a Manager whose Waits is zero.
@@ -34,6 +36,7 @@ var DefaultWaitPolicy = WaitPolicy{
 	Max:           10 * time.Minute,
 	ProgressEvery: 3 * time.Second,
 	TimeoutGrace:  supervisor.DefaultKillGrace,
+	StdinWrite:    supervisor.StdinWriteTimeout,
 }
 
 // MaxWaitTimeout bounds process_wait's timeout_ms.
@@ -59,6 +62,9 @@ func (m *Manager) waitPolicy() WaitPolicy {
 	}
 	if p.TimeoutGrace <= 0 {
 		p.TimeoutGrace = d.TimeoutGrace
+	}
+	if p.StdinWrite <= 0 {
+		p.StdinWrite = d.StdinWrite
 	}
 	return p
 }

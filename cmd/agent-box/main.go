@@ -270,6 +270,11 @@ func manager(stateDir string) (*runs.Manager, error) {
 	m.Waits.Unwatched = envMillis("AGENT_BOX_WAIT_UNWATCHED_MS")
 	m.Waits.ProgressEvery = envMillis("AGENT_BOX_PROGRESS_MS")
 	m.Waits.TimeoutGrace = envMillis("AGENT_BOX_TIMEOUT_GRACE_MS")
+	// A setting for users too (docs/architecture/README.md), and a Go
+	// duration ("30s"), unlike the knobs above.
+	if d, err := time.ParseDuration(os.Getenv("AGENT_BOX_STDIN_WRITE_TIMEOUT")); err == nil && d > 0 {
+		m.Waits.StdinWrite = d
+	}
 	return m, nil
 }
 
