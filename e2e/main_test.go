@@ -22,7 +22,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,14 +66,7 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "agent-box")
-	args := []string{"build", "-o", binary}
-	if abtest.RaceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "./cmd/agent-box")...)
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err := abtest.BuildInto(root, dir, "agent-box"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: building agent-box:", err)
 		return 1
 	}

@@ -48,14 +48,15 @@ func Build() (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	if err := buildInto(root, dir, names); err != nil {
+	if err := BuildInto(root, dir, names...); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("building agent-box: %w", err)
 	}
 	return filepath.Join(dir, "agent-box"), func() { os.RemoveAll(dir) }, nil
 }
 
-// buildInto puts the binaries names (each built from ./cmd/NAME) into dir.
+// BuildInto puts the binaries names (each built from ./cmd/NAME of the
+// module in root) into dir, built as Build builds them.
 //
 // Every package of a go test ./... that drives agent-box builds it, each
 // in a test process of its own. They build into one directory per
@@ -64,7 +65,7 @@ func Build() (string, func(), error) {
 // date, so only the first links (the links are most of a build's cost),
 // and the others copy its output. Each test process runs its own copy,
 // which no later build can change under it.
-func buildInto(root, dir string, names []string) error {
+func BuildInto(root, dir string, names ...string) error {
 	shared, unlock, err := sharedBuildDir(root)
 	if err != nil {
 		// No cache directory (no $HOME): build right where the copy goes.
