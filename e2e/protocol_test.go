@@ -29,6 +29,7 @@ import (
 // notifications/cancelled, and every structuredContent checked against
 // the tool's output schema.
 func TestProtocolRevisions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("ssh lane: starts an sshd")
 	}
@@ -40,7 +41,8 @@ func TestProtocolRevisions(t *testing.T) {
 		{"2025-11-25", false},
 		{"2026-07-28", true},
 	} {
-		t.Run(rev.version, func(t *testing.T) { testRevision(t, srv, rev.version, rev.stateless) })
+		// Each revision has a state dir of its own; they share the sshd.
+		t.Run(rev.version, func(t *testing.T) { t.Parallel(); testRevision(t, srv, rev.version, rev.stateless) })
 	}
 }
 
