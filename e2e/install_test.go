@@ -44,6 +44,10 @@ const installUser = "agent-box-e2e"
 // in the README's "Try it", and, for root, with the test's Go caches
 // (hidden by the mount), so that it builds offline.
 func TestReadmeInstall(t *testing.T) {
+	// In parallel with the ssh lanes, and the two users with each other:
+	// each has its own sshd, home and directory (root's in a mount
+	// namespace of its own), and the user's home is locked.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("install lane: builds agent-box as two users and starts two sshds")
 	}
@@ -52,6 +56,7 @@ func TestReadmeInstall(t *testing.T) {
 	}
 	readme := readReadme(t)
 	t.Run("user", func(t *testing.T) {
+		t.Parallel()
 		u, err := user.Lookup(installUser)
 		if err != nil {
 			missing(t, "user %s does not exist (.ci/setup creates it): %v", installUser, err)
@@ -59,6 +64,7 @@ func TestReadmeInstall(t *testing.T) {
 		testReadmeInstall(t, readme, u)
 	})
 	t.Run("root", func(t *testing.T) {
+		t.Parallel()
 		u, err := user.LookupId("0")
 		require.NoError(t, err)
 		testReadmeInstall(t, readme, u)
