@@ -46,6 +46,7 @@ var Words = runs.Words{
 	Kill:    "agent-box kill",
 	Restart: "the MCP tool process_restart",
 	Remove:  "the MCP tool process_remove",
+	Args:    map[string]string{"grace_ms": "--grace", "timeout_s": "--timeout", "cwd": "--cwd", "run_id": "--run-id"},
 }
 
 // Run executes args (args[0] is the subcommand) and returns the exit status.
@@ -466,7 +467,7 @@ func (c *cmd) start(args []string) int {
 func (c *cmd) kill(args []string) int {
 	fs := c.flags("kill", "[-s SIG] [--grace MS] NAME")
 	sigName := fs.String("s", "TERM", "signal: "+strings.Join(runs.SignalNames, " "))
-	grace := fs.Int("grace", 0, "milliseconds before SIGKILL if the group is still alive")
+	grace := fs.Int64("grace", 0, "milliseconds before SIGKILL if the group is still alive")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return c.badFlags(fs, err)
@@ -479,7 +480,7 @@ func (c *cmd) kill(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	res, err := c.m.Kill(name, "", sig, time.Duration(*grace)*time.Millisecond)
+	res, err := c.m.Kill(name, "", sig, runs.Duration(*grace, time.Millisecond))
 	if err != nil {
 		return c.fail(err)
 	}

@@ -84,10 +84,10 @@ func TestCursorOfAPageIsFullOnlyWhenItHoldsEveryRun(t *testing.T) {
 		return c.Full
 	}
 	assert.True(t, full(ListQuery{All: true}))
-	first, err := m.ListPage(ListQuery{All: true, Limit: 1})
+	first, err := m.ListPage(ListQuery{All: true, Limit: new(1)})
 	require.NoError(t, err)
-	assert.False(t, full(ListQuery{All: true, Limit: 1}))
-	assert.False(t, full(ListQuery{All: true, Limit: 1, Before: first.NextBefore}), "the last page")
+	assert.False(t, full(ListQuery{All: true, Limit: new(1)}))
+	assert.False(t, full(ListQuery{All: true, Limit: new(1), Before: first.NextBefore}), "the last page")
 	assert.False(t, full(ListQuery{Name: "a", All: true}))
 	assert.False(t, full(ListQuery{}), "newest of each name only")
 }

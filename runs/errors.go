@@ -8,7 +8,11 @@
 // process: the agent-box that started a run may be long gone.
 package runs
 
-import "errors"
+import (
+	"errors"
+	"math"
+	"time"
+)
 
 // Sentinels callers (the tools, the CLI) branch on. Every error returned by
 // this package wraps one of them or a runrecord sentinel.
@@ -20,3 +24,31 @@ var (
 	ErrNoStdin       = errors.New("run has no stdin pipe")
 	ErrRunning       = errors.New("run is still running")
 )
+
+// Duration turns an argument of v units (grace_ms, wait_ms: a number a
+// front end decoded) into a duration. A value too large for a
+// time.Duration becomes the largest one (or the most negative) rather than
+// wrapping around into range; inRange refuses it.
+func Duration(v int64, unit time.Duration) time.Duration {
+	switch {
+	case v > math.MaxInt64/int64(unit):
+		return math.MaxInt64
+	case v < math.MinInt64/int64(unit):
+		return math.MinInt64
+	}
+	return time.Duration(v) * unit
+}
+
+// inRange is the rule for a duration argument given in unit (grace_ms,
+// wait_ms, timeout_ms): 0..max. A front end turns a value too large for a
+// time.Duration into the largest one (or the most negative: Duration),
+// which is said to be out of range without a value it does not hold.
+func inRange(arg string, d, unit, max time.Duration) error {
+	switch {
+	case d >= 0 && d <= max:
+		return nil
+	case d == math.MaxInt64 || d == math.MinInt64:
+		return invalid("%s is out of range 0..%d", arg, max/unit)
+	}
+	return invalid("%s %d is out of range 0..%d", arg, d/unit, max/unit)
+}

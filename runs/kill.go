@@ -39,6 +39,11 @@ func ParseSignal(s string) (unix.Signal, error) {
 // MaxGrace bounds grace_ms.
 const MaxGrace = 10 * time.Minute
 
+// checkGrace is the rule for grace_ms, of process_kill and process_restart.
+func (m *Manager) checkGrace(grace time.Duration) error {
+	return inRange(m.arg("grace_ms"), grace, time.Millisecond, MaxGrace)
+}
+
 // KillResult says what process_kill did.
 type KillResult struct {
 	Run        Run    `json:"run"`
@@ -53,8 +58,8 @@ type KillResult struct {
 // Kill signals the run's whole process group. It refuses, signalling
 // nothing, unless the outcome matrix says the group is provably the run's.
 func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration) (KillResult, error) {
-	if grace < 0 || grace > MaxGrace {
-		return KillResult{}, invalid("grace_ms must be between 0 and %d", MaxGrace.Milliseconds())
+	if err := m.checkGrace(grace); err != nil {
+		return KillResult{}, err
 	}
 	run, err := m.Get(name, runID)
 	if err != nil {

@@ -402,7 +402,7 @@ const bulkProbe = 16
 // MaxListLimit (the newest): what process_remove and the CLI's ps walk.
 // With all false only the newest run of each name is listed.
 func (m *Manager) List(name string, all bool) ([]Run, error) {
-	page, err := m.ListPage(ListQuery{Name: name, All: all, Limit: MaxListLimit})
+	page, err := m.ListPage(ListQuery{Name: name, All: all, Limit: new(MaxListLimit)})
 	sort.SliceStable(page.Runs, func(i, j int) bool {
 		a, b := page.Runs[i], page.Runs[j]
 		return a.Name < b.Name || a.Name == b.Name && a.RunID < b.RunID

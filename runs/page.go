@@ -26,7 +26,7 @@ const (
 type ListQuery struct {
 	Name   string // only runs of this name
 	All    bool   // every run of each name, not only the newest
-	Limit  int    // at most this many runs; 0 = DefaultListLimit
+	Limit  *int   // at most this many runs; nil: DefaultListLimit
 	Before string // only runs whose run id sorts before this one (older)
 	State  string // only runs in this state: running, exited or unknown
 	// ChangedSince is a cursor of an earlier answer: only the runs that
@@ -44,7 +44,7 @@ type Page struct {
 }
 
 func (q *ListQuery) check() error {
-	if q.ChangedSince != "" && (q.Name != "" || q.All || q.Limit != 0 || q.Before != "" || q.State != "") {
+	if q.ChangedSince != "" && (q.Name != "" || q.All || q.Limit != nil || q.Before != "" || q.State != "") {
 		return invalid("changed_since lists every run that changed, of every name; give it alone")
 	}
 	if q.Name != "" {
@@ -63,10 +63,10 @@ func (q *ListQuery) check() error {
 		return invalid("state %s is not one of running, exited, unknown", quoteShort(q.State))
 	}
 	switch {
-	case q.Limit == 0:
-		q.Limit = DefaultListLimit
-	case q.Limit < 0 || q.Limit > MaxListLimit:
-		return invalid("limit %d is out of range 1..%d", q.Limit, MaxListLimit)
+	case q.Limit == nil:
+		q.Limit = new(DefaultListLimit)
+	case *q.Limit < 1 || *q.Limit > MaxListLimit:
+		return invalid("limit %d is out of range 1..%d", *q.Limit, MaxListLimit)
 	}
 	return nil
 }
@@ -134,8 +134,8 @@ func (m *Manager) ListPage(q ListQuery) (Page, error) {
 	if q.State == "" {
 		// Chosen from the listings alone: only the page's records are read.
 		page.Total = len(keys)
-		if len(keys) > q.Limit {
-			keys = keys[len(keys)-q.Limit:]
+		if len(keys) > *q.Limit {
+			keys = keys[len(keys)-*q.Limit:]
 			page.NextBefore = keys[0].at
 		}
 		if page.Runs, err = m.readKeys(q.Name, keys); err != nil {
@@ -150,10 +150,10 @@ func (m *Manager) ListPage(q ListQuery) (Page, error) {
 		}
 		page.Runs = slices.DeleteFunc(rs, func(r Run) bool { return string(r.State) != q.State })
 		page.Total = len(page.Runs)
-		if len(page.Runs) > q.Limit {
+		if len(page.Runs) > *q.Limit {
 			newestFirst(page.Runs)
-			page.Runs = page.Runs[:q.Limit]
-			page.NextBefore = age(page.Runs[q.Limit-1])
+			page.Runs = page.Runs[:*q.Limit]
+			page.NextBefore = age(page.Runs[*q.Limit-1])
 		}
 	}
 	newestFirst(page.Runs)

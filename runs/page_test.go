@@ -41,10 +41,14 @@ func createRuns(t *testing.T, store *runrecord.Store, names ...string) []string 
 func walk(t *testing.T, m *Manager, q ListQuery) []Page {
 	t.Helper()
 	var pages []Page
+	limit := DefaultListLimit
+	if q.Limit != nil {
+		limit = *q.Limit
+	}
 	for {
 		p, err := m.ListPage(q)
 		require.NoError(t, err)
-		require.LessOrEqual(t, len(p.Runs), q.Limit, "page %d holds %d runs with limit %d", len(pages), len(p.Runs), q.Limit)
+		require.LessOrEqual(t, len(p.Runs), limit, "page %d holds %d runs with limit %d", len(pages), len(p.Runs), limit)
 		pages = append(pages, p)
 		require.Less(t, len(pages), 100, "the walk does not end")
 		if q.Before = p.NextBefore; q.Before == "" {
@@ -75,7 +79,7 @@ func TestListPageShowsBrokenNameOnce(t *testing.T) {
 	seen := map[string]int{}
 	before := ""
 	for page := 0; page < 5; page++ {
-		p, err := m.ListPage(ListQuery{Limit: 1, Before: before})
+		p, err := m.ListPage(ListQuery{Limit: new(1), Before: before})
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(p.Runs), 1, "page %d holds %d runs with limit 1", page, len(p.Runs))
 		for _, r := range p.Runs {
@@ -127,7 +131,7 @@ func TestListPageBrokenNamesPagedAsNewest(t *testing.T) {
 		}
 		for limit := 1; limit <= 11; limit++ {
 			t.Run(fmt.Sprintf("all=%v/limit=%d", all, limit), func(t *testing.T) {
-				pages := walk(t, m, ListQuery{All: all, Limit: limit})
+				pages := walk(t, m, ListQuery{All: all, Limit: new(limit)})
 				assert.Equal(t, runs+len(broken), pages[0].Total, "the first page counts every run and name")
 				seen := map[string]int{}
 				var order []string // run ids, the newest first
@@ -205,7 +209,7 @@ func TestListPageUnreadableNameOnce(t *testing.T) {
 	require.NoError(t, os.Chmod(dir, 0))
 	t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
 	m := goneManager(store)
-	pages := walk(t, m, ListQuery{Limit: 1})
+	pages := walk(t, m, ListQuery{Limit: new(1)})
 	seen := map[string]int{}
 	for _, p := range pages {
 		for _, r := range p.Runs {

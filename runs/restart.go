@@ -45,8 +45,8 @@ func (m *Manager) Restart(ctx context.Context, req RestartRequest) (RestartResul
 	if req.Grace != nil {
 		grace = *req.Grace
 	}
-	if grace < 0 || grace > MaxGrace {
-		return RestartResult{}, invalid("grace_ms must be between 0 and %d", MaxGrace.Milliseconds())
+	if err := m.checkGrace(grace); err != nil {
+		return RestartResult{}, err
 	}
 	prev, err := m.Get(req.Name, "")
 	if err != nil {

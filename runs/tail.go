@@ -59,8 +59,8 @@ func openLog(run Run) (io.ReaderAt, func(), int64, error) {
 // Tail reads one window of a run's log, waiting up to req.Wait for output
 // past req.Offset while the run can still write.
 func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error) {
-	if req.Wait < 0 || req.Wait > MaxWait {
-		return TailResult{}, invalid("wait_ms must be between 0 and %d", MaxWait.Milliseconds())
+	if err := inRange("wait_ms", req.Wait, time.Millisecond, MaxWait); err != nil {
+		return TailResult{}, err
 	}
 	run, err := m.Get(req.Name, req.RunID)
 	if err != nil {

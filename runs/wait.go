@@ -75,8 +75,8 @@ func (m *Manager) waitPolicy() WaitPolicy {
 func (p WaitPolicy) bound(asked *time.Duration, watched bool) (d time.Duration, shortened bool, err error) {
 	d = p.Default
 	if asked != nil {
-		if *asked < 0 || *asked > p.Max {
-			return 0, false, invalid("timeout_ms must be between 0 and %d", p.Max.Milliseconds())
+		if err := inRange("timeout_ms", *asked, time.Millisecond, p.Max); err != nil {
+			return 0, false, err
 		}
 		d = *asked
 	}
@@ -122,9 +122,10 @@ const outputSettle = 500 * time.Millisecond
 
 // WaitRequest is process_wait's arguments.
 type WaitRequest struct {
-	// Names are the runs waited on (the newest run of each); the wait ends
-	// when the first of them ends. RunID picks an older run of the only
-	// name.
+	// Name is the run waited on (its newest run), or Names several: the
+	// wait ends when the first of them ends. RunID picks an older run of
+	// the only name.
+	Name  string
 	Names []string
 	RunID string
 	// Timeout is timeout_ms; nil means the policy's default.
@@ -163,8 +164,12 @@ type WaitResult struct {
 
 func (req *WaitRequest) check() error {
 	switch {
+	case req.Name != "" && len(req.Names) > 0:
+		return invalid("give name or names, not both")
 	case len(req.Names) == 0:
-		return invalid("give name, or names to wait for the first of several runs")
+		req.Names = []string{req.Name} // an empty name is refused as every tool refuses it
+	}
+	switch {
 	case len(req.Names) > MaxWaitNames:
 		return invalid("names has %d runs, at most %d", len(req.Names), MaxWaitNames)
 	case len(req.Names) > 1 && req.RunID != "":

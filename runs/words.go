@@ -9,6 +9,10 @@ type Words struct {
 	Kill    string // signals a run
 	Restart string // runs a name's spec again
 	Remove  string // deletes finished runs
+	// Args name arguments where the front end spells them otherwise than
+	// the tools do: "grace_ms" is "--grace" at the CLI. An argument not in
+	// it keeps the tool's name.
+	Args map[string]string
 }
 
 // ToolWords name the MCP tools; a Manager whose Words is zero uses them.
@@ -35,4 +39,12 @@ func (m *Manager) words() *Words {
 		}
 	}
 	return &w
+}
+
+// arg is the tool argument name as m's front end spells it.
+func (m *Manager) arg(name string) string {
+	if a, ok := m.Words.Args[name]; ok {
+		return a
+	}
+	return name
 }

@@ -219,17 +219,13 @@ func progress(ctx context.Context, req mcp.CallToolRequest) (watched bool, send 
 	}
 }
 
-// millis turns a duration argument given in unit into one for runs; one out
-// of range becomes -1, which runs refuses saying what the range is.
-func millis(v *int64, unit time.Duration, max time.Duration) *time.Duration {
+// optDuration is runs.Duration of an optional argument: nil when not
+// given.
+func optDuration(v *int64, unit time.Duration) *time.Duration {
 	if v == nil {
 		return nil
 	}
-	d := time.Duration(*v) * unit
-	if *v < 0 || *v > int64(max/unit) {
-		d = -1
-	}
-	return &d
+	return new(runs.Duration(*v, unit))
 }
 
 func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -240,7 +236,7 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	sr := runs.StartRequest{
 		Name: a.Name, Command: a.Command, Argv: a.Argv, Cwd: a.Cwd, Env: a.Env, SecretEnv: a.SecretEnv,
 		CaptureMode: a.CaptureMode, Stdin: a.Stdin, TimeoutS: a.TimeoutS, MaxLogBytes: a.MaxLogBytes,
-		IfRunning: a.IfRunning, ReadyTimeout: millis(a.ReadyTimeoutS, time.Second, runs.MaxReadyTimeout),
+		IfRunning: a.IfRunning, ReadyTimeout: optDuration(a.ReadyTimeoutS, time.Second),
 	}
 	if a.Ready != nil {
 		sr.Ready = &runs.ReadyProbe{Log: a.Ready.Log, TCPPort: a.Ready.TCPPort, HTTP: a.Ready.HTTP}
@@ -272,7 +268,7 @@ func (h *Handlers) restart(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	res, err := h.M.Restart(ctx, runs.RestartRequest{Name: a.Name, Grace: millis(a.GraceMS, time.Millisecond, runs.MaxGrace), SecretEnv: a.SecretEnv})
+	res, err := h.M.Restart(ctx, runs.RestartRequest{Name: a.Name, Grace: optDuration(a.GraceMS, time.Millisecond), SecretEnv: a.SecretEnv})
 	if err != nil {
 		return fail(err), nil
 	}
@@ -294,14 +290,7 @@ func (h *Handlers) list(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	limit := 0 // the default
-	if a.Limit != nil {
-		if *a.Limit < 1 {
-			return fail(fmt.Errorf("%w: limit %d is out of range 1..%d", runs.ErrInvalid, *a.Limit, runs.MaxListLimit)), nil
-		}
-		limit = *a.Limit
-	}
-	page, err := h.M.ListPage(runs.ListQuery{Name: a.Name, All: a.All, Limit: limit, Before: a.Before, State: a.State, ChangedSince: a.ChangedSince})
+	page, err := h.M.ListPage(runs.ListQuery{Name: a.Name, All: a.All, Limit: a.Limit, Before: a.Before, State: a.State, ChangedSince: a.ChangedSince})
 	if err != nil {
 		return fail(err), nil
 	}
@@ -328,15 +317,15 @@ func (h *Handlers) kill(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return fail(err), nil
 	}
-	if a.GraceMS < 0 || a.GraceMS > runs.MaxGrace.Milliseconds() {
-		return fail(fmt.Errorf("%w: grace_ms %d is out of range 0..%d", runs.ErrInvalid, a.GraceMS, runs.MaxGrace.Milliseconds())), nil
-	}
-	res, err := h.M.Kill(a.Name, a.RunID, sig, time.Duration(a.GraceMS)*time.Millisecond)
+	res, err := h.M.Kill(a.Name, a.RunID, sig, runs.Duration(a.GraceMS, time.Millisecond))
 	if err != nil {
 		return fail(err), nil
 	}
 	return result(res, res.Message+"\n"+runLine(res.Run)), nil
 }
+
+// defaultTailBytes is tail_log's max_bytes when not given.
+const defaultTailBytes = 64 << 10
 
 type tailArgs struct {
 	Name      string `json:"name"`
@@ -384,7 +373,7 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	lr := logread.Request{Offset: a.Offset, MaxBytes: 65536, Raw: a.Raw}
+	lr := logread.Request{Offset: a.Offset, MaxBytes: defaultTailBytes, Raw: a.Raw}
 	if a.TailLines != nil {
 		if *a.TailLines < 1 || *a.TailLines > logread.MaxTailLines {
 			return fail(fmt.Errorf("%w: tail_lines must be between 1 and %d, not %d", runs.ErrInvalid, logread.MaxTailLines, *a.TailLines)), nil
@@ -491,14 +480,8 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	wr := runs.WaitRequest{Names: a.Names, RunID: a.RunID, SinceOffset: a.SinceOffset, Survivors: a.Survivors}
-	switch {
-	case a.Name != "" && len(a.Names) > 0:
-		return fail(fmt.Errorf("%w: give name or names, not both", runs.ErrInvalid)), nil
-	case len(a.Names) == 0:
-		wr.Names = []string{a.Name} // runs says what is wrong with an empty one
-	}
-	wr.Timeout = millis(a.TimeoutMS, time.Millisecond, runs.MaxWaitTimeout)
+	wr := runs.WaitRequest{Name: a.Name, Names: a.Names, RunID: a.RunID, SinceOffset: a.SinceOffset, Survivors: a.Survivors}
+	wr.Timeout = optDuration(a.TimeoutMS, time.Millisecond)
 	wr.Watched, wr.Progress = progress(ctx, req)
 	if a.TimeoutMS == nil || *a.TimeoutMS > 0 {
 		release, err := h.waitSlot()

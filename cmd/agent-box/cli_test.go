@@ -300,6 +300,9 @@ func TestCLIUsageErrorsSayWhy(t *testing.T) {
 		{[]string{"start", "--timeout", "x", "a", "--", "true"}, "timeout"},
 		{[]string{"kill"}, "NAME"},
 		{[]string{"kill", "a", "b"}, "one NAME"},
+		{[]string{"kill", "--grace", "600001", "a"}, "--grace 600001 is out of range 0..600000"},
+		{[]string{"kill", "--grace", "-1", "a"}, "--grace -1 is out of range"},
+		{[]string{"kill", "--grace", "9223372036854775807", "a"}, "--grace is out of range"},
 		{[]string{"wait"}, "NAME"},
 		{[]string{"wait", "a", "b"}, "one NAME"},
 	} {

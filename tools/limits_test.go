@@ -1,0 +1,64 @@
+package tools
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/logread"
+	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/runs"
+)
+
+// The input schemas are written by hand (schema.go), the rules they
+// describe live in runs and logread: every bound, default and enum a
+// schema states is pinned here to the constant the rule uses, so that a
+// changed rule cannot leave the model reading an old one.
+func TestSchemaStatesTheRules(t *testing.T) {
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	pins := []struct {
+		tool, path, key string
+		want            any
+	}{
+		{"process_start", "timeout_s", "maximum", int64(runs.MaxTimeoutS)},
+		{"process_start", "max_log_bytes", "maximum", runs.MaxMaxLogBytes},
+		{"process_start", "ready_timeout_s", "maximum", int64(runs.MaxReadyTimeout / time.Second)},
+		{"process_restart", "grace_ms", "maximum", ms(runs.MaxGrace)},
+		{"process_restart", "grace_ms", "default", ms(runs.DefaultRestartGrace)},
+		{"process_list", "limit", "minimum", int64(1)},
+		{"process_list", "limit", "maximum", int64(runs.MaxListLimit)},
+		{"process_list", "limit", "default", int64(runs.DefaultListLimit)},
+		{"process_list", "state", "enum", []outcome.State{outcome.Running, outcome.Exited, outcome.Unknown}},
+		{"process_kill", "signal", "enum", runs.SignalNames},
+		{"process_kill", "grace_ms", "maximum", ms(runs.MaxGrace)},
+		{"tail_log", "max_bytes", "maximum", int64(logread.MaxWindow)},
+		{"tail_log", "max_bytes", "default", int64(defaultTailBytes)},
+		{"tail_log", "wait_ms", "maximum", ms(runs.MaxWait)},
+		{"tail_log", "tail_lines", "maximum", int64(logread.MaxTailLines)},
+		{"process_wait", "timeout_ms", "maximum", ms(runs.MaxWaitTimeout)},
+		{"process_wait", "timeout_ms", "default", ms(runs.DefaultWaitPolicy.Default)},
+		{"process_wait", "names", "maxItems", int64(runs.MaxWaitNames)},
+	}
+	s := server.NewMCPServer("t", "0")
+	(&Handlers{}).Register(s)
+	for _, p := range pins {
+		t.Run(p.tool+"."+p.path+"."+p.key, func(t *testing.T) {
+			st := s.GetTool(p.tool)
+			require.NotNil(t, st, "tool %s", p.tool)
+			var in struct {
+				Properties map[string]map[string]json.RawMessage `json:"properties"`
+			}
+			require.NoError(t, json.Unmarshal(st.Tool.RawInputSchema, &in))
+			got, ok := in.Properties[p.path][p.key]
+			require.True(t, ok, "%s has no %s.%s", p.tool, p.path, p.key)
+			want, err := json.Marshal(p.want)
+			require.NoError(t, err)
+			assert.JSONEq(t, string(want), string(got), fmt.Sprintf("%s: %s.%s", p.tool, p.path, p.key))
+		})
+	}
+}
