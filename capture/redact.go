@@ -35,16 +35,29 @@ type automaton struct {
 
 func compile(secrets [][]byte) *automaton {
 	a := &automaton{}
+	total := a.classes(secrets)
+	if total == 0 {
+		return nil
+	}
+	if uint64(total+1)*uint64(a.nc) >= math.MaxUint32 {
+		// That would be a 16 GiB table; no real set of secrets gets here.
+		panic("capture: secrets too large for the redaction automaton")
+	}
+	trie, term := a.trie(secrets, total)
+	a.link(trie, term)
+	a.renumber(trie)
+	return a
+}
+
+// classes gives each byte that occurs in a secret a column of its own,
+// and every other byte column 0; it returns the secrets' total length.
+func (a *automaton) classes(secrets [][]byte) (total int) {
 	var used [256]bool
-	total := 0
 	for _, s := range secrets {
 		for _, c := range s {
 			used[c] = true
 		}
 		total += len(s)
-	}
-	if total == 0 {
-		return nil
 	}
 	a.nc = 1
 	for c, u := range used {
@@ -53,19 +66,20 @@ func compile(secrets [][]byte) *automaton {
 			a.nc++
 		}
 	}
-	if uint64(total+1)*uint64(a.nc) >= math.MaxUint32 {
-		// That would be a 16 GiB table; no real set of secrets gets here.
-		panic("capture: secrets too large for the redaction automaton")
-	}
-	nc := int(a.nc)
+	return total
+}
 
-	// Trie, in the same table that becomes the DFA; -1 is "no child yet".
-	trie := make([]int32, nc, (total+1)*nc)
+// trie builds the secrets' trie in the table that becomes the DFA (-1 is
+// "no child yet"), and a.depth; term[state] is the length of the secret
+// that ends there, or 0.
+func (a *automaton) trie(secrets [][]byte, total int) (trie, term []int32) {
+	nc := int(a.nc)
+	trie = make([]int32, nc, (total+1)*nc)
 	for i := range trie {
 		trie[i] = -1
 	}
 	a.depth = append(make([]int32, 0, total+1), 0)
-	term := append(make([]int32, 0, total+1), 0)
+	term = append(make([]int32, 0, total+1), 0)
 	for _, s := range secrets {
 		u := 0
 		for _, c := range s {
@@ -84,11 +98,16 @@ func compile(secrets [][]byte) *automaton {
 			term[u] = int32(len(s))
 		}
 	}
+	return trie, term
+}
 
-	// Breadth-first, so that a state's failure link (always shallower) is
-	// complete before the state itself: missing edges become the failure
-	// state's edge, and each state's longest match is its own secret or its
-	// failure state's.
+// link turns the trie into the DFA, in place, and sets a.match. It goes
+// breadth-first, so that a state's failure link (always shallower) is
+// complete before the state itself: missing edges become the failure
+// state's edge, and each state's longest match is its own secret or its
+// failure state's.
+func (a *automaton) link(trie, term []int32) {
+	nc := int(a.nc)
 	n := len(a.depth)
 	fail := make([]int32, n)
 	a.match = make([]int32, n)
@@ -120,10 +139,15 @@ func compile(secrets [][]byte) *automaton {
 			}
 		}
 	}
+}
 
-	// Renumber so that the states at which a secret ends come last: the
-	// per-byte test for a match is then one comparison of the state itself,
-	// which keeps the byte loop's dependency chain to a load and an add.
+// renumber fills a.next from the DFA so that the states at which a secret
+// ends come last: the per-byte test for a match is then one comparison of
+// the state itself, which keeps the byte loop's dependency chain to a load
+// and an add.
+func (a *automaton) renumber(dfa []int32) {
+	nc := int(a.nc)
+	n := len(a.depth)
 	perm := make([]uint32, n)
 	id := uint32(0)
 	for _, want := range []bool{false, true} {
@@ -135,12 +159,12 @@ func compile(secrets [][]byte) *automaton {
 		}
 	}
 	depth, match := make([]int32, n), make([]int32, n)
-	a.next = make([]uint32, len(trie))
+	a.next = make([]uint32, len(dfa))
 	for u := range n {
 		pu := int(perm[u])
 		depth[pu], match[pu] = a.depth[u], a.match[u]
 		for c := range nc {
-			a.next[pu*nc+c] = perm[trie[u*nc+c]] * a.nc
+			a.next[pu*nc+c] = perm[dfa[u*nc+c]] * a.nc
 		}
 	}
 	a.depth, a.match = depth, match
@@ -151,7 +175,6 @@ func compile(secrets [][]byte) *automaton {
 			break
 		}
 	}
-	return a
 }
 
 // span is a pending masked run of input offsets [s, e).
