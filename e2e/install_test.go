@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/internal/abtest"
 )
 
 // installUser is the normal user .ci/setup creates for this test: the test
@@ -92,12 +93,7 @@ func testReadmeInstall(t *testing.T, readme readmeInstall, u *user.User) {
 	copyCheckout(t, src)
 	chownTree(t, filepath.Join(home, "src"), uid, gid)
 
-	hostKey := filepath.Join(dir, "host_ed25519")
-	clientKey := filepath.Join(dir, "client_ed25519")
-	keygen(t, hostKey)
-	keygen(t, clientKey)
-	pub, err := os.ReadFile(clientKey + ".pub")
-	require.NoError(t, err)
+	hostKey, clientKey, pub := sshKeys(t, dir)
 	// The stock AuthorizedKeysFile, .ssh/authorized_keys in the home.
 	sshDir := filepath.Join(home, ".ssh")
 	require.NoError(t, os.MkdirAll(sshDir, 0o700))
@@ -437,25 +433,8 @@ func copyCheckout(t *testing.T, dst string) {
 		}
 		to := filepath.Join(dst, name)
 		require.NoError(t, os.MkdirAll(filepath.Dir(to), 0o755))
-		require.NoError(t, copyFile(from, to, fi.Mode().Perm()))
+		require.NoError(t, abtest.CopyFile(from, to, fi.Mode().Perm()))
 	}
-}
-
-func copyFile(from, to string, perm os.FileMode) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 func chownTree(t *testing.T, root string, uid, gid int) {

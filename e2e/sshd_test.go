@@ -25,6 +25,19 @@ type sshServer struct {
 	key  string // the client's private key
 }
 
+// sshKeys makes a host key and a client key in dir: their paths, and the
+// client's public key for an authorized_keys file.
+func sshKeys(t *testing.T, dir string) (hostKey, clientKey string, clientPub []byte) {
+	t.Helper()
+	hostKey = filepath.Join(dir, "host_ed25519")
+	clientKey = filepath.Join(dir, "client_ed25519")
+	keygen(t, hostKey)
+	keygen(t, clientKey)
+	pub, err := os.ReadFile(clientKey + ".pub")
+	require.NoError(t, err)
+	return hostKey, clientKey, pub
+}
+
 func startSSHD(t *testing.T) *sshServer {
 	t.Helper()
 	sshd := requireSSHD(t)
@@ -32,12 +45,7 @@ func startSSHD(t *testing.T) *sshServer {
 	require.NoError(t, err)
 
 	dir := t.TempDir()
-	hostKey := filepath.Join(dir, "host_ed25519")
-	clientKey := filepath.Join(dir, "client_ed25519")
-	keygen(t, hostKey)
-	keygen(t, clientKey)
-	pub, err := os.ReadFile(clientKey + ".pub")
-	require.NoError(t, err)
+	hostKey, clientKey, pub := sshKeys(t, dir)
 	authorized := filepath.Join(dir, "authorized_keys")
 	require.NoError(t, os.WriteFile(authorized, pub, 0o600))
 	// Registered before sshd's own cleanup, so it runs after sshd stopped.

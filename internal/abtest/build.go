@@ -76,7 +76,7 @@ func BuildInto(root, dir string, names ...string) error {
 		return err
 	}
 	for _, n := range names {
-		if err := copyFile(filepath.Join(shared, n), filepath.Join(dir, n)); err != nil {
+		if err := CopyFile(filepath.Join(shared, n), filepath.Join(dir, n), 0o755); err != nil {
 			return err
 		}
 	}
@@ -125,12 +125,12 @@ func sharedBuildDir(root string) (dir string, unlock func(), err error) {
 	return dir, func() { lock.Close() }, nil // closing drops the lock
 }
 
-// copyFile copies the executable src to dst. No fork may happen while dst
-// is open for writing (syscall.ForkLock): a child forked then would hold
+// CopyFile copies src to a new file dst with mode perm. No fork may happen
+// while dst is open for writing (syscall.ForkLock): a child forked then would hold
 // the descriptor until its exec, and an exec of dst in between fails with
 // ETXTBSY (golang.org/issue/22315). A test may build while others start
 // processes.
-func copyFile(src, dst string) error {
+func CopyFile(src, dst string, perm os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func copyFile(src, dst string) error {
 	defer in.Close()
 	syscall.ForkLock.Lock()
 	defer syscall.ForkLock.Unlock()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err
 	}
