@@ -84,8 +84,6 @@ const (
 	evBoth
 )
 
-func (e event) String() string { return [...]string{"none", "server", "supervisor", "both"}[e] }
-
 // chaos is one run of the chaos suite.
 type chaos struct {
 	t     *testing.T

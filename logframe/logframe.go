@@ -43,9 +43,6 @@ const MaxPayload = 48 << 10
 // MaxLine is the longest frame line the encoder produces, newline included.
 const MaxLine = 2 + (MaxPayload+2)/3*4 + 1
 
-// maxEncoded is the longest base64 text of one payload.
-const maxEncoded = MaxLine - 3
-
 // ErrMalformed is wrapped by every error about a line that is not a frame.
 var ErrMalformed = errors.New("malformed frame")
 
