@@ -174,9 +174,13 @@ func (m *Manager) targetFacts(run Run) outcome.TargetFacts {
 func procFacts(procs []proc.Stat) []outcome.Proc {
 	out := make([]outcome.Proc, len(procs))
 	for i, p := range procs {
-		out[i] = outcome.Proc{PID: p.PID, PGID: p.PGID, SID: p.SID, StartTime: p.StartTime}
+		out[i] = procFact(p)
 	}
 	return out
+}
+
+func procFact(p proc.Stat) outcome.Proc {
+	return outcome.Proc{PID: p.PID, PGID: p.PGID, SID: p.SID, StartTime: p.StartTime}
 }
 
 // supervisorIn reports whether the snapshot holds rec's supervisor: its
