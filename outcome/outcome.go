@@ -1,6 +1,7 @@
 // Package outcome decides what state a run is in from its record and facts
-// probed from the live system. It is a pure function, standard library only,
-// no I/O: every row of the matrix is pinned by a table test and documented in
+// probed from the live system, and which processes a kill of it may reach.
+// Its functions are pure, standard library only, no I/O: every row of the
+// matrix is pinned by a table test and documented in
 // docs/architecture/outcome.md.
 package outcome
 
@@ -100,6 +101,13 @@ type Verdict struct {
 	// It is never true when the group it would signal (-PID) fails
 	// Self.MayBeRun.
 	Signalable bool
+	// LeaderAlive is true when the leader is provably alive and the run's,
+	// so its pid, the id of its process group, cannot have been handed out
+	// again: the group is the run's as it stands. When false the leader is
+	// gone (or nothing is known of it), and an empty group's id may name
+	// someone else's group by now: Targets signals it only when a process
+	// of the run is seen in it.
+	LeaderAlive bool
 }
 
 // Decide returns the verdict for run given facts.
@@ -197,11 +205,11 @@ func Decide(run Run, facts Facts) Verdict {
 
 	switch {
 	case child == Same && supervised:
-		return Verdict{State: Running, Reason: ReasonRunning, MayBeAlive: true, Signalable: target}
+		return Verdict{State: Running, Reason: ReasonRunning, MayBeAlive: true, Signalable: target, LeaderAlive: true}
 	case child == Same:
 		// In the session of a supervisor that is gone: the session id
 		// outlives its leader, so the leader is still provably the run's.
-		return Verdict{State: Running, Reason: ReasonUnsupervised, MayBeAlive: true, Signalable: target}
+		return Verdict{State: Running, Reason: ReasonUnsupervised, MayBeAlive: true, Signalable: target, LeaderAlive: true}
 	case supervised:
 		// The leader is gone (or its pid reused) but the supervisor has not
 		// written the exit yet: it is between wait(2) and the record write.

@@ -2,6 +2,7 @@ package outcome
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -30,138 +31,138 @@ func TestDecide(t *testing.T) {
 	}{
 		// Exit recorded: the record is the fact, probes cannot undo it.
 		{"exit recorded", withExit(child), Facts{BootID: bootA, Child: Gone, Supervisor: Gone},
-			Verdict{Exited, ReasonExited, false, false}},
+			Verdict{Exited, ReasonExited, false, false, false}},
 		{"exit recorded, supervisor still alive", withExit(child), Facts{BootID: bootA, Child: Gone, Supervisor: Same},
-			Verdict{Exited, ReasonExited, false, false}},
+			Verdict{Exited, ReasonExited, false, false, false}},
 		{"exit recorded, survivors", withExit(child), Facts{BootID: bootA, Child: Gone, Survivors: 2},
-			Verdict{Exited, ReasonExitedSurvivors, true, true}},
+			Verdict{Exited, ReasonExitedSurvivors, true, true, false}},
 		{"exit recorded, survivors, leader pid same", withExit(child), Facts{BootID: bootA, Child: Same, Survivors: 1},
-			Verdict{Exited, ReasonExitedSurvivors, true, true}},
+			Verdict{Exited, ReasonExitedSurvivors, true, true, false}},
 		{"exit recorded, survivors of the live supervisor, leader pid reused", withExit(child), Facts{BootID: bootA, Child: Reused, Supervisor: Same, Survivors: 1},
-			Verdict{Exited, ReasonExitedSurvivors, true, true}},
+			Verdict{Exited, ReasonExitedSurvivors, true, true, false}},
 		{"exit recorded, survivors, leader pid reused", withExit(child), Facts{BootID: bootA, Child: Reused, Survivors: 1},
-			Verdict{Exited, ReasonExited, false, false}},
+			Verdict{Exited, ReasonExited, false, false, false}},
 		{"exit recorded on another boot, survivors ignored", withExit(child), Facts{BootID: bootB, Child: Gone, Survivors: 3},
-			Verdict{Exited, ReasonExited, false, false}},
+			Verdict{Exited, ReasonExited, false, false, false}},
 		{"exit recorded, empty boot id, survivors ignored", withExit(boot(child, "")), Facts{BootID: bootA, Child: Gone, Survivors: 3},
-			Verdict{Exited, ReasonExited, false, false}},
+			Verdict{Exited, ReasonExited, false, false, false}},
 		{"exit recorded, no child pid, survivors ignored", withExit(noChild), Facts{BootID: bootA, Survivors: 3},
-			Verdict{Exited, ReasonExited, false, false}},
+			Verdict{Exited, ReasonExited, false, false, false}},
 
 		// Another boot: no pid from the record means anything now.
 		{"rebooted, child pid looks same", child, Facts{BootID: bootB, Child: Same, Supervisor: Same},
-			Verdict{Unknown, ReasonRebooted, false, false}},
+			Verdict{Unknown, ReasonRebooted, false, false, false}},
 		{"rebooted, all gone", child, Facts{BootID: bootB},
-			Verdict{Unknown, ReasonRebooted, false, false}},
+			Verdict{Unknown, ReasonRebooted, false, false, false}},
 		{"recorded boot id empty", boot(child, ""), Facts{BootID: bootA, Child: Same, Supervisor: Same},
-			Verdict{Unknown, ReasonRebooted, false, false}},
+			Verdict{Unknown, ReasonRebooted, false, false, false}},
 		{"both boot ids empty", boot(child, ""), Facts{BootID: "", Child: Same, Supervisor: Same},
-			Verdict{Unknown, ReasonRebooted, false, false}},
+			Verdict{Unknown, ReasonRebooted, false, false, false}},
 		{"rebooted beats start failed", failed(noChild), Facts{BootID: bootB},
-			Verdict{Unknown, ReasonRebooted, false, false}},
+			Verdict{Unknown, ReasonRebooted, false, false, false}},
 		{"rebooted beats starting", noChild, Facts{BootID: bootB, Supervisor: Same},
-			Verdict{Unknown, ReasonRebooted, false, false}},
+			Verdict{Unknown, ReasonRebooted, false, false, false}},
 
 		// Child recorded, same boot.
 		{"running", child, Facts{BootID: bootA, Child: Same, Supervisor: Same},
-			Verdict{Running, ReasonRunning, true, true}},
+			Verdict{Running, ReasonRunning, true, true, true}},
 		{"unsupervised, supervisor gone", child, Facts{BootID: bootA, Child: Same, Supervisor: Gone},
-			Verdict{Running, ReasonUnsupervised, true, true}},
+			Verdict{Running, ReasonUnsupervised, true, true, true}},
 		{"unsupervised, supervisor pid reused", child, Facts{BootID: bootA, Child: Same, Supervisor: Reused},
-			Verdict{Running, ReasonUnsupervised, true, true}},
+			Verdict{Running, ReasonUnsupervised, true, true, true}},
 		{"no supervisor recorded: no session vouches for the leader", unsupervisedRun(child), Facts{BootID: bootA, Child: Same, Supervisor: Same},
-			Verdict{Unknown, ReasonForeignProcess, false, false}},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
 		{"exiting, child gone", child, Facts{BootID: bootA, Child: Gone, Supervisor: Same},
-			Verdict{Running, ReasonExiting, true, false}},
+			Verdict{Running, ReasonExiting, true, false, false}},
 		{"exiting, child pid reused", child, Facts{BootID: bootA, Child: Reused, Supervisor: Same},
-			Verdict{Running, ReasonExiting, true, false}},
+			Verdict{Running, ReasonExiting, true, false, false}},
 		{"exiting, survivors", child, Facts{BootID: bootA, Child: Gone, Supervisor: Same, Survivors: 2},
-			Verdict{Running, ReasonExiting, true, true}},
+			Verdict{Running, ReasonExiting, true, true, false}},
 		{"exiting, child pid reused, survivors of the live supervisor", child, Facts{BootID: bootA, Child: Reused, Supervisor: Same, Survivors: 2},
-			Verdict{Running, ReasonExiting, true, true}},
+			Verdict{Running, ReasonExiting, true, true, false}},
 		{"supervisor lost, survivors of the gone leader's group", child, Facts{BootID: bootA, Child: Gone, Supervisor: Gone, Survivors: 2},
-			Verdict{Unknown, ReasonLostSurvivors, true, true}},
+			Verdict{Unknown, ReasonLostSurvivors, true, true, false}},
 		{"supervisor lost, leader pid reused: its group is someone else's", child, Facts{BootID: bootA, Child: Reused, Supervisor: Gone, Survivors: 2},
-			Verdict{Unknown, ReasonSupervisorLost, false, false}},
+			Verdict{Unknown, ReasonSupervisorLost, false, false, false}},
 		{"supervisor lost", child, Facts{BootID: bootA, Child: Gone, Supervisor: Gone},
-			Verdict{Unknown, ReasonSupervisorLost, false, false}},
+			Verdict{Unknown, ReasonSupervisorLost, false, false, false}},
 		{"supervisor lost, both pids reused", child, Facts{BootID: bootA, Child: Reused, Supervisor: Reused},
-			Verdict{Unknown, ReasonSupervisorLost, false, false}},
+			Verdict{Unknown, ReasonSupervisorLost, false, false, false}},
 		{"supervisor lost, none recorded", unsupervisedRun(child), Facts{BootID: bootA, Child: Gone},
-			Verdict{Unknown, ReasonSupervisorLost, false, false}},
+			Verdict{Unknown, ReasonSupervisorLost, false, false, false}},
 
 		// The recorded supervisor is alive and says it is not this run's:
 		// the record is someone else's, whatever else it claims.
 		{"foreign supervisor, child alive", child, Facts{BootID: bootA, Child: Same, Supervisor: Foreign},
-			Verdict{Unknown, ReasonForeignRecord, false, false}},
+			Verdict{Unknown, ReasonForeignRecord, false, false, false}},
 		{"foreign supervisor, exit recorded, survivors", withExit(child), Facts{BootID: bootA, Child: Same, Supervisor: Foreign, Survivors: 3},
-			Verdict{Unknown, ReasonForeignRecord, false, false}},
+			Verdict{Unknown, ReasonForeignRecord, false, false, false}},
 		{"foreign supervisor, no child", noChild, Facts{BootID: bootA, Supervisor: Foreign},
-			Verdict{Unknown, ReasonForeignRecord, false, false}},
+			Verdict{Unknown, ReasonForeignRecord, false, false, false}},
 		{"foreign supervisor on another boot is just another boot", child, Facts{BootID: bootB, Child: Same, Supervisor: Foreign},
-			Verdict{Unknown, ReasonRebooted, false, false}},
+			Verdict{Unknown, ReasonRebooted, false, false, false}},
 
 		// The recorded leader is alive with its start time but is not in
 		// its supervisor's session, or names a pid no run can have: it is
 		// someone else's process, never signalled (issue 9: kill(-1)).
 		{"leader in another session, supervisor gone", child, Facts{BootID: bootA, Child: Same, ChildSID: 77, Supervisor: Gone},
-			Verdict{Unknown, ReasonForeignProcess, false, false}},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
 		{"leader in another session, supervisor alive", child, Facts{BootID: bootA, Child: Same, ChildSID: 77, Supervisor: Same},
-			Verdict{Unknown, ReasonForeignProcess, false, false}},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
 		{"leader in another session, exit recorded, survivors", withExit(child), Facts{BootID: bootA, Child: Same, ChildSID: 77, Survivors: 2},
-			Verdict{Unknown, ReasonForeignProcess, false, false}},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
 		{"leader in another session, caller says foreign", child, Facts{BootID: bootA, Child: Foreign, Supervisor: Same},
-			Verdict{Unknown, ReasonForeignProcess, false, false}},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
 		{"leader is pid 1 (kill(-1) would reach every process)", pids(child, 1, 50), Facts{BootID: bootA, Child: Same, ChildSID: 50, Supervisor: Gone},
-			Verdict{Unknown, ReasonForeignProcess, false, false}},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
 		{"leader is our own process group", pids(child, me.PGID, 50), Facts{BootID: bootA, Child: Same, ChildSID: 50, Supervisor: Gone, Self: me},
-			Verdict{Unknown, ReasonForeignProcess, false, false}},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
 		{"leader is our own pid", pids(child, me.PID, 50), Facts{BootID: bootA, Child: Same, ChildSID: 50, Supervisor: Gone, Self: me},
-			Verdict{Unknown, ReasonForeignProcess, false, false}},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
 		{"leader in our session, which the record calls its supervisor's", pids(child, 100, me.SID), Facts{BootID: bootA, Child: Same, ChildSID: me.SID, Supervisor: Reused, Self: me},
-			Verdict{Unknown, ReasonForeignProcess, false, false}},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
 		{"supervisor is our own pid, alive with its start time", pids(child, 100, me.PID), Facts{BootID: bootA, Child: Same, ChildSID: me.PID, Supervisor: Same, Self: me},
-			Verdict{Unknown, ReasonForeignRecord, false, false}},
+			Verdict{Unknown, ReasonForeignRecord, false, false, false}},
 		{"leader gone, its group id is ours: members are not the run's", pids(child, me.PGID, 50), Facts{BootID: bootA, Child: Gone, Supervisor: Gone, Survivors: 3, Self: me},
-			Verdict{Unknown, ReasonSupervisorLost, false, false}},
+			Verdict{Unknown, ReasonSupervisorLost, false, false, false}},
 		{"leader gone, the session named is ours: members are not the run's", pids(child, 100, me.SID), Facts{BootID: bootA, Child: Gone, Supervisor: Gone, Survivors: 3, Self: me},
-			Verdict{Unknown, ReasonSupervisorLost, false, false}},
+			Verdict{Unknown, ReasonSupervisorLost, false, false, false}},
 		{"exit recorded, group id 1: no survivors", withExit(pids(child, 1, 50)), Facts{BootID: bootA, Child: Gone, Survivors: 3},
-			Verdict{Exited, ReasonExited, false, false}},
+			Verdict{Exited, ReasonExited, false, false, false}},
 		{"exit recorded, the session named is ours: no survivors", withExit(pids(child, 100, me.SID)), Facts{BootID: bootA, Child: Gone, Survivors: 3, Self: me},
-			Verdict{Exited, ReasonExited, false, false}},
+			Verdict{Exited, ReasonExited, false, false, false}},
 		{"exiting, the leader's pid is ours: not signalable", pids(child, me.PGID, 50), Facts{BootID: bootA, Child: Reused, Supervisor: Same, Survivors: 2, Self: me},
-			Verdict{Running, ReasonExiting, true, false}},
+			Verdict{Running, ReasonExiting, true, false, false}},
 		// agent-box called from inside a run: its session is the run's
 		// supervisor's, its group perhaps the leader's. A verified live
 		// supervisor makes the record believable; our own group is still
 		// never signalled.
 		{"inside the run: our session is its live supervisor's", pids(child, 100, me.SID), Facts{BootID: bootA, Child: Same, ChildSID: me.SID, Supervisor: Same, Self: me},
-			Verdict{Running, ReasonRunning, true, true}},
+			Verdict{Running, ReasonRunning, true, true, true}},
 		{"inside the run: its leader's group is ours", pids(child, me.PGID, me.SID), Facts{BootID: bootA, Child: Same, ChildSID: me.SID, Supervisor: Same, Self: me},
-			Verdict{Running, ReasonRunning, true, false}},
+			Verdict{Running, ReasonRunning, true, false, true}},
 		{"inside the run, its supervisor gone: unverifiable", pids(child, me.PGID, me.SID), Facts{BootID: bootA, Child: Same, ChildSID: me.SID, Supervisor: Gone, Self: me},
-			Verdict{Unknown, ReasonForeignProcess, false, false}},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
 		{"supervisor is our group leader, alive with its start time", pids(child, 100, me.PGID), Facts{BootID: bootA, Child: Same, ChildSID: me.PGID, Supervisor: Same, Self: me},
-			Verdict{Unknown, ReasonForeignRecord, false, false}},
+			Verdict{Unknown, ReasonForeignRecord, false, false, false}},
 		{"leader in its gone supervisor's session (a session id outlives its leader)", child, Facts{BootID: bootA, Child: Same, ChildSID: 50, Supervisor: Gone},
-			Verdict{Running, ReasonUnsupervised, true, true}},
+			Verdict{Running, ReasonUnsupervised, true, true, true}},
 
 		// No child pid recorded, same boot.
 		{"start failed", failed(noChild), Facts{BootID: bootA, Supervisor: Gone},
-			Verdict{Unknown, ReasonStartFailed, false, false}},
+			Verdict{Unknown, ReasonStartFailed, false, false, false}},
 		{"start failed, supervisor still alive", failed(noChild), Facts{BootID: bootA, Supervisor: Same},
-			Verdict{Unknown, ReasonStartFailed, false, false}},
+			Verdict{Unknown, ReasonStartFailed, false, false, false}},
 		{"child pid beats contradictory start failure", failed(child), Facts{BootID: bootA, Child: Same, Supervisor: Same},
-			Verdict{Running, ReasonRunning, true, true}},
+			Verdict{Running, ReasonRunning, true, true, true}},
 		{"starting", noChild, Facts{BootID: bootA, Supervisor: Same},
-			Verdict{Running, ReasonStarting, true, false}},
+			Verdict{Running, ReasonStarting, true, false, false}},
 		{"start interrupted, supervisor gone", noChild, Facts{BootID: bootA, Supervisor: Gone},
-			Verdict{Unknown, ReasonStartInterrupted, false, false}},
+			Verdict{Unknown, ReasonStartInterrupted, false, false, false}},
 		{"start interrupted, supervisor pid reused", noChild, Facts{BootID: bootA, Supervisor: Reused},
-			Verdict{Unknown, ReasonStartInterrupted, false, false}},
+			Verdict{Unknown, ReasonStartInterrupted, false, false, false}},
 		{"start interrupted, no supervisor recorded", unsupervisedRun(noChild), Facts{BootID: bootA, Supervisor: Same},
-			Verdict{Unknown, ReasonStartInterrupted, false, false}},
+			Verdict{Unknown, ReasonStartInterrupted, false, false, false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -209,6 +210,14 @@ var mayBeAliveOf = map[Reason]bool{
 	ReasonStarting:         true,
 	ReasonStartInterrupted: false,
 	ReasonStartFailed:      false,
+}
+
+// leaderAliveOf is the LeaderAlive column of the matrix, per reason: only
+// a leader found Same, in its supervisor's session, is known to hold its
+// group's id.
+var leaderAliveOf = map[Reason]bool{
+	ReasonRunning:      true,
+	ReasonUnsupervised: true,
 }
 
 // TestDecideInvariants enumerates every combination of inputs (with
@@ -278,6 +287,12 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 	}
 	if want := mayBeAliveOf[v.Reason]; v.MayBeAlive != want {
 		t.Errorf("%s: MayBeAlive = %v for reason %q, want %v", where, v.MayBeAlive, v.Reason, want)
+	}
+	if want := leaderAliveOf[v.Reason]; v.LeaderAlive != want {
+		t.Errorf("%s: LeaderAlive = %v for reason %q, want %v", where, v.LeaderAlive, v.Reason, want)
+	}
+	if v.LeaderAlive && !childSame {
+		t.Errorf("%s: LeaderAlive without a live leader in its supervisor's session", where)
 	}
 	foreign := sameBoot && hasSup && (facts.Supervisor == Foreign || facts.Supervisor == Same && supIsUs)
 	foreignChild := sameBoot && hasChild && !foreign && (facts.Child == Foreign || facts.Child == Same && !childSame)
@@ -367,5 +382,78 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 		if got := Decide(run, f); got != v {
 			t.Errorf("%s: survivors changed the verdict of a run with no exit recorded that is neither exiting nor lost with survivors", where)
 		}
+	}
+}
+
+// TestTargets pins which processes a kill reaches, the "Targets" table in
+// docs/architecture/outcome.md. Change the two together.
+func TestTargets(t *testing.T) {
+	me := Self{PID: 300, PGID: 301, SID: 302}
+	// The run: leader 100 (its group's id), started at tick 1000, in the
+	// session of its supervisor 50.
+	base := TargetFacts{Group: 100, LeaderStart: 1000, Supervisor: 50, Self: me}
+	with := func(edit func(*TargetFacts)) TargetFacts { f := base; edit(&f); return f }
+	alive := func(f *TargetFacts) { f.LeaderAlive = true }
+	member := Proc{PID: 110, PGID: 100, SID: 50, StartTime: 1200}
+	daemon := Proc{PID: 120, PGID: 120, SID: 120, StartTime: 1300} // setsid: a session of its own
+	worker := Proc{PID: 130, PGID: 130, SID: 50, StartTime: 1400}  // setpgid: a group of its own
+
+	type row struct {
+		name    string
+		facts   TargetFacts
+		group   bool
+		outside []int
+	}
+	tests := []row{
+		{"leader alive: its group", with(alive), true, nil},
+		{"leader alive, descendants outside the group", with(func(f *TargetFacts) {
+			alive(f)
+			f.Descendants = []Proc{member, daemon, worker}
+		}), true, []int{120, 130}},
+		{"leader gone, nothing seen: the group id may be someone else's", base, false, nil},
+		{"leader gone, a descendant in the group", with(func(f *TargetFacts) { f.Descendants = []Proc{member} }), true, nil},
+		{"leader gone, only a descendant outside the group", with(func(f *TargetFacts) { f.Descendants = []Proc{daemon} }), false, []int{120}},
+		{"leader gone, supervisor gone, a member in its session", with(func(f *TargetFacts) { f.Procs = []Proc{daemon, member} }), true, nil},
+		{"leader gone, a member started with the leader", with(func(f *TargetFacts) {
+			f.Procs = []Proc{{PID: 110, PGID: 100, SID: 50, StartTime: 1000}}
+		}), true, nil},
+		{"leader gone, a member started before the leader", with(func(f *TargetFacts) {
+			f.Procs = []Proc{{PID: 110, PGID: 100, SID: 50, StartTime: 999}}
+		}), false, nil},
+		{"leader gone, a process in the group but another session", with(func(f *TargetFacts) {
+			f.Procs = []Proc{{PID: 110, PGID: 100, SID: 77, StartTime: 1200}}
+		}), false, nil},
+		{"leader gone, its id reused for a new group with no member of ours", with(func(f *TargetFacts) {
+			f.Procs = []Proc{{PID: 100, PGID: 100, SID: 100, StartTime: 5000}, {PID: 101, PGID: 100, SID: 100, StartTime: 5001}}
+		}), false, nil},
+		{"leader gone, the session named is ours", with(func(f *TargetFacts) {
+			f.Supervisor = me.SID
+			f.Procs = []Proc{{PID: 110, PGID: 100, SID: me.SID, StartTime: 1200}}
+		}), false, nil},
+		{"leader gone, the session named is pid 1", with(func(f *TargetFacts) {
+			f.Supervisor = 1
+			f.Procs = []Proc{{PID: 110, PGID: 100, SID: 1, StartTime: 1200}}
+		}), false, nil},
+		{"our own pid and pid 1 among the descendants are never signalled", with(func(f *TargetFacts) {
+			alive(f)
+			f.Descendants = []Proc{{PID: 1, PGID: 1, SID: 1}, {PID: me.PID, PGID: me.PGID, SID: 50}, worker}
+		}), true, []int{130}},
+	}
+	// A planted record: the group it names is no run's, whatever is seen.
+	for _, g := range []int{me.PGID, me.PID, me.SID, 1, 0, -1} {
+		tests = append(tests, row{fmt.Sprintf("planted group id %d: nothing", g), with(func(f *TargetFacts) {
+			alive(f)
+			f.Group = g
+			f.Descendants = []Proc{{PID: 110, PGID: g, SID: 50, StartTime: 1200}, daemon}
+			f.Procs = []Proc{{PID: 110, PGID: g, SID: 50, StartTime: 1200}}
+		}), false, nil})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			group, outside := Targets(tt.facts)
+			if group != tt.group || !slices.Equal(outside, tt.outside) {
+				t.Errorf("Targets(%+v) = %v, %v; want %v, %v", tt.facts, group, outside, tt.group, tt.outside)
+			}
+		})
 	}
 }

@@ -126,15 +126,11 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 	return res, nil
 }
 
-// signalRun sends sig to the run's processes: the leader's process group,
-// and each process of the run outside it (one that made a group or a
-// session of its own). Those a live supervisor can name, as its
-// descendants: as their subreaper it is their parent once their own
-// parent is gone. group reports whether the group was there to signal.
-//
-// The group's id is the leader's pid. Once the leader is gone, an empty
-// group's id may be handed out again, so the group is signalled only when
-// a process of the run is known to be in it.
+// signalRun sends sig to the run's processes that outcome.Targets picks:
+// the leader's process group, and each process of the run outside it (one
+// that made a group or a session of its own), which a live supervisor
+// names as its descendants. group reports whether the group was there to
+// signal.
 func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int, err error) {
 	pgid := run.PID
 	self := m.Sys.Self()
@@ -143,29 +139,13 @@ func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int
 		// group must not depend on every caller having asked it.
 		return false, nil, fmt.Errorf("%w: pid %d is not provably the run's", ErrNotSignalable, pgid)
 	}
-	leaderGone := run.State == outcome.Exited || run.Verdict.Reason == outcome.ReasonExiting || run.Verdict.Reason == outcome.ReasonLostSurvivors
-	inGroup := !leaderGone
-	procs, perr := m.Sys.Processes()
-	if perr == nil && run.rec != nil {
-		if run.supAlive && supervisorIn(procs, run.rec) {
-			for _, p := range proc.Descendants(procs, run.rec.SupervisorPID, m.Sys.IsSupervisor) {
-				if p.PGID == pgid {
-					inGroup = true
-				} else if self.MayBeRun(p.PID) && m.Sys.Signal(p.PID, sig) == nil {
-					outside = append(outside, p.PID)
-				}
-			}
-		}
-		// Without the supervisor, a member of the group is still ours
-		// when it is in the supervisor's session (a group never spans
-		// sessions) and started no earlier than the leader.
-		for _, p := range procs {
-			if p.PGID == pgid && p.SID == run.rec.SupervisorPID && p.StartTime >= run.rec.PIDStartTime {
-				inGroup = true
-			}
+	group, targets := outcome.Targets(m.targetFacts(run))
+	for _, pid := range targets {
+		if m.Sys.Signal(pid, sig) == nil {
+			outside = append(outside, pid)
 		}
 	}
-	if !inGroup {
+	if !group {
 		return false, outside, nil
 	}
 	switch err := m.Sys.Signal(-pgid, sig); {
@@ -176,6 +156,36 @@ func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int
 	default:
 		return false, outside, fmt.Errorf("signalling process group %d: %w", pgid, err)
 	}
+}
+
+// targetFacts gathers what outcome.Targets decides from: the verdict, the
+// record, and one snapshot of /proc. Without a snapshot only a live
+// leader's group is reached.
+func (m *Manager) targetFacts(run Run) outcome.TargetFacts {
+	f := outcome.TargetFacts{Group: run.PID, LeaderAlive: run.Verdict.LeaderAlive, Self: m.Sys.Self()}
+	procs, err := m.Sys.Processes()
+	if err != nil || run.rec == nil {
+		return f
+	}
+	f.Supervisor, f.LeaderStart = run.rec.SupervisorPID, run.rec.PIDStartTime
+	if run.supAlive && supervisorIn(procs, run.rec) {
+		f.Descendants = procFacts(proc.Descendants(procs, run.rec.SupervisorPID, m.Sys.IsSupervisor))
+	}
+	f.Procs = procFacts(procs)
+	return f
+}
+
+// procFacts converts a snapshot to outcome's process facts.
+func procFacts(procs []proc.Stat) []outcome.Proc {
+	out := make([]outcome.Proc, len(procs))
+	for i, p := range procs {
+		out[i] = procFact(p)
+	}
+	return out
+}
+
+func procFact(p proc.Stat) outcome.Proc {
+	return outcome.Proc{PID: p.PID, PGID: p.PGID, SID: p.SID, StartTime: p.StartTime}
 }
 
 // supervisorIn reports whether the snapshot holds rec's supervisor: its

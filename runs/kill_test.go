@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/supervisor"
 )
 
@@ -96,5 +98,55 @@ func TestKillGraceEscalatesWhileExitIsBeingRecorded(t *testing.T) {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "group member %d ignoring TERM is still alive after TERM + grace_ms; kill said %q", member, res.Message)
+	}
+}
+
+// changingSys is a plantedSys whose /proc scans find first members, then
+// later: the snapshot a kill takes is not the one the verdict was made
+// from.
+type changingSys struct {
+	*plantedSys
+	later []proc.Stat
+	scans int
+}
+
+func (s *changingSys) Processes() ([]proc.Stat, error) {
+	if s.scans++; s.scans > 1 {
+		return s.later, nil
+	}
+	return s.procs, nil
+}
+
+// Once the leader is gone its group is signalled only while a member of
+// the run is seen in it (outcome.Targets): a kill whose snapshot no longer
+// finds the survivor the verdict counted, or finds the group's id held by
+// a stranger in another session, leaves the group alone.
+func TestKillSignalsAGoneLeadersGroupOnlyWithAMemberSeen(t *testing.T) {
+	member := proc.Stat{PID: 510, PPID: 1, PGID: 500, SID: 99, StartTime: 2, State: 'S'}
+	stranger := proc.Stat{PID: 520, PPID: 1, PGID: 500, SID: 777, StartTime: 9, State: 'S'}
+	for _, tc := range []struct {
+		name  string
+		later []proc.Stat
+		want  []int
+	}{
+		{"member still there", []proc.Stat{member}, []int{-500}},
+		{"member gone", nil, nil},
+		{"group id held by a stranger in another session", []proc.Stat{stranger}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := newStore(t)
+			rec := record(store, "boot")
+			code := 0
+			now := time.Now().UTC()
+			rec.PID, rec.SupervisorPID = 500, 99
+			rec.Exit, rec.FinishedAt, rec.OutputClosed = &runrecord.Exit{Code: &code, At: now}, &now, true
+			require.NoError(t, store.Create(rec))
+			sys := &changingSys{plantedSys: &plantedSys{self: outcome.Self{PID: 4000, PGID: 4001, SID: 4002}, sup: 99, sid: 99,
+				procs: []proc.Stat{member}}, later: tc.later}
+			m := &Manager{Store: store, Sys: sys}
+			_, err := m.Kill(rec.Name, "", unix.SIGKILL, 0)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, sys.signals)
+		})
 	}
 }

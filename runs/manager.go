@@ -205,10 +205,9 @@ func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 	}
 	x.load()
 	for _, p := range x.byPGID[rec.PID] {
-		// A pgid number can only come back to a new group once every
-		// member of ours is gone; the session (the supervisor's) and a
-		// start no earlier than the leader's tie a member to this run.
-		if p.PID != rec.PID && p.SID == rec.SupervisorPID && p.StartTime >= rec.PIDStartTime && !slices.Contains(pids, p.PID) {
+		// outcome.Member ties a member to this run: the group's and the
+		// session's ids, and a start no earlier than the leader's.
+		if p.PID != rec.PID && outcome.Member(procFact(p), rec.PID, rec.SupervisorPID, rec.PIDStartTime) && !slices.Contains(pids, p.PID) {
 			pids = append(pids, p.PID)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/capture"
+	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 )
@@ -241,29 +242,38 @@ func drain(r io.Reader, w io.Writer) {
 
 // descendants are the live processes of the run: every descendant of the
 // supervisor, which as a child subreaper inherits the orphans among them.
-func (s *supervisor) descendants() []proc.Stat {
+func (s *supervisor) descendants() []outcome.Proc {
 	procs, err := proc.Processes()
 	if err != nil {
 		return nil
 	}
-	return proc.Descendants(procs, os.Getpid(), s.nested.IsSupervisor)
+	var out []outcome.Proc
+	for _, p := range proc.Descendants(procs, os.Getpid(), s.nested.IsSupervisor) {
+		out = append(out, outcome.Proc{PID: p.PID, PGID: p.PGID, SID: p.SID, StartTime: p.StartTime})
+	}
+	return out
 }
 
-// signalRun sends sig to every process of the run: the leader's process
-// group, and each descendant outside it (one that made a group or a
-// session of its own). Once the leader is reaped its pid, which is the
-// group's id, may be handed out again when the group is empty, so the
-// group is signalled only while one of our descendants is in it.
+// signalRun sends sig to every process of the run that outcome.Targets
+// picks: the leader's process group, and each descendant outside it (one
+// that made a group or a session of its own). Once the leader is reaped
+// its pid, the group's id, may be handed out again when the group is
+// empty, so the group is signalled only while one of our descendants is
+// in it.
 func (s *supervisor) signalRun(pgid int, sig unix.Signal, leaderReaped bool) {
-	inGroup := !leaderReaped
-	for _, d := range s.descendants() {
-		if d.PGID == pgid {
-			inGroup = true
-			continue
-		}
-		unix.Kill(d.PID, sig)
+	me := os.Getpid()
+	sid, _ := unix.Getsid(0)
+	group, outside := outcome.Targets(outcome.TargetFacts{
+		Group:       pgid,
+		LeaderAlive: !leaderReaped,
+		Supervisor:  me,
+		Self:        outcome.Self{PID: me, PGID: unix.Getpgrp(), SID: sid},
+		Descendants: s.descendants(),
+	})
+	for _, pid := range outside {
+		unix.Kill(pid, sig)
 	}
-	if inGroup {
+	if group {
 		unix.Kill(-pgid, sig)
 	}
 }
