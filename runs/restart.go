@@ -64,7 +64,7 @@ func (m *Manager) Restart(ctx context.Context, req RestartRequest) (RestartResul
 	if err := check.normalize(); err != nil {
 		return RestartResult{}, fmt.Errorf("run %s of %q cannot be started again as it was: %w", prev.RunID, prev.Name, err)
 	}
-	if _, _, _, err := check.program(); err != nil {
+	if _, _, _, err := check.program(m.Env); err != nil {
 		return RestartResult{}, fmt.Errorf("run %s of %q cannot be started again as it was: %w", prev.RunID, prev.Name, err)
 	}
 	res := RestartResult{Previous: prev}

@@ -21,7 +21,7 @@ import (
 )
 
 // Spec is everything the supervisor needs to start the child. It is sent as
-// JSON over the spec pipe (fd 3) and never stored on disk.
+// JSON over the spec pipe (SpecFD) and never stored on disk.
 type Spec struct {
 	StateDir    string   `json:"state_dir"`
 	Name        string   `json:"name"`
@@ -39,13 +39,6 @@ type Spec struct {
 	// timeout before it sends SIGKILL to the group.
 	KillGraceMS int `json:"kill_grace_ms,omitempty"`
 }
-
-// The file descriptors the supervisor is started with, besides 0-2
-// (/dev/null, /dev/null, the run's supervisor.log).
-const (
-	SpecFD   = 3 // read end of the spec pipe
-	ReportFD = 4 // write end of the report pipe
-)
 
 // ErrStartFailed is wrapped by ReadReport when the supervisor could not
 // start the child.
@@ -95,3 +88,11 @@ func ReadReport(r io.Reader) (int, error) {
 func EncodeSpec(w io.Writer, s *Spec) error {
 	return json.NewEncoder(w).Encode(s)
 }
+
+// decodeSpec reads what EncodeSpec wrote, at most maxSpec bytes of it.
+func decodeSpec(r io.Reader, s *Spec) error {
+	return json.NewDecoder(io.LimitReader(r, maxSpec)).Decode(s)
+}
+
+// maxSpec bounds a spec: its argv and env are bounded by runs.
+const maxSpec = 16 << 20
