@@ -168,9 +168,23 @@ func (req *StartRequest) normalize() error {
 	if err := runrecord.ValidName(req.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if err := req.checkBounds(); err != nil {
-		return err
+	for _, check := range []func() error{
+		req.checkBounds,
+		req.checkProgram,
+		req.checkCwd,
+		req.checkEnv,
+		req.checkModes,
+		req.checkReady,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// checkProgram checks that req names one program, a command or an argv.
+func (req *StartRequest) checkProgram() error {
 	switch {
 	case req.Command != "" && len(req.Argv) > 0:
 		return invalid("give either command (a shell string) or argv (an array), not both")
@@ -188,6 +202,12 @@ func (req *StartRequest) normalize() error {
 	if len(req.Argv) > 0 && req.Argv[0] == "" {
 		return invalid("argv[0] is empty")
 	}
+	return nil
+}
+
+// checkCwd makes req.Cwd absolute (resolveCwd) and checks that it is a
+// directory.
+func (req *StartRequest) checkCwd() error {
 	if err := req.resolveCwd(); err != nil {
 		return err
 	}
@@ -198,6 +218,12 @@ func (req *StartRequest) normalize() error {
 	if !fi.IsDir() {
 		return invalid("cwd %q is not a directory", req.Cwd)
 	}
+	return nil
+}
+
+// checkEnv checks env and secret_env: valid names and values, secrets
+// that can be masked, no name in both.
+func (req *StartRequest) checkEnv() error {
 	if err := validEnv("env", req.Env); err != nil {
 		return err
 	}
@@ -212,6 +238,12 @@ func (req *StartRequest) normalize() error {
 			return invalid("%s is in both env and secret_env", k)
 		}
 	}
+	return nil
+}
+
+// checkModes checks the enumerations and limits of req, filling the
+// defaults of those not given.
+func (req *StartRequest) checkModes() error {
 	switch req.CaptureMode {
 	case "":
 		req.CaptureMode = string(capture.Combined)
@@ -240,14 +272,18 @@ func (req *StartRequest) normalize() error {
 	default:
 		return invalid("if_running %s is not one of error, reuse", quoteShort(req.IfRunning))
 	}
+	return nil
+}
+
+// checkReady checks the readiness probe and its timeout.
+func (req *StartRequest) checkReady() error {
 	if t := req.ReadyTimeout; t != nil && (*t < 0 || *t > MaxReadyTimeout) {
 		return invalid("ready_timeout_s must be between 0 and %d", int(MaxReadyTimeout.Seconds()))
 	}
-	if req.Ready != nil {
-		if err := req.Ready.check(); err != nil {
-			return err
-		}
-	} else if req.ReadyTimeout != nil {
+	switch {
+	case req.Ready != nil:
+		return req.Ready.check()
+	case req.ReadyTimeout != nil:
 		return invalid("ready_timeout_s bounds the ready probe; give ready too")
 	}
 	return nil
