@@ -163,15 +163,16 @@ func (req *StartRequest) checkBounds() error {
 	return nil
 }
 
-// normalize checks req and fills its defaults; nothing is touched on disk.
-func (req *StartRequest) normalize() error {
+// normalize checks req and fills its defaults, taking a relative cwd from
+// home; nothing is touched on disk.
+func (req *StartRequest) normalize(home string) error {
 	if err := runrecord.ValidName(req.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	for _, check := range []func() error{
 		req.checkBounds,
 		req.checkProgram,
-		req.checkCwd,
+		func() error { return req.checkCwd(home) },
 		req.checkEnv,
 		req.checkModes,
 		req.checkReady,
@@ -207,8 +208,8 @@ func (req *StartRequest) checkProgram() error {
 
 // checkCwd makes req.Cwd absolute (resolveCwd) and checks that it is a
 // directory.
-func (req *StartRequest) checkCwd() error {
-	if err := req.resolveCwd(); err != nil {
+func (req *StartRequest) checkCwd(home string) error {
+	if err := req.resolveCwd(home); err != nil {
 		return err
 	}
 	fi, err := os.Stat(req.Cwd)
@@ -356,7 +357,7 @@ func redactorOf(secretEnv map[string]string) *capture.Redactor {
 // would: empty is the home directory, "~" and "~/..." expand to it, and a
 // relative path is taken from it. Not from agent-box's own cwd, which is
 // wherever ssh started it and means nothing to the agent.
-func (req *StartRequest) resolveCwd() error {
+func (req *StartRequest) resolveCwd(home string) error {
 	if filepath.IsAbs(req.Cwd) {
 		req.Cwd = filepath.Clean(req.Cwd) // "/srv/app/" is "/srv/app", also to if_running reuse
 		return nil
@@ -364,13 +365,16 @@ func (req *StartRequest) resolveCwd() error {
 	if strings.HasPrefix(req.Cwd, "~") && req.Cwd != "~" && !strings.HasPrefix(req.Cwd, "~/") {
 		return invalid("cwd %s: only ~ and ~/ are expanded (another user's home, ~user, is not); give an absolute path", quoteShort(req.Cwd))
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return invalid("cwd %s is relative to the home directory, and there is none: %v", quoteShort(req.Cwd), err)
+	if home == "" {
+		return invalid("cwd %s is relative to the home directory, and there is none: $HOME is not defined", quoteShort(req.Cwd))
 	}
 	req.Cwd = filepath.Join(home, strings.TrimPrefix(strings.TrimPrefix(req.Cwd, "~"), "/"))
 	return nil
 }
+
+// home is the home directory of runs: HOME in the environment they
+// inherit, as os.UserHomeDir reads it in ours.
+func (m *Manager) home() string { return lookEnv(m.Env, "HOME") }
 
 // childEnv is the inherited environment with env and secrets laid over it.
 func childEnv(inherited []string, req *StartRequest, name, runID string) []string {
@@ -552,7 +556,7 @@ func (m *Manager) newRecord(req *StartRequest, runID string, now time.Time, stat
 }
 
 func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, error) {
-	if err := req.normalize(); err != nil {
+	if err := req.normalize(m.home()); err != nil {
 		return StartResult{}, err
 	}
 	path, argv, statusOf, err := req.program(m.Env)

@@ -145,7 +145,6 @@ func TestTimeoutGraceReachesTheSupervisor(t *testing.T) {
 
 func TestCwdResolvesAgainstHome(t *testing.T) {
 	home := t.TempDir()
-	t.Setenv("HOME", home)
 	for _, c := range []struct{ cwd, want string }{
 		{"", home},
 		{"~", home},
@@ -155,13 +154,17 @@ func TestCwdResolvesAgainstHome(t *testing.T) {
 		{"/abs/path", "/abs/path"},
 	} {
 		req := StartRequest{Cwd: c.cwd}
-		if err := req.resolveCwd(); err != nil || req.Cwd != c.want {
+		if err := req.resolveCwd(home); err != nil || req.Cwd != c.want {
 			t.Errorf("cwd %q: got %q, %v; want %q", c.cwd, req.Cwd, err, c.want)
 		}
 	}
 	req := StartRequest{Cwd: "~root/x"}
-	if err := req.resolveCwd(); err == nil {
+	if err := req.resolveCwd(home); err == nil {
 		t.Errorf("~root/x was accepted as %q", req.Cwd)
+	}
+	req = StartRequest{Cwd: "src"}
+	if err := req.resolveCwd(""); err == nil {
+		t.Errorf("without a home directory, src was accepted as %q", req.Cwd)
 	}
 }
 
