@@ -182,7 +182,7 @@ func (e *ReportTimeoutError) Error() string {
 // could not be started (ErrStartFailed, ErrNoReport, *ReportTimeoutError).
 func (l *Launched) Start(timeout time.Duration) (int, error) {
 	defer l.repR.Close()
-	err := EncodeSpec(l.specW, l.spec)
+	err := encodeSpec(l.specW, l.spec)
 	l.specW.Close()
 	if err != nil {
 		return 0, fmt.Errorf("sending spec to supervisor: %w", err)
@@ -193,7 +193,7 @@ func (l *Launched) Start(timeout time.Duration) (int, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		pid, err := ReadReport(l.repR)
+		pid, err := readReport(l.repR)
 		done <- result{pid, err}
 	}()
 	if timeout <= 0 {

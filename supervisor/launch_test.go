@@ -113,3 +113,35 @@ func TestLaunchedThatDoesNotReport(t *testing.T) {
 	}
 	assert.Empty(t, LogHead(dir))
 }
+
+// The start report, as writeReport sends it and readReport reads it.
+func TestReportRoundTrip(t *testing.T) {
+	var b strings.Builder
+	require.NoError(t, writeReport(&b, 1234, nil))
+	pid, err := readReport(strings.NewReader(b.String()))
+	assert.Equal(t, 1234, pid)
+	assert.NoError(t, err)
+
+	b.Reset()
+	require.NoError(t, writeReport(&b, 0, errors.New("exec: no such file\nor directory")))
+	_, err = readReport(strings.NewReader(b.String()))
+	assert.ErrorIs(t, err, ErrStartFailed)
+	assert.Equal(t, "could not start the process: exec: no such file or directory", err.Error(), "one line")
+
+	for _, bad := range []string{"", "ok 12", "ok 0\n", "ok -3\n", "ok x\n", "hello\n"} {
+		_, err := readReport(strings.NewReader(bad))
+		assert.Error(t, err, "%q", bad)
+		assert.NotErrorIs(t, err, ErrStartFailed, "%q", bad)
+	}
+	_, err = readReport(strings.NewReader(""))
+	assert.ErrorIs(t, err, ErrNoReport, "EOF before a line")
+}
+
+func TestSpecRoundTrip(t *testing.T) {
+	in := Spec{Name: "build", RunID: "r", Path: "/bin/sh", Argv: []string{"sh", "-c", "x"}, Env: []string{"A=1"}, Secrets: []string{"s"}, KillGraceMS: 250}
+	var b strings.Builder
+	require.NoError(t, encodeSpec(&b, &in))
+	var out Spec
+	require.NoError(t, decodeSpec(strings.NewReader(b.String()), &out))
+	assert.Equal(t, in, out)
+}

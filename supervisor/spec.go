@@ -40,7 +40,7 @@ type Spec struct {
 	KillGraceMS int `json:"kill_grace_ms,omitempty"`
 }
 
-// ErrStartFailed is wrapped by ReadReport when the supervisor could not
+// ErrStartFailed is wrapped by Launched.Start when the supervisor could not
 // start the child.
 var ErrStartFailed = errors.New("could not start the process")
 
@@ -60,9 +60,9 @@ func writeReport(w io.Writer, pid int, startErr error) error {
 	return err
 }
 
-// ReadReport reads the supervisor's start report and returns the child's
+// readReport reads the supervisor's start report and returns the child's
 // pid, or why it could not be started.
-func ReadReport(r io.Reader) (int, error) {
+func readReport(r io.Reader) (int, error) {
 	line, err := bufio.NewReader(io.LimitReader(r, 64<<10)).ReadString('\n')
 	if err != nil {
 		if errors.Is(err, io.EOF) {
@@ -84,12 +84,12 @@ func ReadReport(r io.Reader) (int, error) {
 	return 0, fmt.Errorf("bad supervisor report %q", line)
 }
 
-// EncodeSpec is what the server writes to the spec pipe.
-func EncodeSpec(w io.Writer, s *Spec) error {
+// encodeSpec is what Launched.Start writes to the spec pipe.
+func encodeSpec(w io.Writer, s *Spec) error {
 	return json.NewEncoder(w).Encode(s)
 }
 
-// decodeSpec reads what EncodeSpec wrote, at most maxSpec bytes of it.
+// decodeSpec reads what encodeSpec wrote, at most maxSpec bytes of it.
 func decodeSpec(r io.Reader, s *Spec) error {
 	return json.NewDecoder(io.LimitReader(r, maxSpec)).Decode(s)
 }
