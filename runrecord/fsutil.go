@@ -288,9 +288,9 @@ func readRecordAt(dirfd int, path string, buf *[]byte) (*Record, error) {
 	fd, err := openNoFollow(dirfd, path, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	switch {
 	case err == unix.ENOENT:
-		return nil, fmt.Errorf("no %s: %w", recordFile, ErrNotFound)
+		return nil, fmt.Errorf("no %s: %w", RecordFile, ErrNotFound)
 	case err == unix.ELOOP:
-		return nil, fmt.Errorf("%s is a symlink: %w", recordFile, ErrSymlink)
+		return nil, fmt.Errorf("%s is a symlink: %w", RecordFile, ErrSymlink)
 	case err != nil:
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -298,7 +298,7 @@ func readRecordAt(dirfd int, path string, buf *[]byte) (*Record, error) {
 	if kind, err := fileKind(fd); err != nil {
 		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
 	} else if kind != "" {
-		return nil, fmt.Errorf("%w: %s is %s, not a regular file", ErrCorrupt, recordFile, kind)
+		return nil, fmt.Errorf("%w: %s is %s, not a regular file", ErrCorrupt, RecordFile, kind)
 	}
 
 	var local []byte
@@ -319,7 +319,7 @@ func readRecordAt(dirfd int, path string, buf *[]byte) (*Record, error) {
 			continue
 		}
 		if err == unix.EAGAIN {
-			return nil, fmt.Errorf("%w: %s is not a regular file", ErrCorrupt, recordFile)
+			return nil, fmt.Errorf("%w: %s is not a regular file", ErrCorrupt, RecordFile)
 		}
 		if err != nil {
 			return nil, &fs.PathError{Op: "read", Path: path, Err: err}

@@ -48,7 +48,7 @@ func (s *Store) RemoveAbandoned(name string, live func(*Record) bool) (int, erro
 			continue
 		}
 		if e.IsDir() {
-			if rec, err := readRecordAt(dirfd, filepath.Join(e.Name(), recordFile), nil); err == nil && live(rec) {
+			if rec, err := readRecordAt(dirfd, filepath.Join(e.Name(), RecordFile), nil); err == nil && live(rec) {
 				continue
 			}
 		}

@@ -73,10 +73,16 @@ func (e *VersionError) Error() string {
 
 func (e *VersionError) Unwrap() error { return ErrUnsupportedVersion }
 
+// A run dir's files as the store names them: the record and the run's
+// output. The supervisor's own files are named in package supervisor
+// (supervisor.StderrFile and the like).
 const (
-	recordFile = "record.json"
-	logFile    = "log"
-	lockFile   = ".lock"
+	RecordFile = "record.json"
+	LogFile    = "log"
+)
+
+const (
+	lockFile = ".lock" // in a name's directory: see LockName
 
 	// MaxRecordBytes bounds what Read will load: a record is a few hundred
 	// bytes, so anything near this is not one, and reading it whole would
@@ -451,11 +457,11 @@ func (s *Store) RunDir(name, runID string) string {
 
 // LogPath returns root/runs/<name>/<runID>/log.
 func (s *Store) LogPath(name, runID string) string {
-	return filepath.Join(s.RunDir(name, runID), logFile)
+	return filepath.Join(s.RunDir(name, runID), LogFile)
 }
 
 func (s *Store) recordPath(name, runID string) string {
-	return filepath.Join(s.RunDir(name, runID), recordFile)
+	return filepath.Join(s.RunDir(name, runID), RecordFile)
 }
 
 func validate(name, runID string) error {
@@ -504,7 +510,7 @@ func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
 	if err == nil {
 		// Not writeAtomic: tmp is not visible yet, so a failed fsync of
 		// it is a plain failure, and tmp is removed below.
-		err = replaceFile(tmp, recordFile, data)
+		err = replaceFile(tmp, RecordFile, data)
 	}
 	if err == nil {
 		err = syncDir(tmp)
@@ -580,11 +586,11 @@ func (s *Store) WriteVisible(r *Record) (durable func() error, err error) {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	dir := s.RunDir(r.Name, r.RunID)
-	if err := replaceFile(dir, recordFile, data); err != nil {
-		return nil, fmt.Errorf("%s: %s unchanged: %w", where, recordFile, err)
+	if err := replaceFile(dir, RecordFile, data); err != nil {
+		return nil, fmt.Errorf("%s: %s unchanged: %w", where, RecordFile, err)
 	}
 	return func() error {
-		if err := syncRenamed(dir, recordFile); err != nil {
+		if err := syncRenamed(dir, RecordFile); err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		return nil
@@ -849,7 +855,7 @@ func (s *Store) listName(name string, want func(name, runID string) bool) ([]Ent
 			out[i].Err = notDirError(s.RunDir(name, e.Name()), "run directory", e.Type())
 			return
 		}
-		r, err := readRecordAt(fd, e.Name()+"/"+recordFile, buf)
+		r, err := readRecordAt(fd, e.Name()+"/"+RecordFile, buf)
 		if err == nil {
 			err = checkPlace(r, name, e.Name())
 		}

@@ -64,10 +64,27 @@ type Manager struct {
 	// server that only lists and reads must not pay before its first
 	// reply. Nil means LaunchSetsid.
 	Launch func() string
-	// Waits bounds process_wait; zero fields take DefaultWaitPolicy's.
+	// Env is the environment agent-box passes on: each run's child starts
+	// from it, with the run's env and secret_env laid over it, and
+	// supervisors get it as it is. Nil is an empty environment, not
+	// agent-box's own: main passes os.Environ().
+	Env []string
+	// Logf writes one line of diagnostics for the operator (main: stderr,
+	// never stdout, which is the protocol's). Nil discards.
+	Logf func(format string, args ...any)
+	// Waits bounds process_wait, and holds the supervisors' waits given
+	// with each run (TimeoutGrace) and each write (StdinWrite); zero fields
+	// take DefaultWaitPolicy's.
 	Waits WaitPolicy
 	// Words name the operations messages point to; zero: the MCP tools.
 	Words Words
+}
+
+// logf writes to the Manager's Logf, if main gave it one.
+func (m *Manager) logf(format string, args ...any) {
+	if m.Logf != nil {
+		m.Logf(format, args...)
+	}
 }
 
 // Run is one run as the tools and the CLI show it.

@@ -127,18 +127,3 @@ func SupervisorCommand(exe string) []string {
 	}
 	return []string{exe, "supervise"}
 }
-
-// launchArgs wraps the supervisor command for the chosen launch mode.
-func launchArgs(launch string, root bool, name, runID string, cmd []string) []string {
-	if launch != LaunchSystemd {
-		return cmd
-	}
-	args := []string{"systemd-run"}
-	if !root {
-		args = append(args, "--user")
-	}
-	// --scope runs the command in the foreground of systemd-run's own
-	// process, so the spec and report pipes (fds 3, 4) pass through.
-	args = append(args, "--scope", "--collect", "--quiet", "--unit", "agent-box-"+name+"-"+runID[len(runID)-6:])
-	return append(args, cmd...)
-}

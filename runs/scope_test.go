@@ -39,15 +39,6 @@ func TestChooseLaunch(t *testing.T) {
 	assert.Contains(t, reason, "will die", "the operator must be warned")
 }
 
-func TestLaunchArgs(t *testing.T) {
-	cmd := []string{"/bin/agent-box", "supervise", "build", "20261202T141701.123456789Z-3f9a1c"}
-	assert.Equal(t, cmd, launchArgs(LaunchSetsid, true, "build", cmd[3], cmd))
-	got := launchArgs(LaunchSystemd, false, "build", cmd[3], cmd)
-	assert.Equal(t, []string{"systemd-run", "--user", "--scope", "--collect", "--quiet", "--unit", "agent-box-build-3f9a1c"}, got[:7])
-	assert.Equal(t, cmd, got[7:])
-	assert.NotContains(t, launchArgs(LaunchSystemd, true, "build", cmd[3], cmd), "--user")
-}
-
 // ProbeHost's facts are those of this machine, each checked here another
 // way: sd_booted(3)'s test, the cgroup path logind gives a session's
 // processes, the effective uid. SystemdRun follows the PATH, the one that

@@ -4,21 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agent-box/agent-box/capture"
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/outcome"
-	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/supervisor"
 )
@@ -168,14 +163,29 @@ func (req *StartRequest) checkBounds() error {
 	return nil
 }
 
-// normalize checks req and fills its defaults; nothing is touched on disk.
-func (req *StartRequest) normalize() error {
+// normalize checks req and fills its defaults, taking a relative cwd from
+// home; nothing is touched on disk.
+func (req *StartRequest) normalize(home string) error {
 	if err := runrecord.ValidName(req.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if err := req.checkBounds(); err != nil {
-		return err
+	for _, check := range []func() error{
+		req.checkBounds,
+		req.checkProgram,
+		func() error { return req.checkCwd(home) },
+		req.checkEnv,
+		req.checkModes,
+		req.checkReady,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// checkProgram checks that req names one program, a command or an argv.
+func (req *StartRequest) checkProgram() error {
 	switch {
 	case req.Command != "" && len(req.Argv) > 0:
 		return invalid("give either command (a shell string) or argv (an array), not both")
@@ -193,7 +203,13 @@ func (req *StartRequest) normalize() error {
 	if len(req.Argv) > 0 && req.Argv[0] == "" {
 		return invalid("argv[0] is empty")
 	}
-	if err := req.resolveCwd(); err != nil {
+	return nil
+}
+
+// checkCwd makes req.Cwd absolute (resolveCwd) and checks that it is a
+// directory.
+func (req *StartRequest) checkCwd(home string) error {
+	if err := req.resolveCwd(home); err != nil {
 		return err
 	}
 	fi, err := os.Stat(req.Cwd)
@@ -203,6 +219,12 @@ func (req *StartRequest) normalize() error {
 	if !fi.IsDir() {
 		return invalid("cwd %q is not a directory", req.Cwd)
 	}
+	return nil
+}
+
+// checkEnv checks env and secret_env: valid names and values, secrets
+// that can be masked, no name in both.
+func (req *StartRequest) checkEnv() error {
 	if err := validEnv("env", req.Env); err != nil {
 		return err
 	}
@@ -217,6 +239,12 @@ func (req *StartRequest) normalize() error {
 			return invalid("%s is in both env and secret_env", k)
 		}
 	}
+	return nil
+}
+
+// checkModes checks the enumerations and limits of req, filling the
+// defaults of those not given.
+func (req *StartRequest) checkModes() error {
 	switch req.CaptureMode {
 	case "":
 		req.CaptureMode = string(capture.Combined)
@@ -245,14 +273,18 @@ func (req *StartRequest) normalize() error {
 	default:
 		return invalid("if_running %s is not one of error, reuse", quoteShort(req.IfRunning))
 	}
+	return nil
+}
+
+// checkReady checks the readiness probe and its timeout.
+func (req *StartRequest) checkReady() error {
 	if t := req.ReadyTimeout; t != nil && (*t < 0 || *t > MaxReadyTimeout) {
 		return invalid("ready_timeout_s must be between 0 and %d", int(MaxReadyTimeout.Seconds()))
 	}
-	if req.Ready != nil {
-		if err := req.Ready.check(); err != nil {
-			return err
-		}
-	} else if req.ReadyTimeout != nil {
+	switch {
+	case req.Ready != nil:
+		return req.Ready.check()
+	case req.ReadyTimeout != nil:
 		return invalid("ready_timeout_s bounds the ready probe; give ready too")
 	}
 	return nil
@@ -325,7 +357,7 @@ func redactorOf(secretEnv map[string]string) *capture.Redactor {
 // would: empty is the home directory, "~" and "~/..." expand to it, and a
 // relative path is taken from it. Not from agent-box's own cwd, which is
 // wherever ssh started it and means nothing to the agent.
-func (req *StartRequest) resolveCwd() error {
+func (req *StartRequest) resolveCwd(home string) error {
 	if filepath.IsAbs(req.Cwd) {
 		req.Cwd = filepath.Clean(req.Cwd) // "/srv/app/" is "/srv/app", also to if_running reuse
 		return nil
@@ -333,16 +365,19 @@ func (req *StartRequest) resolveCwd() error {
 	if strings.HasPrefix(req.Cwd, "~") && req.Cwd != "~" && !strings.HasPrefix(req.Cwd, "~/") {
 		return invalid("cwd %s: only ~ and ~/ are expanded (another user's home, ~user, is not); give an absolute path", quoteShort(req.Cwd))
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return invalid("cwd %s is relative to the home directory, and there is none: %v", quoteShort(req.Cwd), err)
+	if home == "" {
+		return invalid("cwd %s is relative to the home directory, and there is none: $HOME is not defined", quoteShort(req.Cwd))
 	}
 	req.Cwd = filepath.Join(home, strings.TrimPrefix(strings.TrimPrefix(req.Cwd, "~"), "/"))
 	return nil
 }
 
+// home is the home directory of runs: HOME in the environment they
+// inherit, as os.UserHomeDir reads it in ours.
+func (m *Manager) home() string { return lookEnv(m.Env, "HOME") }
+
 // childEnv is the inherited environment with env and secrets laid over it.
-func childEnv(req *StartRequest, name, runID string) []string {
+func childEnv(inherited []string, req *StartRequest, name, runID string) []string {
 	over := map[string]string{"AGENT_BOX_NAME": name, "AGENT_BOX_RUN_ID": runID}
 	for k, v := range req.Env {
 		over[k] = v
@@ -350,8 +385,8 @@ func childEnv(req *StartRequest, name, runID string) []string {
 	for k, v := range req.SecretEnv {
 		over[k] = v
 	}
-	env := make([]string, 0, len(os.Environ())+len(over))
-	for _, kv := range os.Environ() {
+	env := make([]string, 0, len(inherited)+len(over))
+	for _, kv := range inherited {
 		k, _, _ := strings.Cut(kv, "=")
 		if _, ok := over[k]; ok {
 			continue
@@ -448,12 +483,12 @@ func (e *redactedError) Unwrap() error { return e.err }
 // program is what the supervisor executes for req: its path, argv, and
 // whose exit status the run reports. Resolved before anything touches the
 // disk, so a typo changes nothing.
-func (req *StartRequest) program() (path string, argv []string, statusOf string, err error) {
+func (req *StartRequest) program(inherited []string) (path string, argv []string, statusOf string, err error) {
 	if len(req.Argv) == 0 {
 		script, statusOf := shellScript(req.Command)
 		return "/bin/sh", []string{"/bin/sh", "-c", script}, statusOf, nil
 	}
-	path, err = resolve(req.Argv[0], req.Cwd, childEnv(req, req.Name, ""))
+	path, err = resolve(req.Argv[0], req.Cwd, childEnv(inherited, req, req.Name, ""))
 	return path, req.Argv, StatusOfProgram, err
 }
 
@@ -521,18 +556,15 @@ func (m *Manager) newRecord(req *StartRequest, runID string, now time.Time, stat
 }
 
 func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, error) {
-	if err := req.normalize(); err != nil {
+	if err := req.normalize(m.home()); err != nil {
 		return StartResult{}, err
 	}
-	path, argv, statusOf, err := req.program()
+	path, argv, statusOf, err := req.program(m.Env)
 	if err != nil {
 		return StartResult{}, err
 	}
-	unlock, err := m.Store.LockName(req.Name, 10*time.Second)
+	unlock, err := m.lockName(req.Name)
 	if err != nil {
-		if errors.Is(err, runrecord.ErrLocked) {
-			return StartResult{}, fmt.Errorf("%w: another agent-box is starting a run named %q right now", ErrNameInUse, req.Name)
-		}
 		return StartResult{}, err
 	}
 	defer unlock()
@@ -546,39 +578,73 @@ func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, er
 		}
 		return StartResult{}, err
 	}
-
 	now := time.Now().UTC()
 	runID := runrecord.NewRunID(now)
-	rec := m.newRecord(req, runID, now, statusOf)
-	secrets := slices.Collect(maps.Values(req.SecretEnv))
-	env := childEnv(req, req.Name, runID)
-	spec := &supervisor.Spec{
+	spec := m.spec(req, runID, path, argv)
+	sup, err := m.create(m.newRecord(req, runID, now, statusOf), spec)
+	if err != nil {
+		return StartResult{}, err
+	}
+	if _, err := sup.Start(m.StartTimeout); err != nil {
+		return StartResult{}, m.startFailed(sup, m.Store.RunDir(req.Name, runID), err)
+	}
+	return m.started(req.Name, runID)
+}
+
+// lockName takes the name's lock for a start.
+func (m *Manager) lockName(name string) (unlock func(), err error) {
+	unlock, err = m.Store.LockName(name, 10*time.Second)
+	if errors.Is(err, runrecord.ErrLocked) {
+		return nil, fmt.Errorf("%w: another agent-box is starting a run named %q right now", ErrNameInUse, name)
+	}
+	return unlock, err
+}
+
+// spec is what the supervisor of run runID of req is told to run.
+func (m *Manager) spec(req *StartRequest, runID, path string, argv []string) *supervisor.Spec {
+	return &supervisor.Spec{
 		StateDir:    m.Store.Root,
 		Name:        req.Name,
 		RunID:       runID,
 		Path:        path,
 		Argv:        argv,
-		Env:         env,
+		Env:         childEnv(m.Env, req, req.Name, runID),
 		Dir:         req.Cwd,
 		CaptureMode: req.CaptureMode,
 		MaxLogBytes: req.MaxLogBytes,
-		Secrets:     secrets,
+		Secrets:     slices.Collect(maps.Values(req.SecretEnv)),
 		Stdin:       req.Stdin,
 		TimeoutS:    req.TimeoutS,
 		KillGraceMS: int(m.waitPolicy().TimeoutGrace.Milliseconds()),
+	}
+}
+
+// create makes the run dir with its first record, rec, and launches the
+// run's supervisor in it, not yet told to start the child.
+func (m *Manager) create(rec *runrecord.Record, spec *supervisor.Spec) (*supervisor.Launched, error) {
+	launch := LaunchSetsid
+	if m.Launch != nil {
+		launch = m.Launch()
 	}
 	// The supervisor is started inside the run dir before the dir and its
 	// record become visible, so that the first record anybody reads names
 	// a supervisor: a run being started reads "starting", never
 	// "start_interrupted" (which frees its name and lets process_remove
 	// delete it).
-	var sup *launched
-	err = m.Store.CreateWith(rec, func(dir string) error {
+	var sup *supervisor.Launched
+	err := m.Store.CreateWith(rec, func(dir string) error {
 		var err error
-		if sup, err = m.launch(dir, spec); err != nil {
+		sup, err = supervisor.Launch(supervisor.LaunchRequest{
+			Command: m.Supervisor,
+			Spec:    spec,
+			Dir:     dir,
+			Env:     m.Env,
+			Scope:   launch == LaunchSystemd,
+		})
+		if err != nil {
 			return err
 		}
-		rec.SupervisorPID, rec.SupervisorStartTime = sup.pid, sup.start
+		rec.SupervisorPID, rec.SupervisorStartTime = sup.PID, sup.StartTime
 		return nil
 	})
 	switch {
@@ -586,180 +652,48 @@ func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, er
 		// The run is in place and listed; only the fsync that makes it
 		// survive a crash failed. Aborting now would leave a listed run
 		// whose supervisor was killed: start it, and say so.
-		fmt.Fprintf(os.Stderr, "agent-box: run %s/%s: %v\n", req.Name, runID, err)
+		m.logf("run %s/%s: %v", rec.Name, rec.RunID, err)
 	case err != nil:
 		if sup != nil {
-			sup.abort()
+			sup.Abort()
 		}
-		return StartResult{}, fmt.Errorf("creating run: %w", err)
+		return nil, fmt.Errorf("creating run: %w", err)
 	}
-	if _, err := sup.report(spec, m.StartTimeout, m.words()); err != nil {
-		// A supervisor reports a failure before it is done: it may still
-		// be killing a child whose pid it could not record, or writing
-		// the start error. Until it exits the run reads "starting", so
-		// answer once it has: the answer and every later listing then
-		// agree.
-		sup.awaitExit(supervisorEndLimit)
-		// The supervisor (or the launcher before it: systemd-run) says
-		// why in its log; the first lines of it belong in the answer.
-		if why := supervisorLogHead(m.Store.RunDir(req.Name, runID)); why != "" {
-			err = fmt.Errorf("%w; its log says: %s", err, why)
-		}
-		return StartResult{}, err
-	}
-	run, err := m.Get(req.Name, runID)
-	if err == nil && run.Verdict.Reason == outcome.ReasonExiting {
-		// The child exited at once and the supervisor is writing that
-		// down: answer with the exit rather than "running".
-		m.waitRecorded(req.Name, runID, time.Second)
-		run, err = m.Get(req.Name, runID)
-	}
-	return StartResult{Run: run}, err
-}
-
-// launched is a supervisor started but not yet told what to run.
-type launched struct {
-	cmd    *exec.Cmd
-	pid    int
-	start  uint64 // its start time (/proc/PID/stat field 22)
-	specW  *os.File
-	repR   *os.File
-	exited chan struct{} // closed once it has exited and been reaped
+	return sup, nil
 }
 
 // supervisorEndLimit bounds process_start's wait for a supervisor that
 // reported a failure to exit.
 const supervisorEndLimit = 5 * time.Second
 
-// awaitExit waits, at most d, for the supervisor to exit.
-func (l *launched) awaitExit(d time.Duration) {
-	select {
-	case <-l.exited:
-	case <-time.After(d):
+// startFailed is process_start's error for a supervisor, launched in
+// runDir, that did not start the child: err, and what its log says.
+func (m *Manager) startFailed(sup *supervisor.Launched, runDir string, err error) error {
+	if t := (*supervisor.ReportTimeoutError)(nil); errors.As(err, &t) {
+		err = fmt.Errorf("%w; if it had started the process, %s shows the run", err, m.words().List)
 	}
+	// A supervisor reports a failure before it is done: it may still be
+	// killing a child whose pid it could not record, or writing the start
+	// error. Until it exits the run reads "starting", so answer once it
+	// has: the answer and every later listing then agree.
+	sup.AwaitExit(supervisorEndLimit)
+	// The supervisor (or the launcher before it: systemd-run) says why in
+	// its log; the first lines of it belong in the answer.
+	if why := supervisor.LogHead(runDir); why != "" {
+		err = fmt.Errorf("%w; its log says: %s", err, why)
+	}
+	return err
 }
 
-// launch starts the supervisor in a session of its own, with its stderr
-// in runDir/supervisor.log. It waits on fd 3 for the spec that report
-// sends.
-func (m *Manager) launch(runDir string, spec *supervisor.Spec) (*launched, error) {
-	specR, specW, err := os.Pipe()
-	if err != nil {
-		return nil, err
+// started is process_start's answer for a run whose supervisor reported
+// the child started.
+func (m *Manager) started(name, runID string) (StartResult, error) {
+	run, err := m.Get(name, runID)
+	if err == nil && run.Verdict.Reason == outcome.ReasonExiting {
+		// The child exited at once and the supervisor is writing that
+		// down: answer with the exit rather than "running".
+		m.waitRecorded(name, runID, time.Second)
+		run, err = m.Get(name, runID)
 	}
-	defer specR.Close()
-	repR, repW, err := os.Pipe()
-	if err != nil {
-		specW.Close()
-		return nil, err
-	}
-	defer repW.Close()
-	supLog, err := runrecord.OpenFile(filepath.Join(runDir, "supervisor.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600, "the supervisor's log")
-	if err != nil {
-		specW.Close()
-		repR.Close()
-		return nil, fmt.Errorf("creating supervisor log: %w", err)
-	}
-	defer supLog.Close()
-
-	launch := LaunchSetsid
-	if m.Launch != nil {
-		launch = m.Launch()
-	}
-	argv := launchArgs(launch, os.Geteuid() == 0, spec.Name, spec.RunID, append(append([]string{}, m.Supervisor...), spec.Name, spec.RunID))
-	cmd := exec.Command(argv[0], argv[1:]...)
-	// Not agent-box's stdin or stdout: those belong to the MCP session and
-	// vanish with it.
-	cmd.Stdin = nil
-	cmd.Stdout = nil
-	cmd.Stderr = supLog
-	cmd.ExtraFiles = []*os.File{specR, repW} // fds 3 and 4
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		specW.Close()
-		repR.Close()
-		return nil, fmt.Errorf("starting supervisor: %w", err)
-	}
-	// Not reaped before its start time is read: it cannot be gone from
-	// /proc yet, and its pid cannot have been handed out again. (systemd-run
-	// --scope execs the supervisor in its own process: same pid, same
-	// start time.)
-	st, err := proc.ReadStat(cmd.Process.Pid)
-	// Reap it if it ends while we live; after we are gone, init does.
-	l := &launched{cmd: cmd, pid: cmd.Process.Pid, start: st.StartTime, specW: specW, repR: repR, exited: make(chan struct{})}
-	go func() { cmd.Wait(); close(l.exited) }()
-	if err != nil {
-		l.abort()
-		return nil, fmt.Errorf("reading the supervisor's start time: %w", err)
-	}
-	return l, nil
-}
-
-// abort ends a supervisor that was never sent its spec.
-func (l *launched) abort() {
-	// Without a spec it exits by itself; the kill is for one that hangs.
-	// Safe: the process is our unreaped child or a zombie, so the pid is
-	// still its own.
-	l.specW.Close()
-	l.repR.Close()
-	_ = l.cmd.Process.Kill()
-}
-
-// report sends the supervisor its spec and waits for its start report:
-// the child's pid, or why it could not be started.
-func (l *launched) report(spec *supervisor.Spec, timeout time.Duration, w *Words) (int, error) {
-	defer l.repR.Close()
-	err := supervisor.EncodeSpec(l.specW, spec)
-	l.specW.Close()
-	if err != nil {
-		return 0, fmt.Errorf("sending spec to supervisor: %w", err)
-	}
-	repR := l.repR
-	type result struct {
-		pid int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		pid, err := supervisor.ReadReport(repR)
-		done <- result{pid, err}
-	}()
-	if timeout <= 0 {
-		timeout = 15 * time.Second
-	}
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return 0, r.err
-		}
-		return r.pid, nil
-	case <-time.After(timeout):
-		// Killed, so that it cannot start the command after we said it
-		// failed (a launcher such as systemd-run can block for a long
-		// time and then exec it). It is our unreaped child, so the pid is
-		// still its own. Had it started the child already, the run's
-		// record names it, and it reads unsupervised.
-		_ = l.cmd.Process.Kill()
-		return 0, fmt.Errorf("supervisor (pid %d) did not report within %s and was killed; if it had started the process, %s shows the run", l.pid, timeout, w.List)
-	}
-}
-
-// supervisorLogHead returns the start of runDir/supervisor.log, on one
-// line and bounded.
-func supervisorLogHead(runDir string) string {
-	f, err := runrecord.OpenFile(filepath.Join(runDir, "supervisor.log"), os.O_RDONLY, 0, "the supervisor's log")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	b := make([]byte, 300)
-	n, _ := io.ReadFull(f, b)
-	line := strings.Join(strings.Fields(strings.ToValidUTF8(string(b[:n]), "?")), " ")
-	if line == "" {
-		return ""
-	}
-	if n == len(b) {
-		line += " ..."
-	}
-	return strconv.Quote(line)
+	return StartResult{Run: run}, err
 }

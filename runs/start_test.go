@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/supervisor"
 )
 
@@ -24,7 +25,7 @@ func TestHelperSlowSupervisor(t *testing.T) {
 		t.Skip("helper process")
 	}
 	time.Sleep(300 * time.Millisecond)
-	if err := supervisor.Main(); err != nil {
+	if err := supervisor.Main(supervisor.Config{}); err != nil {
 		os.Exit(1)
 	}
 	os.Exit(0)
@@ -38,7 +39,7 @@ func TestRunBeingStartedIsStartingAndKept(t *testing.T) {
 	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
 	require.NoError(t, err)
 	store := newStore(t)
-	m := &Manager{Store: store, Sys: sys,
+	m := &Manager{Store: store, Sys: sys, Env: os.Environ(),
 		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSlowSupervisor$", "--"}}
 
 	type result struct {
@@ -91,7 +92,7 @@ func TestFailedStartAgreesWithTheList(t *testing.T) {
 	t.Setenv("AGENT_BOX_FAILING_SUPERVISOR", "1")
 	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
 	require.NoError(t, err)
-	m := &Manager{Store: newStore(t), Sys: sys,
+	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
 		Supervisor: []string{os.Args[0], "-test.run=^TestHelperFailingSupervisor$", "--"}}
 	_, err = m.Start(context.Background(), StartRequest{Name: "f", Argv: []string{"/bin/true"}, Cwd: "/"})
 	require.ErrorIs(t, err, supervisor.ErrStartFailed)
@@ -130,7 +131,7 @@ func TestTimeoutGraceReachesTheSupervisor(t *testing.T) {
 		{0, int(supervisor.DefaultKillGrace.Milliseconds())},
 		{250 * time.Millisecond, 250},
 	} {
-		m := &Manager{Store: newStore(t), Sys: sys, Waits: WaitPolicy{TimeoutGrace: c.grace},
+		m := &Manager{Store: newStore(t), Sys: sys, Waits: WaitPolicy{TimeoutGrace: c.grace}, Env: os.Environ(),
 			Supervisor: []string{os.Args[0], "-test.run=^TestHelperSpecSupervisor$", "--"}}
 		_, err = m.Start(context.Background(), StartRequest{Name: "g", Argv: []string{"/bin/true"}, Cwd: "/", TimeoutS: 1})
 		require.ErrorIs(t, err, supervisor.ErrStartFailed)
@@ -144,7 +145,6 @@ func TestTimeoutGraceReachesTheSupervisor(t *testing.T) {
 
 func TestCwdResolvesAgainstHome(t *testing.T) {
 	home := t.TempDir()
-	t.Setenv("HOME", home)
 	for _, c := range []struct{ cwd, want string }{
 		{"", home},
 		{"~", home},
@@ -154,12 +154,63 @@ func TestCwdResolvesAgainstHome(t *testing.T) {
 		{"/abs/path", "/abs/path"},
 	} {
 		req := StartRequest{Cwd: c.cwd}
-		if err := req.resolveCwd(); err != nil || req.Cwd != c.want {
+		if err := req.resolveCwd(home); err != nil || req.Cwd != c.want {
 			t.Errorf("cwd %q: got %q, %v; want %q", c.cwd, req.Cwd, err, c.want)
 		}
 	}
 	req := StartRequest{Cwd: "~root/x"}
-	if err := req.resolveCwd(); err == nil {
+	if err := req.resolveCwd(home); err == nil {
 		t.Errorf("~root/x was accepted as %q", req.Cwd)
 	}
+	req = StartRequest{Cwd: "src"}
+	if err := req.resolveCwd(""); err == nil {
+		t.Errorf("without a home directory, src was accepted as %q", req.Cwd)
+	}
+}
+
+// TestHelperSupervisor is not a test: with AGENT_BOX_TEST_SUPERVISOR=1 it
+// is the supervisor, as agent-box-supervisor runs it.
+func TestHelperSupervisor(t *testing.T) {
+	if os.Getenv("AGENT_BOX_TEST_SUPERVISOR") != "1" {
+		t.Skip("helper process")
+	}
+	if err := supervisor.Main(supervisor.Config{}); err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// A run dir holds the files named by runrecord and supervisor, and no
+// other: while the run lives, and once it has ended.
+func TestRunDirHoldsTheNamedFiles(t *testing.T) {
+	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
+	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
+	require.NoError(t, err)
+	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
+		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
+	res, err := m.Start(context.Background(), StartRequest{Name: "files", Argv: []string{"/bin/cat"}, Cwd: "/", Stdin: "pipe"})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Kill("files", "", unix.SIGKILL, 0) })
+	dir := m.Store.RunDir("files", res.RunID)
+	entries := func() []string {
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	require.ElementsMatch(t, []string{runrecord.RecordFile, runrecord.LogFile, supervisor.StderrFile, supervisor.ReserveFile, supervisor.StdinSocket}, entries(), "while it runs")
+	require.Equal(t, filepath.Join(dir, runrecord.LogFile), res.LogPath)
+
+	_, err = m.Kill("files", "", unix.SIGKILL, 0)
+	require.NoError(t, err)
+	m.waitRecorded("files", res.RunID, 10*time.Second)
+	run, err := m.Get("files", res.RunID)
+	require.NoError(t, err)
+	require.True(t, run.LogFinal(), "%s/%s", run.State, run.Reason)
+	// The reserve is given back; the socket stays, unlistened (listenUnix
+	// does not unlink it through its /proc path).
+	require.ElementsMatch(t, []string{runrecord.RecordFile, runrecord.LogFile, supervisor.StderrFile, supervisor.StdinSocket}, entries(), "once it has ended")
 }

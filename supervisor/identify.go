@@ -105,7 +105,7 @@ func IsSupervisorOf(p proc.Stat, argv []string, name, runID string) bool {
 	return p.SID == p.PID && ok && n == name && id == runID
 }
 
-// supervisorArgs parses a supervisor's command line. runs.launch ends
+// supervisorArgs parses a supervisor's command line. Launch ends
 // every supervisor command ("agent-box-supervisor", "agent-box supervise",
 // or a test's stand-in) with the run's name and run id; a run id has a
 // shape no ordinary argument has by chance.

@@ -21,7 +21,7 @@ import (
 )
 
 // Spec is everything the supervisor needs to start the child. It is sent as
-// JSON over the spec pipe (fd 3) and never stored on disk.
+// JSON over the spec pipe (SpecFD) and never stored on disk.
 type Spec struct {
 	StateDir    string   `json:"state_dir"`
 	Name        string   `json:"name"`
@@ -40,14 +40,7 @@ type Spec struct {
 	KillGraceMS int `json:"kill_grace_ms,omitempty"`
 }
 
-// The file descriptors the supervisor is started with, besides 0-2
-// (/dev/null, /dev/null, the run's supervisor.log).
-const (
-	SpecFD   = 3 // read end of the spec pipe
-	ReportFD = 4 // write end of the report pipe
-)
-
-// ErrStartFailed is wrapped by ReadReport when the supervisor could not
+// ErrStartFailed is wrapped by Launched.Start when the supervisor could not
 // start the child.
 var ErrStartFailed = errors.New("could not start the process")
 
@@ -67,9 +60,9 @@ func writeReport(w io.Writer, pid int, startErr error) error {
 	return err
 }
 
-// ReadReport reads the supervisor's start report and returns the child's
+// readReport reads the supervisor's start report and returns the child's
 // pid, or why it could not be started.
-func ReadReport(r io.Reader) (int, error) {
+func readReport(r io.Reader) (int, error) {
 	line, err := bufio.NewReader(io.LimitReader(r, 64<<10)).ReadString('\n')
 	if err != nil {
 		if errors.Is(err, io.EOF) {
@@ -91,7 +84,15 @@ func ReadReport(r io.Reader) (int, error) {
 	return 0, fmt.Errorf("bad supervisor report %q", line)
 }
 
-// EncodeSpec is what the server writes to the spec pipe.
-func EncodeSpec(w io.Writer, s *Spec) error {
+// encodeSpec is what Launched.Start writes to the spec pipe.
+func encodeSpec(w io.Writer, s *Spec) error {
 	return json.NewEncoder(w).Encode(s)
 }
+
+// decodeSpec reads what encodeSpec wrote, at most maxSpec bytes of it.
+func decodeSpec(r io.Reader, s *Spec) error {
+	return json.NewDecoder(io.LimitReader(r, maxSpec)).Decode(s)
+}
+
+// maxSpec bounds a spec: its argv and env are bounded by runs.
+const maxSpec = 16 << 20

@@ -40,11 +40,6 @@ func peerPID(c net.Conn) (int, error) {
 	return int(cred.Pid), nil
 }
 
-// StdinSocket is the name of the unix socket, in the run directory, through
-// which any agent-box (not only the one that started the run) writes to a
-// piped run's stdin. The run directory is 0700, so only the owner connects.
-const StdinSocket = "stdin.sock"
-
 // MaxWrite bounds the data of one process_write request.
 const MaxWrite = 1 << 20
 

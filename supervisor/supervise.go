@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,10 +31,17 @@ const copyBuf = 256 << 10
 // DefaultKillGrace is the wait between SIGTERM and SIGKILL at a timeout.
 const DefaultKillGrace = 5 * time.Second
 
+// Config is what the supervisor's main wires in.
+type Config struct {
+	// Logf writes one line to the supervisor's own log: main's stderr,
+	// which Launch points at the run dir's StderrFile. Nil discards.
+	Logf func(format string, args ...any)
+}
+
 // Main is the body of "agent-box supervise". It reads the Spec from SpecFD,
 // reports on ReportFD, and returns when the child has exited and its output
 // is drained. The returned error is for the supervisor's own log only.
-func Main() error {
+func Main(c Config) error {
 	// The supervisor must survive the end of the SSH session and must see
 	// write errors (EFBIG) rather than die of them.
 	// Caught, not ignored: an ignored signal stays ignored across execve,
@@ -61,13 +67,13 @@ func Main() error {
 		return errors.New("supervise: spec or report descriptor missing (this subcommand is internal)")
 	}
 	var spec Spec
-	err := json.NewDecoder(io.LimitReader(specFile, 16<<20)).Decode(&spec)
+	err := decodeSpec(specFile, &spec)
 	specFile.Close()
 	if err != nil {
 		writeReport(report, 0, fmt.Errorf("reading spec: %w", err))
 		return err
 	}
-	s := &supervisor{spec: spec}
+	s := &supervisor{spec: spec, cfg: c}
 	// The supervisors of runs started from inside this one run the files
 	// this one runs: by those a nested supervisor is told from a process
 	// that only borrows a supervisor's command line.
@@ -80,6 +86,7 @@ func Main() error {
 
 type supervisor struct {
 	spec   Spec
+	cfg    Config
 	nested *Executables // what the supervisors of runs started from this one run
 	store  *runrecord.Store
 	rec    *runrecord.Record
@@ -135,14 +142,21 @@ func (s *supervisor) withReserve(write func() error) error {
 		err = write()
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "supervise: writing record: %v\n", err)
+		s.logf("supervise: writing record: %v", err)
 	}
 	return err
 }
 
+// logf writes to the supervisor's own log, if main gave it one.
+func (s *supervisor) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
 // makeReserve sets aside reserveSize bytes on the run's file system.
 func (s *supervisor) makeReserve(runDir string) {
-	path := filepath.Join(runDir, "reserve")
+	path := filepath.Join(runDir, ReserveFile)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return
@@ -229,13 +243,13 @@ func (s *supervisor) run(report *os.File) error {
 		if stdin, err = serveStdin(s.store.RunDir(sp.Name, sp.RunID), stdinW); err != nil {
 			// The run goes on; process_write will say the pipe is unreachable.
 			stdinW.Close()
-			fmt.Fprintf(os.Stderr, "supervise: stdin socket: %v\n", err)
+			s.logf("supervise: stdin socket: %v", err)
 		}
 	}
 	writeReport(report, pid, nil)
 	report.Close()
 	if err := durable(); err != nil {
-		fmt.Fprintf(os.Stderr, "supervise: writing record: %v\n", err)
+		s.logf("supervise: writing record: %v", err)
 	}
 	// The supervisor lives as long as its run: give back what start-up
 	// allocated (as "agent-box supervise", mcp-go's JSON Schema library
@@ -253,13 +267,12 @@ type output struct {
 
 func (s *supervisor) startChild() (*exec.Cmd, []output, *os.File, error) {
 	sp := &s.spec
-	runDir := s.store.RunDir(sp.Name, sp.RunID)
 	mode := capture.Mode(sp.CaptureMode)
 	secrets := make([][]byte, 0, len(sp.Secrets))
 	for _, v := range sp.Secrets {
 		secrets = append(secrets, []byte(v))
 	}
-	log, err := capture.Create(filepath.Join(runDir, "log"), mode, capture.Options{MaxBytes: sp.MaxLogBytes, Secrets: secrets})
+	log, err := capture.Create(s.store.LogPath(sp.Name, sp.RunID), mode, capture.Options{MaxBytes: sp.MaxLogBytes, Secrets: secrets})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("creating log: %w", err)
 	}

@@ -46,7 +46,8 @@ func run(args []string) int {
 	// which outlive us (a caller waiting for EOF on it would hang).
 	_ = proc.CloseOnExecFrom(3)
 	if len(args) > 0 && args[0] == "supervise" {
-		if err := supervisor.Main(); err != nil {
+		// Its stderr is the run dir's supervisor.log (supervisor.Launch).
+		if err := supervisor.Main(supervisor.Config{Logf: logTo(os.Stderr, "")}); err != nil {
 			fmt.Fprintf(os.Stderr, "agent-box supervise: %v\n", err)
 			return 1
 		}
@@ -264,7 +265,8 @@ func manager(stateDir string) (*runs.Manager, error) {
 		}
 		return launch
 	})
-	m := &runs.Manager{Store: store, Sys: sys, Supervisor: supervisorCmd, Launch: launch}
+	m := &runs.Manager{Store: store, Sys: sys, Supervisor: supervisorCmd, Launch: launch,
+		Env: os.Environ(), Logf: logTo(os.Stderr, "agent-box: ")}
 	// Test knobs: a suite cannot wait 50 s to see a wait cut short, nor 5 s
 	// of grace for every run whose timeout_s it tests.
 	m.Waits.Unwatched = envMillis("AGENT_BOX_WAIT_UNWATCHED_MS")
@@ -276,6 +278,11 @@ func manager(stateDir string) (*runs.Manager, error) {
 		m.Waits.StdinWrite = d
 	}
 	return m, nil
+}
+
+// logTo writes each message to w as a line of its own, after prefix.
+func logTo(w io.Writer, prefix string) func(format string, args ...any) {
+	return func(format string, args ...any) { fmt.Fprintf(w, prefix+format+"\n", args...) }
 }
 
 // envMillis reads a duration in milliseconds from the environment; unset

@@ -1,0 +1,234 @@
+package supervisor
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+// The files of a run dir besides the store's own (runrecord.RecordFile and
+// runrecord.LogFile, the run's output): those the supervisor and its
+// launch make.
+const (
+	// StderrFile is the supervisor's stderr, which Launch opens: its own
+	// diagnostics, and those of a launcher (systemd-run) before it.
+	StderrFile = "supervisor.log"
+	// ReserveFile holds the room kept for the record on a full disk
+	// (removed when the run ends).
+	ReserveFile = "reserve"
+	// StdinSocket is the name of the unix socket, in the run directory,
+	// through which any agent-box (not only the one that started the run)
+	// writes to a piped run's stdin. The run directory is 0700, so only
+	// the owner connects.
+	StdinSocket = "stdin.sock"
+)
+
+// The file descriptors the supervisor is started with, besides 0-2
+// (/dev/null, /dev/null, the run's StderrFile). Launch wires them; Main
+// reads them.
+const (
+	SpecFD   = 3 // read end of the spec pipe
+	ReportFD = 4 // write end of the report pipe
+)
+
+// DefaultStartTimeout is how long Launched.Start waits for the start
+// report when it is given no bound.
+const DefaultStartTimeout = 15 * time.Second
+
+// LaunchRequest says how to start the supervisor of one run.
+type LaunchRequest struct {
+	// Command runs Main: the agent-box-supervisor binary, or
+	// {agent-box, "supervise"}. Launch appends the run's name and run id,
+	// by which IsSupervisorOf knows the process.
+	Command []string
+	// Spec is what the supervisor is told to run (Launched.Start).
+	Spec *Spec
+	// Dir is where its StderrFile goes: the run dir, perhaps still under
+	// the temporary name it is built under.
+	Dir string
+	// Env is the supervisor's environment; nil is an empty one, not ours.
+	Env []string
+	// Scope starts it through systemd-run --scope, in a transient unit of
+	// its own outside the session's cgroup: a system scope as root, else a
+	// --user scope.
+	Scope bool
+}
+
+// Launched is a supervisor started, in a session of its own, and not yet
+// told what to run.
+type Launched struct {
+	PID       int
+	StartTime uint64 // /proc/PID/stat field 22: with PID, which process it is
+	spec      *Spec
+	cmd       *exec.Cmd
+	specW     *os.File
+	repR      *os.File
+	exited    chan struct{} // closed once it has exited and been reaped
+}
+
+// Launch starts the supervisor req asks for. It waits on SpecFD for the
+// spec that Start sends; until then it starts nothing.
+func Launch(req LaunchRequest) (*Launched, error) {
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer specR.Close()
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		specW.Close()
+		return nil, err
+	}
+	defer repW.Close()
+	stderr, err := runrecord.OpenFile(filepath.Join(req.Dir, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600, "the supervisor's log")
+	if err != nil {
+		specW.Close()
+		repR.Close()
+		return nil, fmt.Errorf("creating supervisor log: %w", err)
+	}
+	defer stderr.Close()
+
+	argv := commandLine(req, os.Geteuid() == 0)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append([]string{}, req.Env...) // never nil: nil would be ours
+	// Not agent-box's stdin or stdout: those belong to the MCP session and
+	// vanish with it.
+	cmd.Stdin = nil
+	cmd.Stdout = nil
+	cmd.Stderr = stderr
+	files := make([]*os.File, ReportFD-2)
+	files[SpecFD-3], files[ReportFD-3] = specR, repW // ExtraFiles[i] is fd 3+i
+	cmd.ExtraFiles = files
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		specW.Close()
+		repR.Close()
+		return nil, fmt.Errorf("starting supervisor: %w", err)
+	}
+	// Not reaped before its start time is read: it cannot be gone from
+	// /proc yet, and its pid cannot have been handed out again. (systemd-run
+	// --scope execs the supervisor in its own process: same pid, same
+	// start time.)
+	st, err := proc.ReadStat(cmd.Process.Pid)
+	// Reap it if it ends while we live; after we are gone, init does.
+	l := &Launched{PID: cmd.Process.Pid, StartTime: st.StartTime, spec: req.Spec, cmd: cmd, specW: specW, repR: repR, exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(l.exited) }()
+	if err != nil {
+		l.Abort()
+		return nil, fmt.Errorf("reading the supervisor's start time: %w", err)
+	}
+	return l, nil
+}
+
+// commandLine is the supervisor's command line: its command, the run's
+// name and run id, wrapped in systemd-run for a Scope.
+func commandLine(req LaunchRequest, root bool) []string {
+	cmd := append(append([]string{}, req.Command...), req.Spec.Name, req.Spec.RunID)
+	if !req.Scope {
+		return cmd
+	}
+	args := []string{"systemd-run"}
+	if !root {
+		args = append(args, "--user")
+	}
+	// --scope runs the command in the foreground of systemd-run's own
+	// process, so the spec and report pipes (SpecFD, ReportFD) pass
+	// through.
+	runID := req.Spec.RunID
+	args = append(args, "--scope", "--collect", "--quiet", "--unit", "agent-box-"+req.Spec.Name+"-"+runID[max(len(runID)-6, 0):])
+	return append(args, cmd...)
+}
+
+// Abort ends a supervisor that was never sent its spec.
+func (l *Launched) Abort() {
+	// Without a spec it exits by itself; the kill is for one that hangs.
+	// Safe: the process is our unreaped child or a zombie, so the pid is
+	// still its own.
+	l.specW.Close()
+	l.repR.Close()
+	_ = l.cmd.Process.Kill()
+}
+
+// AwaitExit waits, at most d, for the supervisor to exit.
+func (l *Launched) AwaitExit(d time.Duration) {
+	select {
+	case <-l.exited:
+	case <-time.After(d):
+	}
+}
+
+// ReportTimeoutError is Start's error for a supervisor that did not report
+// in time; it was killed.
+type ReportTimeoutError struct {
+	PID   int
+	After time.Duration
+}
+
+func (e *ReportTimeoutError) Error() string {
+	return fmt.Sprintf("supervisor (pid %d) did not report within %s and was killed", e.PID, e.After)
+}
+
+// Start sends the supervisor its spec and waits, at most timeout (0:
+// DefaultStartTimeout), for its start report: the child's pid, or why it
+// could not be started (ErrStartFailed, ErrNoReport, *ReportTimeoutError).
+func (l *Launched) Start(timeout time.Duration) (int, error) {
+	defer l.repR.Close()
+	err := encodeSpec(l.specW, l.spec)
+	l.specW.Close()
+	if err != nil {
+		return 0, fmt.Errorf("sending spec to supervisor: %w", err)
+	}
+	type result struct {
+		pid int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		pid, err := readReport(l.repR)
+		done <- result{pid, err}
+	}()
+	if timeout <= 0 {
+		timeout = DefaultStartTimeout
+	}
+	select {
+	case r := <-done:
+		return r.pid, r.err
+	case <-time.After(timeout):
+		// Killed, so that it cannot start the command after we said it
+		// failed (a launcher such as systemd-run can block for a long
+		// time and then exec it). It is our unreaped child, so the pid is
+		// still its own. Had it started the child already, the run's
+		// record names it, and it reads unsupervised.
+		_ = l.cmd.Process.Kill()
+		return 0, &ReportTimeoutError{PID: l.PID, After: timeout}
+	}
+}
+
+// LogHead returns the start of runDir's StderrFile, on one line, bounded
+// and quoted: what the supervisor (or its launcher) said before it failed.
+func LogHead(runDir string) string {
+	f, err := runrecord.OpenFile(filepath.Join(runDir, StderrFile), os.O_RDONLY, 0, "the supervisor's log")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 300)
+	n, _ := io.ReadFull(f, b)
+	line := strings.Join(strings.Fields(strings.ToValidUTF8(string(b[:n]), "?")), " ")
+	if line == "" {
+		return ""
+	}
+	if n == len(b) {
+		line += " ..."
+	}
+	return strconv.Quote(line)
+}

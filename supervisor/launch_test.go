@@ -1,0 +1,147 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+func TestCommandLine(t *testing.T) {
+	spec := &Spec{Name: "build", RunID: "20261202T141701.123456789Z-3f9a1c"}
+	cmd := []string{"/bin/agent-box", "supervise", "build", spec.RunID}
+	req := LaunchRequest{Command: cmd[:2], Spec: spec}
+	assert.Equal(t, cmd, commandLine(req, true))
+	req.Scope = true
+	got := commandLine(req, false)
+	assert.Equal(t, []string{"systemd-run", "--user", "--scope", "--collect", "--quiet", "--unit", "agent-box-build-3f9a1c"}, got[:7])
+	assert.Equal(t, cmd, got[7:])
+	assert.NotContains(t, commandLine(req, true), "--user")
+	assert.Equal(t, []string{"/bin/agent-box", "supervise"}, req.Command, "the request's command is left as it was")
+	// The other side of the contract: a supervisor is known by the end
+	// of its command line, scoped or not.
+	for _, scope := range []bool{false, true} {
+		req.Scope = scope
+		name, id, ok := supervisorArgs(commandLine(req, false))
+		assert.True(t, ok && name == spec.Name && id == spec.RunID, "scope %v: %q %q %v", scope, name, id, ok)
+	}
+}
+
+// helperEnv is the whole environment a launched helper gets: Launch
+// passes LaunchRequest.Env as it is, not ours.
+const helperEnv = "SUPERVISOR_TEST_LAUNCHED"
+
+// TestHelperLaunched is not a test: launched with SUPERVISOR_TEST_LAUNCHED
+// set, it is a supervisor that speaks the start protocol as that says:
+// "report" reads the spec and reports its own pid, "silent" never reports.
+func TestHelperLaunched(t *testing.T) {
+	mode := os.Getenv(helperEnv)
+	if mode == "" {
+		t.Skip("helper process")
+	}
+	if len(os.Environ()) != 1 {
+		fmt.Fprintf(os.Stderr, "environment %q, want only %s\n", os.Environ(), helperEnv)
+		os.Exit(1)
+	}
+	if mode == "silent" {
+		time.Sleep(time.Minute)
+		os.Exit(1)
+	}
+	var spec Spec
+	f := os.NewFile(SpecFD, "spec")
+	if err := decodeSpec(f, &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "reading spec: %v\n", err)
+		os.Exit(1)
+	}
+	if n := len(os.Args); os.Args[n-2] != spec.Name || os.Args[n-1] != spec.RunID {
+		fmt.Fprintf(os.Stderr, "argv %q does not end with the spec's name and run id\n", os.Args)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "started %s\n", spec.Path)
+	writeReport(os.NewFile(ReportFD, "report"), os.Getpid(), nil)
+	os.Exit(0)
+}
+
+func launchHelper(t *testing.T, mode string) (*Launched, string) {
+	dir := t.TempDir()
+	spec := &Spec{Name: "build", RunID: runrecord.NewRunID(time.Now()), Path: "/bin/true"}
+	l, err := Launch(LaunchRequest{
+		Command: []string{os.Args[0], "-test.run=^TestHelperLaunched$", "--"},
+		Spec:    spec,
+		Dir:     dir,
+		Env:     []string{helperEnv + "=" + mode},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Abort(); l.AwaitExit(5 * time.Second) })
+	return l, dir
+}
+
+func TestLaunchProtocol(t *testing.T) {
+	l, dir := launchHelper(t, "report")
+	require.Positive(t, l.StartTime)
+	pid, err := l.Start(10 * time.Second)
+	require.NoError(t, err, "its log says: %s", LogHead(dir))
+	assert.Equal(t, l.PID, pid, "the helper reports its own pid")
+	assert.Equal(t, `"started /bin/true"`, LogHead(dir), "its stderr is %s", StderrFile)
+}
+
+func TestLaunchedThatDoesNotReport(t *testing.T) {
+	l, dir := launchHelper(t, "silent")
+	_, err := l.Start(100 * time.Millisecond)
+	var timeout *ReportTimeoutError
+	require.True(t, errors.As(err, &timeout), "%v", err)
+	assert.Equal(t, l.PID, timeout.PID)
+	assert.True(t, strings.HasPrefix(err.Error(), fmt.Sprintf("supervisor (pid %d) did not report within 100ms", l.PID)), err.Error())
+	done := make(chan struct{})
+	go func() { l.AwaitExit(10 * time.Second); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the supervisor was not killed")
+	}
+	select {
+	case <-l.exited:
+	default:
+		t.Error("AwaitExit returned, yet the supervisor has not exited")
+	}
+	assert.Empty(t, LogHead(dir))
+}
+
+// The start report, as writeReport sends it and readReport reads it.
+func TestReportRoundTrip(t *testing.T) {
+	var b strings.Builder
+	require.NoError(t, writeReport(&b, 1234, nil))
+	pid, err := readReport(strings.NewReader(b.String()))
+	assert.Equal(t, 1234, pid)
+	assert.NoError(t, err)
+
+	b.Reset()
+	require.NoError(t, writeReport(&b, 0, errors.New("exec: no such file\nor directory")))
+	_, err = readReport(strings.NewReader(b.String()))
+	assert.ErrorIs(t, err, ErrStartFailed)
+	assert.Equal(t, "could not start the process: exec: no such file or directory", err.Error(), "one line")
+
+	for _, bad := range []string{"", "ok 12", "ok 0\n", "ok -3\n", "ok x\n", "hello\n"} {
+		_, err := readReport(strings.NewReader(bad))
+		assert.Error(t, err, "%q", bad)
+		assert.NotErrorIs(t, err, ErrStartFailed, "%q", bad)
+	}
+	_, err = readReport(strings.NewReader(""))
+	assert.ErrorIs(t, err, ErrNoReport, "EOF before a line")
+}
+
+func TestSpecRoundTrip(t *testing.T) {
+	in := Spec{Name: "build", RunID: "r", Path: "/bin/sh", Argv: []string{"sh", "-c", "x"}, Env: []string{"A=1"}, Secrets: []string{"s"}, KillGraceMS: 250}
+	var b strings.Builder
+	require.NoError(t, encodeSpec(&b, &in))
+	var out Spec
+	require.NoError(t, decodeSpec(strings.NewReader(b.String()), &out))
+	assert.Equal(t, in, out)
+}
