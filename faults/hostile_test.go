@@ -213,6 +213,7 @@ func TestHostileArgumentValues(t *testing.T) {
 		{"process_start", st(map[string]any{"stdin": "/dev/sda"}), "stdin \"/dev/sda\""},
 		{"process_start", st(map[string]any{"timeout_s": -1}), "timeout_s -1 is out of range"},
 		{"process_start", st(map[string]any{"timeout_s": 604801}), "timeout_s 604801 is out of range"},
+		{"process_start", st(map[string]any{"ready": map[string]any{"tcp_port": 80}, "ready_timeout_s": 601}), "ready_timeout_s 601 is out of range 0..600"},
 		{"process_start", st(map[string]any{"max_log_bytes": -1}), "max_log_bytes -1 is out of range"},
 		{"process_start", st(map[string]any{"max_log_bytes": int64(1) << 41}), "out of range"},
 		{"process_start", st(map[string]any{"name": 5}), "name must be a string, not a number"},

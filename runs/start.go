@@ -164,8 +164,9 @@ func (req *StartRequest) checkBounds() error {
 }
 
 // normalize checks req and fills its defaults, taking a relative cwd from
-// home; nothing is touched on disk.
-func (req *StartRequest) normalize(home string) error {
+// home; nothing is touched on disk. arg names an argument in the messages
+// as the front end spells it (Manager.arg).
+func (req *StartRequest) normalize(home string, arg func(string) string) error {
 	if err := runrecord.ValidName(req.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -174,7 +175,7 @@ func (req *StartRequest) normalize(home string) error {
 		req.checkProgram,
 		func() error { return req.checkCwd(home) },
 		req.checkEnv,
-		req.checkModes,
+		func() error { return req.checkModes(arg) },
 		req.checkReady,
 	} {
 		if err := check(); err != nil {
@@ -244,7 +245,7 @@ func (req *StartRequest) checkEnv() error {
 
 // checkModes checks the enumerations and limits of req, filling the
 // defaults of those not given.
-func (req *StartRequest) checkModes() error {
+func (req *StartRequest) checkModes(arg func(string) string) error {
 	switch req.CaptureMode {
 	case "":
 		req.CaptureMode = string(capture.Combined)
@@ -260,7 +261,7 @@ func (req *StartRequest) checkModes() error {
 		return invalid("stdin %q is not one of null, pipe", req.Stdin)
 	}
 	if req.TimeoutS < 0 || req.TimeoutS > MaxTimeoutS {
-		return invalid("timeout_s %d is out of range 0..%d", req.TimeoutS, MaxTimeoutS)
+		return invalid("%s %d is out of range 0..%d", arg("timeout_s"), req.TimeoutS, MaxTimeoutS)
 	}
 	switch {
 	case req.MaxLogBytes == 0:
@@ -278,8 +279,10 @@ func (req *StartRequest) checkModes() error {
 
 // checkReady checks the readiness probe and its timeout.
 func (req *StartRequest) checkReady() error {
-	if t := req.ReadyTimeout; t != nil && (*t < 0 || *t > MaxReadyTimeout) {
-		return invalid("ready_timeout_s must be between 0 and %d", int(MaxReadyTimeout.Seconds()))
+	if t := req.ReadyTimeout; t != nil {
+		if err := inRange("ready_timeout_s", *t, time.Second, MaxReadyTimeout); err != nil {
+			return err
+		}
 	}
 	switch {
 	case req.Ready != nil:
@@ -556,7 +559,7 @@ func (m *Manager) newRecord(req *StartRequest, runID string, now time.Time, stat
 }
 
 func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, error) {
-	if err := req.normalize(m.home()); err != nil {
+	if err := req.normalize(m.home(), m.arg); err != nil {
 		return StartResult{}, err
 	}
 	path, argv, statusOf, err := req.program(m.Env)

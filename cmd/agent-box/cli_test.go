@@ -298,6 +298,7 @@ func TestCLIUsageErrorsSayWhy(t *testing.T) {
 		{[]string{"start", "a", "--"}, "command"},
 		{[]string{"start", "a", "b", "--", "true"}, "--"},
 		{[]string{"start", "--timeout", "x", "a", "--", "true"}, "timeout"},
+		{[]string{"start", "--timeout", "604801", "a", "--", "true"}, "--timeout 604801 is out of range 0..604800"},
 		{[]string{"kill"}, "NAME"},
 		{[]string{"kill", "a", "b"}, "one NAME"},
 		{[]string{"kill", "--grace", "600001", "a"}, "--grace 600001 is out of range 0..600000"},
