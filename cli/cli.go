@@ -19,9 +19,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/agent-box/agent-box/logframe"
-	"github.com/agent-box/agent-box/logread"
-	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/runs"
 )
 
@@ -335,14 +332,8 @@ func size(n int64) string {
 // status is the CLI's exit status for a finished run: its exit code, or
 // 128+N for a signal, as a shell reports it.
 func status(r runs.Run) int {
-	if r.ExitCode != nil {
-		return *r.ExitCode
-	}
-	if r.Signal != "" {
-		if sig, ok := runrecord.SignalNumber(r.Signal); ok {
-			return 128 + int(sig)
-		}
-		return 128
+	if code, ok := r.ShellStatus(); ok {
+		return code
 	}
 	return ExitError
 }
@@ -360,72 +351,34 @@ func (c *cmd) logs(args []string) int {
 	if !ok {
 		return code
 	}
-	if *stream != "" && *stream != "stdout" && *stream != "stderr" {
-		return c.fail(fmt.Errorf("%w: --stream must be stdout or stderr", runs.ErrInvalid))
-	}
-	// The run, pinned by its id: how to read its log depends on its format.
-	run, err := c.m.Get(name, *runID)
-	if err != nil {
-		return c.fail(err)
-	}
-	*runID = run.RunID
-	framed := run.Record() != nil && run.Record().LogFormat == logframe.FormatName
-	if *stream != "" && !framed {
-		return c.fail(fmt.Errorf("%w: run %s is %s; --stream needs a framed run", runs.ErrInvalid, run.RunID, run.CaptureMode))
-	}
-	// Both streams of a framed run, interleaved as written and byte for
-	// byte: exact decoded windows hold each stream apart (and text windows
-	// are not exact), so read the frames as stored and decode them here.
-	raw := framed && *stream == ""
-	demux := logframe.NewDemuxer(0)
-	emit := func(f logframe.Frame) error {
-		_, err := c.out.Write(f.Payload)
-		return err
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	off := int64(0)
-	for {
-		wait := time.Duration(0)
-		if *follow {
-			wait = 10 * time.Second
-		}
-		res, err := c.m.Tail(ctx, runs.TailRequest{Name: name, RunID: *runID, Wait: wait,
-			Request: logread.Request{Offset: off, MaxBytes: logread.MaxWindow, Exact: true, Raw: raw}})
+	wait := time.Duration(0)
+	if *follow {
+		wait = 10 * time.Second
+	}
+	var last runs.FollowChunk
+	for ch, err := range c.m.Follow(ctx, runs.FollowRequest{Name: name, RunID: *runID, Stream: *stream, Wait: wait}) {
 		if err != nil {
 			return c.fail(err)
 		}
-		w := res.Window
-		switch {
-		case !framed:
-			c.out.Write(w.Bytes)
-		case *stream == "stdout":
-			c.out.Write(w.StdoutBytes)
-		case *stream == "stderr":
-			c.out.Write(w.StderrBytes)
-		default:
-			if err := demux.Feed(w.Bytes, emit); err != nil {
-				return c.fail(fmt.Errorf("log of run %s is damaged: %w", *runID, err))
-			}
-		}
-		off = w.EndOffset
-		if res.EOF && demux.Pending() > 0 {
+		c.out.Write(ch.Output)
+		if ch.Cut > 0 {
 			// A crash or a full disk cut the last frame.
-			fmt.Fprintf(c.err, "agent-box: log of run %s ends with %d bytes of a cut frame, left out\n", *runID, demux.Pending())
+			fmt.Fprintf(c.err, "agent-box: log of run %s ends with %d bytes of a cut frame, left out\n", ch.Run.RunID, ch.Cut)
 		}
-		if res.EOF {
-			fmt.Fprint(c.err, incomplete(res.Run))
+		if ch.EOF {
+			fmt.Fprint(c.err, incomplete(ch.Run))
 		}
-		if res.EOF || ctx.Err() != nil {
-			if *follow {
-				return status(res.Run)
-			}
-			return 0
-		}
-		if !*follow && !w.Truncated {
-			return 0
+		last = ch
+		if !*follow && !ch.Window.Truncated {
+			break
 		}
 	}
+	if *follow {
+		return status(last.Run)
+	}
+	return 0
 }
 
 func (c *cmd) start(args []string) int {

@@ -117,9 +117,6 @@ type Run struct {
 	supAlive bool
 }
 
-// Record returns the run's record (nil for an unreadable one).
-func (r *Run) Record() *runrecord.Record { return r.rec }
-
 // LogFinal reports whether the log can no longer grow: the supervisor saw
 // every writer close the output, or there is no supervisor left to write.
 func (r *Run) LogFinal() bool {
@@ -130,6 +127,23 @@ func (r *Run) LogFinal() bool {
 // or its state can no longer become "exited" (unknown).
 func (r *Run) Ended() bool {
 	return r.State != outcome.Running
+}
+
+// ShellStatus is the run's exit status as a shell reports it: its exit
+// code, or 128+N when signal N ended it (128 for a signal whose number is
+// not known here). ok is false when the run has neither (it runs, or its
+// end is unknown).
+func (r *Run) ShellStatus() (status int, ok bool) {
+	switch {
+	case r.ExitCode != nil:
+		return *r.ExitCode, true
+	case r.Signal != "":
+		if sig, ok := runrecord.SignalNumber(r.Signal); ok {
+			return 128 + int(sig), true
+		}
+		return 128, true
+	}
+	return 0, false
 }
 
 // procIndex answers the probes of one call. A single run (Get) probes

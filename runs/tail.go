@@ -57,63 +57,18 @@ func openLog(run Run) (io.ReaderAt, func(), int64, error) {
 }
 
 // Tail reads one window of a run's log, waiting up to req.Wait for output
-// past req.Offset while the run can still write.
+// past req.Offset while the run can still write: the first window of a
+// follower, as Follow's are.
 func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error) {
 	if err := inRange("wait_ms", req.Wait, time.Millisecond, MaxWait); err != nil {
 		return TailResult{}, err
 	}
-	run, err := m.Get(req.Name, req.RunID)
+	f, err := m.follow(req.Name, req.RunID, req.Request)
 	if err != nil {
 		return TailResult{}, err
 	}
-	if run.rec == nil {
-		return TailResult{}, fmt.Errorf("%w: run %s of %q: %s", ErrNotFound, run.RunID, req.Name, run.Reason)
-	}
-	req.RunID = run.RunID
-	req.Framed = run.rec.LogFormat == logframe.FormatName
-	if req.Raw && !req.Framed {
-		return TailResult{}, invalid("raw applies to framed runs only; run %s is %s", run.RunID, run.CaptureMode)
-	}
-	deadline := time.Now().Add(req.Wait)
-	var watch *dirWatch
-	defer func() {
-		if watch != nil {
-			watch.Close()
-		}
-	}()
-	for {
-		final := run.LogFinal() // decided before the size is read
-		r, closeLog, size, err := openLog(run)
-		if err != nil {
-			return TailResult{}, err
-		}
-		lr := req.Request
-		lr.Final = final
-		w, err := logread.Read(r, size, lr)
-		closeLog()
-		if err != nil {
-			return TailResult{}, mapReadErr(err, run)
-		}
-		// An empty window of a log that can still grow has nothing to return
-		// yet: either nothing past Offset, or only bytes the writer is still
-		// inside (an incomplete last frame line or character), which logread
-		// holds back instead of replacing. Wait for them; Final, read again
-		// after the run ends, returns whatever is left.
-		progressed := w.EndOffset > w.Offset || len(w.Skipped) > 0
-		left := time.Until(deadline)
-		if progressed || final || left <= 0 || ctx.Err() != nil || req.TailLines > 0 || req.Offset < 0 {
-			run.LogBytes = size
-			return TailResult{Window: w, Run: run, EOF: final && w.EndOffset == size}, nil
-		}
-		if watch == nil {
-			watch = watchDirs(watchOutput, m.Store.RunDir(run.Name, run.RunID))
-			continue // re-read once: output may have landed before the watch
-		}
-		watch.Wait(ctx, left)
-		if run, err = m.Get(req.Name, req.RunID); err != nil {
-			return TailResult{}, err
-		}
-	}
+	defer f.close()
+	return f.next(ctx, req.Wait)
 }
 
 func mapReadErr(err error, run Run) error {
