@@ -245,7 +245,7 @@ func TestHostileArgumentValues(t *testing.T) {
 		{"tail_log", map[string]any{"name": "ok", "tail_lines": 0}, "tail_lines must be between"},
 		{"process_list", map[string]any{"limit": 0}, "limit 0 is out of range"},
 		{"tail_log", map[string]any{"name": "ok", "tail_lines": 10001}, "tail_lines must be between"},
-		{"tail_log", map[string]any{"name": "ok", "tail_lines": 5, "offset": 3}, "leave offset out"},
+		{"tail_log", map[string]any{"name": "ok", "tail_lines": 5, "offset": 3}, "tail_lines counts back from the end of the log; leave offset out"},
 		{"tail_log", map[string]any{"name": "ok", "tail_lines": 5, "grep": "x"}, "cannot be combined"},
 		{"tail_log", map[string]any{"name": "ok", "grep": "(unclosed"}, "grep"},
 		{"tail_log", map[string]any{"name": "ok", "grep": strings.Repeat("a", 4097)}, "at most 4096"},

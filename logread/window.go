@@ -15,20 +15,41 @@ func validate(size int64, req Request) error {
 	if size < 0 {
 		return fmt.Errorf("%w: negative log size %d", ErrBadRequest, size)
 	}
+	if err := req.Check(); err != nil {
+		return err
+	}
+	if req.Offset > size {
+		return fmt.Errorf("%w: offset %d, log size is %d", ErrBadOffset, req.Offset, size)
+	}
+	return nil
+}
+
+// Check reports what is wrong with req whatever the log: max_bytes and
+// tail_lines out of range, tail_lines with an offset or with grep. It is
+// the one place these rules are written: runs checks a tail_log call with
+// it before it opens anything, and Read checks every request with it.
+func (req Request) Check() error {
 	if req.MaxBytes < 1 || req.MaxBytes > MaxWindow {
 		return fmt.Errorf("%w, got %d", ErrBadMaxBytes, req.MaxBytes)
 	}
-	if req.TailLines < 0 || req.TailLines > MaxTailLines {
-		return fmt.Errorf("%w: tail_lines must be between 1 and %d, got %d", ErrBadRequest, MaxTailLines, req.TailLines)
+	if req.TailLines != 0 { // 0: not given
+		if err := CheckTailLines(req.TailLines); err != nil {
+			return err
+		}
 	}
 	if req.TailLines > 0 && req.Offset != 0 {
-		return fmt.Errorf("%w: tail_lines counts back from the end of the log; leave offset at 0 (got %d)", ErrBadRequest, req.Offset)
+		return fmt.Errorf("%w: tail_lines counts back from the end of the log; leave offset out (got %d)", ErrBadRequest, req.Offset)
 	}
 	if req.TailLines > 0 && req.Grep != nil {
 		return fmt.Errorf("%w: tail_lines and grep cannot be combined; grep a window at a negative offset instead", ErrBadRequest)
 	}
-	if req.Offset > size {
-		return fmt.Errorf("%w: offset %d, log size is %d", ErrBadOffset, req.Offset, size)
+	return nil
+}
+
+// CheckTailLines is the rule for a tail_lines that was given.
+func CheckTailLines(n int) error {
+	if n < 1 || n > MaxTailLines {
+		return fmt.Errorf("%w: tail_lines must be between 1 and %d, got %d", ErrBadRequest, MaxTailLines, n)
 	}
 	return nil
 }

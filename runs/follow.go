@@ -169,7 +169,7 @@ func (m *Manager) Follow(ctx context.Context, req FollowRequest) iter.Seq2[Follo
 // windows hold each stream apart, and its text is not exact.
 func (m *Manager) followOutput(req FollowRequest) (*follower, *logframe.Demuxer, error) {
 	if req.Stream != "" && req.Stream != "stdout" && req.Stream != "stderr" {
-		return nil, nil, invalid("stream must be stdout or stderr, not %q", req.Stream)
+		return nil, nil, invalid("%s must be stdout or stderr, not %q", m.arg("stream"), req.Stream)
 	}
 	f, err := m.follow(req.Name, req.RunID, logread.Request{MaxBytes: logread.MaxWindow, Exact: true})
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agent-box/agent-box/logread"
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/runrecord"
 )
@@ -37,7 +36,7 @@ func TestLogIsReadFromTheRunDirNotTheRecordsPath(t *testing.T) {
 	run, err := m.Get(rec.Name, "")
 	require.NoError(t, err)
 	assert.Equal(t, own, run.LogPath)
-	res, err := m.Tail(context.Background(), TailRequest{Name: rec.Name, Request: logread.Request{MaxBytes: 1 << 10}})
+	res, err := m.Tail(context.Background(), TailRequest{Name: rec.Name, MaxBytes: new(1 << 10)})
 	require.NoError(t, err)
 	assert.Equal(t, "mine\n", res.Window.Content)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/agent-box/agent-box/logframe"
@@ -16,12 +17,55 @@ import (
 // MaxWait bounds tail_log's wait_ms.
 const MaxWait = 60 * time.Second
 
+// DefaultTailBytes is tail_log's max_bytes when not given.
+const DefaultTailBytes = 64 << 10
+
+// MaxGrepBytes bounds a grep pattern: RE2 compiles in time linear in it,
+// but a model has no use for a longer one.
+const MaxGrepBytes = 4096
+
 // TailRequest is tail_log's arguments.
 type TailRequest struct {
-	Name  string
-	RunID string
-	logread.Request
-	Wait time.Duration // block this long for output past Offset
+	Name      string
+	RunID     string
+	Offset    int64         // where to read from; negative: from the end
+	MaxBytes  *int          // log bytes to read at most; nil: DefaultTailBytes
+	TailLines *int          // the last lines instead of from Offset
+	Grep      string        // an RE2 pattern: only the lines it matches
+	Exact     bool          // the bytes as written, not text
+	Raw       bool          // a framed log's frames as stored
+	Wait      time.Duration // block this long for output past Offset
+}
+
+// window checks req's arguments and turns them into a logread request,
+// before anything is opened: logread's Check owns the rules of a window,
+// this the ones of the arguments (a given tail_lines, the pattern).
+func (req TailRequest) window() (logread.Request, error) {
+	lr := logread.Request{Offset: req.Offset, MaxBytes: DefaultTailBytes, Exact: req.Exact, Raw: req.Raw}
+	if req.MaxBytes != nil {
+		lr.MaxBytes = *req.MaxBytes
+	}
+	if req.TailLines != nil {
+		// Checked here too, since logread's 0 is "not given".
+		if err := logread.CheckTailLines(*req.TailLines); err != nil {
+			return lr, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		lr.TailLines = *req.TailLines
+	}
+	if req.Grep != "" {
+		if len(req.Grep) > MaxGrepBytes {
+			return lr, invalid("grep pattern is %d bytes, at most %d", len(req.Grep), MaxGrepBytes)
+		}
+		re, err := regexp.Compile(req.Grep)
+		if err != nil {
+			return lr, fmt.Errorf("%w: grep: %w", ErrInvalid, err)
+		}
+		lr.Grep = re
+	}
+	if err := lr.Check(); err != nil {
+		return lr, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return lr, nil
 }
 
 // TailResult is a window of the log and the run as of reading it.
@@ -63,7 +107,11 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 	if err := inRange("wait_ms", req.Wait, time.Millisecond, MaxWait); err != nil {
 		return TailResult{}, err
 	}
-	f, err := m.follow(req.Name, req.RunID, req.Request)
+	lr, err := req.window()
+	if err != nil {
+		return TailResult{}, err
+	}
+	f, err := m.follow(req.Name, req.RunID, lr)
 	if err != nil {
 		return TailResult{}, err
 	}

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -324,9 +323,6 @@ func (h *Handlers) kill(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	return result(res, res.Message+"\n"+runLine(res.Run)), nil
 }
 
-// defaultTailBytes is tail_log's max_bytes when not given.
-const defaultTailBytes = 64 << 10
-
 type tailArgs struct {
 	Name      string `json:"name"`
 	RunID     string `json:"run_id"`
@@ -373,36 +369,15 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	lr := logread.Request{Offset: a.Offset, MaxBytes: defaultTailBytes, Raw: a.Raw}
-	if a.TailLines != nil {
-		if *a.TailLines < 1 || *a.TailLines > logread.MaxTailLines {
-			return fail(fmt.Errorf("%w: tail_lines must be between 1 and %d, not %d", runs.ErrInvalid, logread.MaxTailLines, *a.TailLines)), nil
-		}
-		lr.TailLines = *a.TailLines
-	}
-	if a.MaxBytes != nil {
-		lr.MaxBytes = *a.MaxBytes
-	}
+	tr := runs.TailRequest{Name: a.Name, RunID: a.RunID, Offset: a.Offset, MaxBytes: a.MaxBytes, TailLines: a.TailLines,
+		Grep: a.Grep, Raw: a.Raw, Wait: runs.Duration(a.WaitMS, time.Millisecond)}
 	switch a.Encoding {
 	case "", "text":
 		a.Encoding = "text"
 	case "base64":
-		lr.Exact = true
+		tr.Exact = true
 	default:
 		return fail(fmt.Errorf("%w: encoding %q is not one of text, base64", runs.ErrInvalid, a.Encoding)), nil
-	}
-	if a.Grep != "" {
-		if len(a.Grep) > 4096 {
-			return fail(fmt.Errorf("%w: grep pattern is %d bytes, at most 4096", runs.ErrInvalid, len(a.Grep))), nil
-		}
-		re, err := regexp.Compile(a.Grep)
-		if err != nil {
-			return fail(fmt.Errorf("%w: grep: %w", runs.ErrInvalid, err)), nil
-		}
-		lr.Grep = re
-	}
-	if lr.TailLines != 0 && a.Offset != 0 {
-		return fail(fmt.Errorf("%w: tail_lines reads from the end; leave offset out", runs.ErrInvalid)), nil
 	}
 	if a.WaitMS > 0 {
 		release, err := h.waitSlot()
@@ -413,16 +388,16 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	}
 	ctx, cancel := h.untilGone(ctx)
 	defer cancel()
-	res, err := h.M.Tail(ctx, runs.TailRequest{Name: a.Name, RunID: a.RunID, Request: lr, Wait: time.Duration(a.WaitMS) * time.Millisecond})
+	res, err := h.M.Tail(ctx, tr)
 	if err != nil {
 		return fail(err), nil
 	}
-	out := tailOutput(res, a.Encoding, lr)
-	out.grep = lr.Grep != nil
+	out := tailOutput(res, a.Encoding, a.Raw)
+	out.grep = a.Grep != ""
 	return result(out, tailText(out)), nil
 }
 
-func tailOutput(res runs.TailResult, encoding string, lr logread.Request) TailOutput {
+func tailOutput(res runs.TailResult, encoding string, raw bool) TailOutput {
 	w, run := res.Window, res.Run
 	out := TailOutput{
 		Name: run.Name, RunID: run.RunID, Encoding: encoding, Lossy: w.Lossy,
@@ -434,7 +409,7 @@ func tailOutput(res runs.TailResult, encoding string, lr logread.Request) TailOu
 	for _, g := range w.Skipped {
 		out.SkippedBytes += g.Bytes
 	}
-	decoded := run.CaptureMode == "framed" && !lr.Raw
+	decoded := run.CaptureMode == "framed" && !raw
 	switch {
 	case encoding == "base64" && decoded:
 		so, se := base64.StdEncoding.EncodeToString(w.StdoutBytes), base64.StdEncoding.EncodeToString(w.StderrBytes)

@@ -293,6 +293,7 @@ func TestCLIUsageErrorsSayWhy(t *testing.T) {
 		{[]string{"logs"}, "NAME"},
 		{[]string{"logs", "a", "b"}, "one NAME"},
 		{[]string{"logs", "--stream"}, "stream"},
+		{[]string{"logs", "--stream", "both", "a"}, `--stream must be stdout or stderr, not "both"`},
 		{[]string{"start"}, "NAME"},
 		{[]string{"start", "a"}, "--"},
 		{[]string{"start", "a", "--"}, "command"},
