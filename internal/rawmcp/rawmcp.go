@@ -371,16 +371,16 @@ func (c *Conn) CallInto(tool string, args, structured any) error {
 	return c.AwaitCall(tool, id, structured)
 }
 
-// CloseGrace is how long Close waits for the server after closing its
-// stdin before it kills it.
-const CloseGrace = 10 * time.Second
+// closeGrace is how long Close waits for the server after closing its
+// stdin before it kills it; a variable for the tests.
+var closeGrace = 10 * time.Second
 
-// ErrLingered is Close's error for a server that had not exited CloseGrace
+// ErrLingered is Close's error for a server that had not exited 10 s
 // after its stdin closed.
 var ErrLingered = errors.New("server still running after its stdin closed; killed")
 
 // Close closes stdin (the polite end of an MCP stdio session) and waits for
-// the server; one that lingers is killed.
+// the server; one still running 10 s later is killed (ErrLingered).
 func (c *Conn) Close() error {
 	c.in.Close()
 	done := make(chan error, 1)
@@ -388,7 +388,7 @@ func (c *Conn) Close() error {
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(CloseGrace):
+	case <-time.After(closeGrace):
 		c.Cmd.Process.Kill()
 		<-done
 		return ErrLingered

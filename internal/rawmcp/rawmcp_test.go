@@ -3,10 +3,13 @@ package rawmcp
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fake is a Conn whose server's output is script and whose sent lines are
@@ -154,5 +157,30 @@ func BenchmarkAwaitCall(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestClose: a server that ends on stdin EOF closes cleanly, one that
+// exits non-zero says so, and one that ignores EOF is killed.
+func TestClose(t *testing.T) {
+	old := closeGrace
+	closeGrace = 100 * time.Millisecond
+	t.Cleanup(func() { closeGrace = old })
+	for _, tc := range []struct {
+		argv []string
+		want string // "" for no error
+	}{
+		{[]string{"cat"}, ""},
+		{[]string{"sh", "-c", "cat; exit 3"}, "server exited: exit status 3"},
+		{[]string{"sleep", "30"}, ErrLingered.Error()},
+	} {
+		c, err := Start(exec.Command(tc.argv[0], tc.argv[1:]...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Close()
+		if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
+			t.Errorf("%v: Close() = %v, want %q", tc.argv, err, tc.want)
+		}
 	}
 }
