@@ -1,8 +1,11 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +41,43 @@ func TestPlumbing(t *testing.T) {
 		if m.Error != "" {
 			t.Errorf("%s: %s", m.Name, m.Error)
 		}
+	}
+}
+
+// TestNewBench: the mode picks the sizes, --list-sizes replaces the mode's
+// (sorted), and a bad size or a missing binary is refused.
+func TestNewBench(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "agent-box")
+	if err := os.WriteFile(bin, nil, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		o         options
+		mode      string
+		listSizes []int
+		err       string
+	}{
+		{"full", options{binary: bin}, "full", fullConfig.listSizes, ""},
+		{"quick", options{binary: bin, quick: true}, "quick", quickConfig.listSizes, ""},
+		{"list sizes", options{binary: bin, quick: true, listSizes: "10000,50"}, "quick", []int{50, 10000}, ""},
+		{"bad size", options{binary: bin, listSizes: "10,0"}, "", nil, `--list-sizes: "0" is not a positive count`},
+		{"no binary", options{binary: bin + ".missing"}, "", nil, "run make build first"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := newBench(tc.o)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.mode != tc.mode || !slices.Equal(b.cfg.listSizes, tc.listSizes) || b.binary != bin {
+				t.Errorf("mode %q, list sizes %v, binary %s; want %q, %v, %s", b.mode, b.cfg.listSizes, b.binary, tc.mode, tc.listSizes, bin)
+			}
+		})
 	}
 }

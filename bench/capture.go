@@ -195,9 +195,6 @@ func (b *bench) benchCapture() []metric {
 	}
 	nameC := "capture combined, " + size + " to stdout"
 	nameF := "capture framed, " + size + " to stdout"
-	nameSrv := "server RSS growth while a run writes " + size
-	nameSupC := "supervisor peak RSS (VmHWM), combined"
-	nameSupF := "supervisor peak RSS (VmHWM), framed"
 	fail := func(err error) []metric {
 		return []metric{failed(nameC, err), failed(nameF, err)}
 	}
@@ -216,70 +213,94 @@ func (b *bench) benchCapture() []metric {
 	if err != nil {
 		return fail(err)
 	}
-
-	var base []time.Duration
-	runs := map[string][]captureResult{}
-	for range b.cfg.captureReps {
-		d, err := b.captureBaseline(n)
-		if err != nil {
-			return fail(fmt.Errorf("baseline: %w", err))
-		}
-		base = append(base, d)
-		for _, mode := range []string{"combined", "framed"} {
-			r, err := b.captureRun(c, mode, n)
-			if err != nil {
-				return fail(fmt.Errorf("%s: %w", mode, err))
-			}
-			runs[mode] = append(runs[mode], r)
-		}
+	base, runs, err := b.captureRounds(c, n)
+	if err != nil {
+		return fail(err)
 	}
 	after, err := readMem(c.pid())
 	if err != nil {
 		return fail(err)
 	}
-
-	baseRate := mibPerSec(n, median(base))
-	row := func(name, mode string, target float64) metric {
-		rs := runs[mode]
-		var ds, srv []time.Duration
-		var logBytes int64
-		for _, r := range rs {
-			ds = append(ds, r.elapsed)
-			srv = append(srv, r.serverCPU)
-			logBytes = r.logBytes
-		}
-		d := median(ds)
-		m := metric{Name: name, Unit: "MiB/s", Value: mibPerSec(n, d), Samples: len(rs),
-			Target: fmt.Sprintf("≥ %.1f× baseline", target)}
-		m.setBaseline("same child > file", baseRate)
-		m.setMet(*m.Ratio >= target)
-		r := rs[len(rs)-1]
-		m.Note = fmt.Sprintf("median %.2f s vs baseline %.2f s; log %d bytes (%.2f× output); last run: supervisor CPU %.2f s, server CPU %.2f s while waiting (median %.2f s)",
-			d.Seconds(), median(base).Seconds(), logBytes, float64(logBytes)/float64(n), r.supCPU.Seconds(), r.serverCPU.Seconds(), median(srv).Seconds())
-		return m
+	out := []metric{
+		captureRow(nameC, n, 0.8, base, runs["combined"]),
+		captureRow(nameF, n, 0.5, base, runs["framed"]),
+		serverRSSRow("server RSS growth while a run writes "+size, before, after, runs),
 	}
-	out := []metric{row(nameC, "combined", 0.8), row(nameF, "framed", 0.5)}
+	for _, x := range []struct{ name, mode string }{
+		{"supervisor peak RSS (VmHWM), combined", "combined"},
+		{"supervisor peak RSS (VmHWM), framed", "framed"},
+	} {
+		out = append(out, supervisorRow(x.name, runs[x.mode]))
+	}
+	return out
+}
 
+// captureRounds runs captureReps rounds of the baseline and of each capture
+// mode, interleaved so that drift hits them alike.
+func (b *bench) captureRounds(c *client, n int64) (base []time.Duration, runs map[string][]captureResult, err error) {
+	runs = map[string][]captureResult{}
+	for range b.cfg.captureReps {
+		d, err := b.captureBaseline(n)
+		if err != nil {
+			return nil, nil, fmt.Errorf("baseline: %w", err)
+		}
+		base = append(base, d)
+		for _, mode := range []string{"combined", "framed"} {
+			r, err := b.captureRun(c, mode, n)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", mode, err)
+			}
+			runs[mode] = append(runs[mode], r)
+		}
+	}
+	return base, runs, nil
+}
+
+// captureRow is the throughput row of one capture mode's runs rs of n
+// bytes, against the baseline's durations base.
+func captureRow(name string, n int64, target float64, base []time.Duration, rs []captureResult) metric {
+	var ds, srv []time.Duration
+	var logBytes int64
+	for _, r := range rs {
+		ds = append(ds, r.elapsed)
+		srv = append(srv, r.serverCPU)
+		logBytes = r.logBytes
+	}
+	d := median(ds)
+	m := metric{Name: name, Unit: "MiB/s", Value: mibPerSec(n, d), Samples: len(rs),
+		Target: fmt.Sprintf("≥ %.1f× baseline", target)}
+	m.setBaseline("same child > file", mibPerSec(n, median(base)))
+	m.setMet(*m.Ratio >= target)
+	r := rs[len(rs)-1]
+	m.Note = fmt.Sprintf("median %.2f s vs baseline %.2f s; log %d bytes (%.2f× output); last run: supervisor CPU %.2f s, server CPU %.2f s while waiting (median %.2f s)",
+		d.Seconds(), median(base).Seconds(), logBytes, float64(logBytes)/float64(n), r.supCPU.Seconds(), r.serverCPU.Seconds(), median(srv).Seconds())
+	return m
+}
+
+// serverRSSRow is how much the server's RSS grew from before the runs to
+// its peak while they wrote or after them.
+func serverRSSRow(name string, before, after memInfo, runs map[string][]captureResult) metric {
 	var peak int64
 	for _, rs := range runs {
 		for _, r := range rs {
 			peak = max(peak, r.serverRSS)
 		}
 	}
-	srv := metric{Name: nameSrv, Unit: "MiB", Value: mib(max(peak, after.RSS) - before.RSS), Target: "≤ 5 MiB (flat)"}
-	srv.setMet(srv.Value <= 5)
-	srv.Note = fmt.Sprintf("VmRSS before %.1f MiB, peak %.1f MiB, after %.1f MiB; VmHWM after %.1f MiB (the process's lifetime peak)",
+	m := metric{Name: name, Unit: "MiB", Value: mib(max(peak, after.RSS) - before.RSS), Target: "≤ 5 MiB (flat)"}
+	m.setMet(m.Value <= 5)
+	m.Note = fmt.Sprintf("VmRSS before %.1f MiB, peak %.1f MiB, after %.1f MiB; VmHWM after %.1f MiB (the process's lifetime peak)",
 		mib(before.RSS), mib(peak), mib(after.RSS), mib(after.HWM))
-	out = append(out, srv)
-	for _, x := range []struct{ name, mode string }{{nameSupC, "combined"}, {nameSupF, "framed"}} {
-		var hwm, rss int64
-		for _, r := range runs[x.mode] {
-			hwm, rss = max(hwm, r.supHWM), max(rss, r.supRSS)
-		}
-		m := metric{Name: x.name, Unit: "MiB", Value: mib(hwm), Samples: len(runs[x.mode]), Target: "≤ 10 MiB"}
-		m.setMet(m.Value <= 10)
-		m.Note = fmt.Sprintf("largest VmHWM over the runs, from /proc/PID/status of supervisor_pid (record.json) while it lived; the peak includes start-up; largest VmRSS while writing %.1f MiB", mib(rss))
-		out = append(out, m)
+	return m
+}
+
+// supervisorRow is the supervisors' largest peak RSS over runs rs.
+func supervisorRow(name string, rs []captureResult) metric {
+	var hwm, rss int64
+	for _, r := range rs {
+		hwm, rss = max(hwm, r.supHWM), max(rss, r.supRSS)
 	}
-	return out
+	m := metric{Name: name, Unit: "MiB", Value: mib(hwm), Samples: len(rs), Target: "≤ 10 MiB"}
+	m.setMet(m.Value <= 10)
+	m.Note = fmt.Sprintf("largest VmHWM over the runs, from /proc/PID/status of supervisor_pid (record.json) while it lived; the peak includes start-up; largest VmRSS while writing %.1f MiB", mib(rss))
+	return m
 }

@@ -101,7 +101,7 @@ type drainStats struct {
 func drain(c *client, name, enc string, n int64) (drainStats, error) {
 	var st drainStats
 	cpu0, self0 := cpuOf(c.pid()), selfCPU()
-	rx0 := c.rx
+	rx0 := c.Received()
 	t0 := time.Now()
 	var off int64
 	for {
@@ -130,7 +130,7 @@ func drain(c *client, name, enc string, n int64) (drainStats, error) {
 	st.elapsed = time.Since(t0)
 	st.serverCPU = cpuOf(c.pid()) - cpu0
 	st.clientCPU = selfCPU() - self0
-	st.rx = c.rx - rx0
+	st.rx = c.Received() - rx0
 	if off != n {
 		return st, fmt.Errorf("drained %d bytes, the log has %d", off, n)
 	}

@@ -38,96 +38,153 @@ func (b *bench) benchFollow() []metric {
 		return fail(err)
 	}
 	defer c.close()
-	name := b.name("follow")
-	if _, err := c.call("process_start", map[string]any{
-		"name": name, "cwd": b.work,
-		"command": `while IFS= read -r l; do printf '%s\n' "$l"; done < ` + shellQuote(fifo),
-	}, nil); err != nil {
-		return fail(err)
-	}
-	// Opening a fifo for writing blocks until the child opens it to read.
-	opened := make(chan error, 1)
-	var w *os.File
-	go func() {
-		var err error
-		w, err = os.OpenFile(fifo, os.O_WRONLY, 0)
-		opened <- err
-	}()
-	select {
-	case err := <-opened:
-		if err != nil {
-			return fail(err)
-		}
-	case <-time.After(10 * time.Second):
-		return fail(fmt.Errorf("the child never opened %s", fifo))
-	}
-	defer func() {
-		if w != nil {
-			w.Close()
-		}
-	}()
-
-	logPath, err := b.logPath(c, name)
+	e, err := b.startEcho(c, fifo)
 	if err != nil {
 		return fail(err)
 	}
-	// The baseline is the floor under any follow: the same write seen by an
-	// inotify watch of the log, from this process, in the rounds between.
-	watch, err := newFileWatch(logPath)
-	if err != nil {
-		return fail(err)
-	}
-	defer watch.close()
-
+	defer e.close()
 	var lat, base []time.Duration
-	var off int64
 	for i := -1; i < b.cfg.followN; i++ {
-		id, err := c.sendTool("tail_log", map[string]any{"name": name, "offset": off, "wait_ms": 10000})
+		d, err := e.follow(i)
 		if err != nil {
 			return fail(err)
 		}
-		time.Sleep(parkDelay)
-		t0 := time.Now()
-		if _, err := fmt.Fprintf(w, "line %d\n", i); err != nil {
-			return fail(err)
-		}
-		var t tailInfo
-		if err := c.awaitTool("tail_log", id, &t); err != nil {
-			return fail(err)
-		}
-		d := time.Since(t0)
-		if t.EndOffset <= off {
-			return fail(fmt.Errorf("tail_log returned no output after %s (offset %d)", d, off))
-		}
-		// The line may come in more than one window only if the
-		// supervisor's copy splits it; then the rest is read next round.
-		off = t.EndOffset
-
-		watch.drain()
-		time.Sleep(parkDelay)
-		t0 = time.Now()
-		if _, err := fmt.Fprintf(w, "base %d\n", i); err != nil {
-			return fail(err)
-		}
-		size, err := watch.grown(off, 10*time.Second)
+		db, err := e.watched(i)
 		if err != nil {
 			return fail(err)
 		}
-		db := time.Since(t0)
-		off = size
 		if i >= 0 {
 			lat, base = append(lat, d), append(base, db)
 		}
 	}
-	w.Close()
-	w = nil
-	var wi waitInfo
-	if _, err := c.call("process_wait", map[string]any{"name": name, "timeout_ms": 30000}, &wi); err != nil {
+	if err := e.finish(); err != nil {
 		return fail(err)
 	}
 	rows := latencyRows(title, lat, base, "the child's write reaching the log (inotify in the benchmark)", 1, 3)
 	rows[0].Note = "from the child's write (fifo → echo) to the tail_log reply; rounds alternate with the baseline"
 	return append(rows, b.followSoak(c)...)
+}
+
+// echoRun is the follow scenario's run: a child that echoes each line
+// written to its fifo into its log, which the server follows with tail_log
+// and the benchmark, for the baseline, with an inotify watch.
+type echoRun struct {
+	c     *client
+	name  string
+	w     *os.File // the fifo's writing end
+	watch *fileWatch
+	off   int64 // how far the log has been read
+}
+
+// startEcho starts the echo child on fifo, opens the fifo for writing and
+// watches the run's log.
+func (b *bench) startEcho(c *client, fifo string) (*echoRun, error) {
+	e := &echoRun{c: c, name: b.name("follow")}
+	if _, err := c.call("process_start", map[string]any{
+		"name": e.name, "cwd": b.work,
+		"command": `while IFS= read -r l; do printf '%s\n' "$l"; done < ` + shellQuote(fifo),
+	}, nil); err != nil {
+		return nil, err
+	}
+	w, err := openWriter(fifo, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	e.w = w
+	logPath, err := b.logPath(c, e.name)
+	if err == nil {
+		// The baseline is the floor under any follow: the same write seen
+		// by an inotify watch of the log, from this process, in the rounds
+		// between.
+		e.watch, err = newFileWatch(logPath)
+	}
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// openWriter opens a fifo for writing, which blocks until a reader opens
+// it, for at most limit.
+func openWriter(fifo string, limit time.Duration) (*os.File, error) {
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		ch <- opened{f, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.f, o.err
+	case <-time.After(limit):
+		return nil, fmt.Errorf("the child never opened %s", fifo)
+	}
+}
+
+// follow times round i of the scenario: a tail_log with wait_ms parked on
+// the log's end, then a line written to the child, until the reply.
+func (e *echoRun) follow(i int) (time.Duration, error) {
+	id, err := e.c.sendTool("tail_log", map[string]any{"name": e.name, "offset": e.off, "wait_ms": 10000})
+	if err != nil {
+		return 0, err
+	}
+	time.Sleep(parkDelay)
+	t0 := time.Now()
+	if _, err := fmt.Fprintf(e.w, "line %d\n", i); err != nil {
+		return 0, err
+	}
+	var t tailInfo
+	if err := e.c.awaitTool("tail_log", id, &t); err != nil {
+		return 0, err
+	}
+	d := time.Since(t0)
+	if t.EndOffset <= e.off {
+		return 0, fmt.Errorf("tail_log returned no output after %s (offset %d)", d, e.off)
+	}
+	// The line may come in more than one window only if the supervisor's
+	// copy splits it; then the rest is read next round.
+	e.off = t.EndOffset
+	return d, nil
+}
+
+// watched times round i of the baseline: a line written to the child,
+// until the inotify watch sees the log grow.
+func (e *echoRun) watched(i int) (time.Duration, error) {
+	e.watch.drain()
+	time.Sleep(parkDelay)
+	t0 := time.Now()
+	if _, err := fmt.Fprintf(e.w, "base %d\n", i); err != nil {
+		return 0, err
+	}
+	size, err := e.watch.grown(e.off, 10*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	d := time.Since(t0)
+	e.off = size
+	return d, nil
+}
+
+// finish closes the fifo, which ends the child, and waits for it.
+func (e *echoRun) finish() error {
+	e.w.Close()
+	e.w = nil
+	_, err := e.c.call("process_wait", map[string]any{"name": e.name, "timeout_ms": 30000}, nil)
+	return err
+}
+
+// close lets go of the fifo and the watch.
+func (e *echoRun) close() {
+	if e.w != nil {
+		e.w.Close()
+	}
+	if e.watch != nil {
+		e.watch.close()
+	}
 }
 
 // logPath is the log of the newest run of name.

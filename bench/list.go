@@ -214,7 +214,7 @@ func (b *bench) timeList(root string, n, limit int) (metric, error) {
 		if err != nil {
 			return metric{}, err
 		}
-		cpu0, rx0 := cpuOf(c.pid()), c.rx
+		cpu0, rx0 := cpuOf(c.pid()), c.Received()
 		var ds [2]time.Duration
 		for k := range ds {
 			var res struct {
@@ -240,7 +240,7 @@ func (b *bench) timeList(root string, n, limit int) (metric, error) {
 			}
 			ds[k] = d
 			if k == 0 {
-				rx = c.rx - rx0
+				rx = c.Received() - rx0
 				cpu = cpuOf(c.pid()) - cpu0
 			}
 		}

@@ -71,6 +71,7 @@ var (
 
 type bench struct {
 	cfg      config
+	mode     string // "full" or "quick", the sizes of cfg
 	binary   string
 	work     string // temporary root of everything below
 	files    string // baseline output files
@@ -88,44 +89,92 @@ type bench struct {
 	res         results
 }
 
-func main() {
-	binary := flag.String("binary", "bin/agent-box", "agent-box executable to measure")
-	quick := flag.Bool("quick", false, "tiny sizes (64 MiB capture, 16 MiB drain, 1k runs): finishes in under a minute")
-	out := flag.String("out", "bench/results.json", "where to write the results as JSON")
-	parent := flag.String("work-dir", "", "directory for the temporary state dir and baseline files (default: $TMPDIR); pick the filesystem to measure")
-	only := flag.String("only", "", "comma-separated scenarios to run (startup,start,follow,wait,capture,drain,list); default all")
-	listSizes := flag.String("list-sizes", "", "comma-separated run counts for process_list, overriding the mode's (e.g. 10000)")
-	keep := flag.Bool("keep", false, "keep the work dir (state dirs, generated records) for profiling; runs are still killed")
-	durable := flag.Bool("durable-records", false, "create process_list's records with runrecord.Store.Create (fsync per record: minutes for 50k) instead of plain writes of the same bytes")
-	flag.Parse()
+// options are the command line's.
+type options struct {
+	binary, out, parent, only, listSizes string
+	quick, keep, durable                 bool
+}
 
-	abs, err := filepath.Abs(*binary)
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.binary, "binary", "bin/agent-box", "agent-box executable to measure")
+	flag.BoolVar(&o.quick, "quick", false, "tiny sizes (64 MiB capture, 16 MiB drain, 1k runs): finishes in under a minute")
+	flag.StringVar(&o.out, "out", "bench/results.json", "where to write the results as JSON")
+	flag.StringVar(&o.parent, "work-dir", "", "directory for the temporary state dir and baseline files (default: $TMPDIR); pick the filesystem to measure")
+	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (startup,start,follow,wait,capture,drain,list); default all")
+	flag.StringVar(&o.listSizes, "list-sizes", "", "comma-separated run counts for process_list, overriding the mode's (e.g. 10000)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work dir (state dirs, generated records) for profiling; runs are still killed")
+	flag.BoolVar(&o.durable, "durable-records", false, "create process_list's records with runrecord.Store.Create (fsync per record: minutes for 50k) instead of plain writes of the same bytes")
+	flag.Parse()
+	return o
+}
+
+func main() {
+	o := parseFlags()
+	b, err := newBench(o)
 	if err != nil {
 		fatal(err)
 	}
+	if err := b.setup(o.parent); err != nil {
+		fatal(err)
+	}
+	b.cleanupOnSignal()
+	started := time.Now()
+	b.describe(started)
+	fmt.Fprintf(os.Stderr, "bench: %s mode, %s, work dir %s\n", b.mode, b.res.Version, b.work)
+
+	want := map[string]bool{}
+	for s := range strings.SplitSeq(o.only, ",") {
+		if s != "" {
+			want[s] = true
+		}
+	}
+	b.res.Metrics = b.runScenarios(want)
+	failed := slices.ContainsFunc(b.res.Metrics, func(m metric) bool { return m.Error != "" })
+	b.res.Seconds = time.Since(started).Seconds()
+	b.res.LoadAfter = loadavg()
+	b.cleanup()
+
+	if err := b.report(o.out); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: writing %s: %v\n", o.out, err)
+		failed = true
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// newBench is a benchmark of the sizes o asks for.
+func newBench(o options) (*bench, error) {
+	abs, err := filepath.Abs(o.binary)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(abs); err != nil {
-		fatal(fmt.Errorf("%v (run make build first)", err))
+		return nil, fmt.Errorf("%v (run make build first)", err)
 	}
-	b := &bench{cfg: fullConfig, binary: abs, listDurable: *durable, keep: *keep}
-	mode := "full"
-	if *quick {
-		b.cfg, mode = quickConfig, "quick"
+	b := &bench{cfg: fullConfig, binary: abs, listDurable: o.durable, keep: o.keep}
+	b.mode = "full"
+	if o.quick {
+		b.cfg, b.mode = quickConfig, "quick"
 	}
-	if *listSizes != "" {
+	if o.listSizes != "" {
 		b.cfg.listSizes = nil
-		for f := range strings.SplitSeq(*listSizes, ",") {
+		for f := range strings.SplitSeq(o.listSizes, ",") {
 			n, err := strconv.Atoi(f)
 			if err != nil || n <= 0 {
-				fatal(fmt.Errorf("--list-sizes: %q is not a positive count", f))
+				return nil, fmt.Errorf("--list-sizes: %q is not a positive count", f)
 			}
 			b.cfg.listSizes = append(b.cfg.listSizes, n)
 		}
 		slices.Sort(b.cfg.listSizes)
 	}
-	if err := b.setup(*parent); err != nil {
-		fatal(err)
-	}
-	// An interrupted benchmark must not leave a 1 GiB writer behind.
+	return b, nil
+}
+
+// cleanupOnSignal cleans up and exits on SIGINT or SIGTERM: an interrupted
+// benchmark must not leave a 1 GiB writer behind.
+func (b *bench) cleanupOnSignal() {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
@@ -134,49 +183,31 @@ func main() {
 		b.cleanup()
 		os.Exit(130)
 	}()
+}
 
-	started := time.Now()
+// describe fills in what the results say about the machine, the binary and
+// the command, as of started.
+func (b *bench) describe(started time.Time) {
 	b.res = results{
-		Mode: mode, Binary: abs, GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
+		Mode: b.mode, Binary: b.binary, GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
 		Started: started.UTC().Format(time.RFC3339), WorkDir: b.work,
 		Command: strings.Join(os.Args, " "), LoadBefore: loadavg(),
 	}
-	if v, err := exec.Command(abs, "version").Output(); err == nil {
+	if v, err := exec.Command(b.binary, "version").Output(); err == nil {
 		b.res.Version = strings.TrimSpace(string(v))
 	}
 	if k, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		b.res.Kernel = strings.TrimSpace(string(k))
 	}
-	fmt.Fprintf(os.Stderr, "bench: %s mode, %s, work dir %s\n", mode, b.res.Version, b.work)
+}
 
-	want := map[string]bool{}
-	for s := range strings.SplitSeq(*only, ",") {
-		if s != "" {
-			want[s] = true
-		}
-	}
-	ms := b.runScenarios(want)
-	b.res.Metrics = ms
-	failed := false
-	for _, m := range ms {
-		if m.Error != "" {
-			failed = true
-		}
-	}
-	b.res.Seconds = time.Since(started).Seconds()
-	b.res.LoadAfter = loadavg()
-	b.cleanup()
-
+// report prints the table and a summary line, and writes the results as
+// JSON to path.
+func (b *bench) report(path string) error {
 	printTable(os.Stdout, &b.res)
 	fmt.Printf("\n%s mode, %d CPUs, Linux %s, %s, %.0f s, loadavg %s before, %s after; JSON in %s\n",
-		mode, b.res.CPUs, b.res.Kernel, b.res.Version, b.res.Seconds, b.res.LoadBefore, b.res.LoadAfter, *out)
-	if err := writeJSON(*out, &b.res); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: writing %s: %v\n", *out, err)
-		failed = true
-	}
-	if failed {
-		os.Exit(1)
-	}
+		b.res.Mode, b.res.CPUs, b.res.Kernel, b.res.Version, b.res.Seconds, b.res.LoadBefore, b.res.LoadAfter, path)
+	return writeJSON(path, &b.res)
 }
 
 // loadavg is the first three fields of /proc/loadavg.

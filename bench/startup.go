@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os/exec"
 	"time"
+
+	"github.com/agent-box/agent-box/internal/rawmcp"
 )
 
 // benchSpawn times a fresh server from fork/exec to its initialize reply,
@@ -27,7 +29,7 @@ func (b *bench) benchSpawn() []metric {
 		if err != nil {
 			return []metric{failed(name, err)}
 		}
-		_, err = c.request("initialize", initParams)
+		err = c.withStderr(c.Request("initialize", rawmcp.InitializeParams(clientName, rawmcp.ProtocolVersion), nil))
 		d := time.Since(t0)
 		c.close()
 		if err != nil {

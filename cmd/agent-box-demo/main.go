@@ -96,26 +96,49 @@ func run(binary, stateDir string, out, serverErr io.Writer) error {
 	return nil
 }
 
+// session plays the script: a run started on one connection, the
+// connection dropped, and the run found whole on a second.
 func (d *demo) session() error {
 	fmt.Fprintf(d.out, "agent-box demo (state dir %s)\n\n", d.stateDir)
-
-	fmt.Fprintln(d.out, "=== connection 1: start a run")
-	c, err := d.dial()
+	runID, before, err := d.firstConnection()
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if c != nil { // only a transport error leaves one open
-			c.Kill()
-		}
-	}()
+	fmt.Fprintf(d.out, "(no agent-box for %s; the run keeps printing to its log)\n", disconnected)
+	// A pause, not a condition: the point is to leave the run alone with
+	// its supervisor for a while, as a real drop would.
+	time.Sleep(disconnected)
+	return d.secondConnection(runID, before)
+}
+
+// firstConnection starts the run, reads what it has printed so far, and
+// drops the connection by killing the server. It returns the run's id and
+// the log as this client saw it.
+func (d *demo) firstConnection() (string, *logAssembler, error) {
+	fmt.Fprintln(d.out, "=== connection 1: start a run")
+	c, err := d.dial()
+	if err != nil {
+		return "", nil, err
+	}
+	runID, before, err := d.startRun(c)
+	if err != nil {
+		c.Kill()
+		return "", nil, err
+	}
+	fmt.Fprintln(d.out, "\n=== the connection drops (agent-box is SIGKILLed, as when ssh dies)")
+	c.Kill()
+	return runID, before, nil
+}
+
+// startRun starts the demo's run and reads its log from offset 0 once.
+func (d *demo) startRun(c *rawmcp.Conn) (string, *logAssembler, error) {
 	res, err := d.call(c, "connection 1, process_start", "process_start", map[string]any{
 		"name":         demoName,
 		"capture_mode": "framed",
 		"command":      demoCommand,
 	})
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	runID := str(res.StructuredContent["run_id"])
 	if err := checkRun(res.StructuredContent, "", "running"); err != nil && !res.IsError {
@@ -123,7 +146,7 @@ func (d *demo) session() error {
 	}
 	res, err = d.call(c, "connection 1, tail_log", "tail_log", map[string]any{"name": demoName, "wait_ms": 2000})
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	// What was on disk when the connection dropped, as far as this client
 	// saw: the window from offset 0 to its end_offset.
@@ -131,52 +154,33 @@ func (d *demo) session() error {
 	if err := before.add(res.StructuredContent); err != nil && !res.IsError {
 		d.failf("connection 1, tail_log", err)
 	}
+	return runID, &before, nil
+}
 
-	fmt.Fprintln(d.out, "\n=== the connection drops (agent-box is SIGKILLed, as when ssh dies)")
-	c.Kill()
-	c = nil
-	fmt.Fprintf(d.out, "(no agent-box for %s; the run keeps printing to its log)\n", disconnected)
-	// A pause, not a condition: the point is to leave the run alone with
-	// its supervisor for a while, as a real drop would.
-	time.Sleep(disconnected)
-
+// secondConnection dials a new server, which must find run runID still
+// running and its whole log on disk, before has what connection 1 read.
+func (d *demo) secondConnection(runID string, before *logAssembler) error {
 	fmt.Fprintln(d.out, "\n=== connection 2: a new agent-box sees the run and its whole log")
-	if c, err = d.dial(); err != nil {
-		return err
-	}
-	const listStep = "connection 2, process_list"
-	res, err = d.call(c, listStep, "process_list", map[string]any{})
+	c, err := d.dial()
 	if err != nil {
 		return err
 	}
-	listed, err := findRun(res.StructuredContent, demoName)
-	if err == nil {
-		err = checkRun(listed, runID, "running")
+	if err := d.findAgain(c, runID, before); err != nil {
+		c.Kill()
+		return err
 	}
-	if err != nil && !res.IsError {
-		d.failf(listStep, err)
-	}
-	// The log is read from offset 0 in windows, each call resuming at the
-	// previous end_offset: one now, while the run is still writing, the
-	// rest after it ends.
-	var log logAssembler
-	const tailStep = "connection 2, tail_log from offset 0"
-	res, err = d.call(c, tailStep, "tail_log", map[string]any{"name": demoName, "offset": 0})
+	return c.Close()
+}
+
+// findAgain lists the run, reads its log from offset 0 to its end, and
+// checks the log against what the command printed and connection 1 saw.
+func (d *demo) findAgain(c *rawmcp.Conn, runID string, before *logAssembler) error {
+	listed, err := d.listRun(c, runID)
 	if err != nil {
 		return err
 	}
-	if err := log.add(res.StructuredContent); err != nil && !res.IsError {
-		d.failf(tailStep, err)
-	}
-	const waitStep = "connection 2, process_wait"
-	res, err = d.call(c, waitStep, "process_wait", map[string]any{"name": demoName, "timeout_ms": 20000})
+	log, err := d.readLog(c, runID)
 	if err != nil {
-		return err
-	}
-	if err := checkWait(res.StructuredContent, runID, demoExit); err != nil && !res.IsError {
-		d.failf(waitStep, err)
-	}
-	if err := d.readRest(c, &log); err != nil {
 		return err
 	}
 	if err := checkOutput("stdout", wantStdout, log.stdout); err != nil {
@@ -190,12 +194,53 @@ func (d *demo) session() error {
 			d.failf("output after the drop", err)
 		}
 	}
-	if _, err := d.call(c, "connection 2, tail_log tail_lines", "tail_log", map[string]any{"name": demoName, "tail_lines": 3}); err != nil {
-		return err
-	}
-	err = c.Close()
-	c = nil
+	_, err = d.call(c, "connection 2, tail_log tail_lines", "tail_log", map[string]any{"name": demoName, "tail_lines": 3})
 	return err
+}
+
+// listRun returns the run as process_list shows it (nil if it does not),
+// which must be runID and still running.
+func (d *demo) listRun(c *rawmcp.Conn, runID string) (map[string]any, error) {
+	const step = "connection 2, process_list"
+	res, err := d.call(c, step, "process_list", map[string]any{})
+	if err != nil {
+		return nil, err
+	}
+	listed, err := findRun(res.StructuredContent, demoName)
+	if err == nil {
+		err = checkRun(listed, runID, "running")
+	}
+	if err != nil && !res.IsError {
+		d.failf(step, err)
+	}
+	return listed, nil
+}
+
+// readLog reads the log from offset 0 in windows, each call resuming at
+// the previous end_offset: one now, while the run is still writing, the
+// rest after process_wait says it ended with the command's exit code.
+func (d *demo) readLog(c *rawmcp.Conn, runID string) (*logAssembler, error) {
+	var log logAssembler
+	const tailStep = "connection 2, tail_log from offset 0"
+	res, err := d.call(c, tailStep, "tail_log", map[string]any{"name": demoName, "offset": 0})
+	if err != nil {
+		return nil, err
+	}
+	if err := log.add(res.StructuredContent); err != nil && !res.IsError {
+		d.failf(tailStep, err)
+	}
+	const waitStep = "connection 2, process_wait"
+	res, err = d.call(c, waitStep, "process_wait", map[string]any{"name": demoName, "timeout_ms": 20000})
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWait(res.StructuredContent, runID, demoExit); err != nil && !res.IsError {
+		d.failf(waitStep, err)
+	}
+	if err := d.readRest(c, &log); err != nil {
+		return nil, err
+	}
+	return &log, nil
 }
 
 // readRest continues log from its end_offset until tail_log says eof.
