@@ -21,7 +21,7 @@ import (
 
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
-	"github.com/agent-box/agent-box/runrecord"
+	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runs"
 )
 
@@ -338,7 +338,7 @@ func status(r runs.Run) int {
 		return *r.ExitCode
 	}
 	if r.Signal != "" {
-		if sig, ok := runrecord.SignalNumber(r.Signal); ok {
+		if sig, ok := proc.SignalNumber(r.Signal); ok {
 			return 128 + int(sig)
 		}
 		return 128

@@ -1,6 +1,7 @@
 // Package proc reads the Linux facts the outcome matrix needs: the boot id,
-// a process's start time (field 22 of /proc/PID/stat) and the members of a
-// process group. Linux only, by design: agent-box runs on Linux boxes.
+// a process's start time (field 22 of /proc/PID/stat), the members of a
+// process group, and the names of signals as run records hold them. Linux
+// only, by design: agent-box runs on Linux boxes.
 //
 // Caveats: a /proc mounted with hidepid hides other users' processes, which
 // then read as gone; agent-box only probes its own user's processes. Pids are
