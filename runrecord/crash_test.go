@@ -20,7 +20,7 @@ import (
 //
 // A kill leaves the page cache intact, so this tests the atomicity of the
 // replace (what a reader can see), not durability across power loss; the
-// fsyncs that cover that are in writeAtomic.
+// fsyncs that cover that are in WriteVisible and its durable step.
 func TestCrashConsistency(t *testing.T) {
 	rounds := 200
 	if testing.Short() {

@@ -499,34 +499,3 @@ func (d *fastDecoder) time(dst *time.Time) bool {
 	}
 	return false
 }
-
-// number checks -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (d *fastDecoder) number() bool {
-	d.byte('-')
-	digits := func() int {
-		n := 0
-		for d.pos < len(d.data) && '0' <= d.data[d.pos] && d.data[d.pos] <= '9' {
-			d.pos++
-			n++
-		}
-		return n
-	}
-	if d.byte('0') {
-		// a leading zero stands alone
-	} else if digits() == 0 {
-		return false
-	}
-	if d.byte('.') && digits() == 0 {
-		return false
-	}
-	if c := d.peek(); c == 'e' || c == 'E' {
-		d.pos++
-		if c := d.peek(); c == '+' || c == '-' {
-			d.pos++
-		}
-		if digits() == 0 {
-			return false
-		}
-	}
-	return true
-}

@@ -217,14 +217,6 @@ const (
 // anything else itself.
 const runIDShape = "ddddddddTdddddd.dddddddddZ-xxxxxx"
 
-// RunIDTime returns the start time a run id encodes.
-func RunIDTime(id string) (time.Time, error) {
-	if err := ValidRunID(id); err != nil {
-		return time.Time{}, err
-	}
-	return time.Parse(runIDTimeLayout, id[:len(runIDTimeLayout)])
-}
-
 // ValidRunID checks the shape NewRunID produces; errors wrap ErrInvalidRunID.
 func ValidRunID(id string) error {
 	bad := func(format string, args ...any) error {
@@ -502,8 +494,8 @@ func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
 		data, err = Encode(r)
 	}
 	if err == nil {
-		// Not writeAtomic: tmp is not visible yet, so a failed fsync of
-		// it is a plain failure, and tmp is removed below.
+		// Not followed by syncRenamed: tmp is not visible yet, so a
+		// failed fsync of it is a plain failure, and tmp is removed below.
 		err = replaceFile(tmp, recordFile, data)
 	}
 	if err == nil {
@@ -521,7 +513,7 @@ func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
 	}
 	if err := syncDir(s.nameDir(r.Name)); err != nil {
 		// The rename is done and readers may have seen the run, so it is
-		// not undone; as in writeAtomic, the error says the run is in
+		// not undone; as in syncRenamed, the error says the run is in
 		// place but may not survive a crash.
 		return fmt.Errorf("%s: %w: the run is listed, but a crash may lose it: %w", where, ErrNotDurable, err)
 	}
