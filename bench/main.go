@@ -325,7 +325,7 @@ func (b *bench) cleanup() {
 // have been reused by now. Only the real state dir is visited; the
 // process_list store holds made-up pids.
 func (b *bench) killLeftovers() {
-	ents, err := b.store.List("")
+	ents, err := b.store.List("", nil)
 	if err != nil {
 		return
 	}

@@ -334,5 +334,5 @@ func firstDiff(want, got []byte) string {
 // recordsOf lists the store with runrecord itself, as the brief's
 // "store lists exactly one run" asks.
 func recordsOf(root, name string) ([]runrecord.Entry, error) {
-	return (&runrecord.Store{Root: root}).List(name)
+	return (&runrecord.Store{Root: root}).List(name, nil)
 }

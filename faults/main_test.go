@@ -264,10 +264,19 @@ func alive(gone <-chan struct{}) bool {
 // runDirOf returns the run directory of the newest run of name.
 func runDirOf(t *testing.T, state, name string) string {
 	t.Helper()
-	store := &runrecord.Store{Root: state}
-	ids, err := store.RunIDs(name)
+	ids, err := runIDs(state, name)
 	require.NoError(t, err)
-	return store.RunDir(name, ids[len(ids)-1])
+	return (&runrecord.Store{Root: state}).RunDir(name, ids[len(ids)-1])
+}
+
+// runIDs returns the run ids of name, oldest first, from the listing of
+// its directory (no record is read).
+func runIDs(state, name string) ([]string, error) {
+	idx, err := (&runrecord.Store{Root: state}).Index(name)
+	if err != nil {
+		return nil, err
+	}
+	return idx[0].IDs, idx[0].Err
 }
 
 func readRecord(t *testing.T, runDir string) *runrecord.Record {

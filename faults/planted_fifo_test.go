@@ -125,7 +125,7 @@ func TestServerExitsSoonAfterTheClientGoes(t *testing.T) {
 			send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 			send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"process_start","arguments":{"name":"long","argv":["sleep","300"]}}}`)
 			abtest.WaitFor(t, "the run", 10*time.Second, func() bool {
-				ids, _ := (&runrecord.Store{Root: state}).RunIDs("long")
+				ids, _ := runIDs(state, "long")
 				return len(ids) == 1
 			})
 			send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process_wait","arguments":{"name":"long","timeout_ms":600000}}}`)

@@ -366,7 +366,7 @@ func TestRemoveKeepsRunsItCannotRead(t *testing.T) {
 	assert.Contains(t, rm.Text, "done")
 	for _, name := range []string{"newer", "corrupt"} {
 		_, err := os.Stat(filepath.Join(state, "runs", name))
-		ids, _ := (&runrecord.Store{Root: state}).RunIDs(name)
+		ids, _ := runIDs(state, name)
 		assert.True(t, err == nil && len(ids) == 1, "process_remove all_finished deleted run %q, whose record it cannot read", name)
 	}
 
@@ -374,7 +374,7 @@ func TestRemoveKeepsRunsItCannotRead(t *testing.T) {
 	// could put two live runs under one name. Removing it by name alone is
 	// refused too; by its run id, the caller vouches that it is over.
 	for _, name := range []string{"newer", "corrupt"} {
-		ids, err := (&runrecord.Store{Root: state}).RunIDs(name)
+		ids, err := runIDs(state, name)
 		require.NoError(t, err)
 		require.Len(t, ids, 1)
 		st := s.Call("process_start", map[string]any{"name": name, "command": "true"})
@@ -384,7 +384,7 @@ func TestRemoveKeepsRunsItCannotRead(t *testing.T) {
 		r := s.Call("process_remove", map[string]any{"name": name})
 		assert.True(t, r.IsError, "process_remove by name removed unreadable run %q", name)
 		s.OK("process_remove", map[string]any{"name": name, "run_id": ids[0]})
-		after, _ := (&runrecord.Store{Root: state}).RunIDs(name)
+		after, _ := runIDs(state, name)
 		assert.Empty(t, after)
 		s.OK("process_start", map[string]any{"name": name, "command": "true"})
 	}

@@ -1,6 +1,7 @@
 // Package proc reads the Linux facts the outcome matrix needs: the boot id,
-// a process's start time (field 22 of /proc/PID/stat) and the members of a
-// process group. Linux only, by design: agent-box runs on Linux boxes.
+// a process's start time (field 22 of /proc/PID/stat), the members of a
+// process group, and the names of signals as run records hold them. Linux
+// only, by design: agent-box runs on Linux boxes.
 //
 // Caveats: a /proc mounted with hidepid hides other users' processes, which
 // then read as gone; agent-box only probes its own user's processes. Pids are
@@ -167,22 +168,16 @@ func StartTime(pid int) (uint64, error) {
 	return st.StartTime, nil
 }
 
-// Probe tells whether pid is alive and is the process that started at
+// ProbeStat tells whether pid is alive and is the process that started at
 // start: Same, Reused (alive, different start time) or Gone (missing or
-// zombie).
+// zombie). With Same comes the stat it read: the facts (group, session,
+// parent) that go with the answer, read in the same read, so that they
+// are of the process the answer is about.
 //
 // An error other than ErrNoProcess (say, a /proc entry that cannot be read)
 // means something holds the pid but it cannot be shown to be ours, which is
 // Reused: never Same, so nothing signals it, and never Gone, so nothing
 // declares a possibly live run dead.
-func Probe(pid int, start uint64) outcome.Liveness {
-	l, _ := ProbeStat(pid, start)
-	return l
-}
-
-// ProbeStat is Probe, and the stat it read: the facts (group, session,
-// parent) that go with the answer, read in the same read, so that they
-// are of the process the answer is about.
 func ProbeStat(pid int, start uint64) (outcome.Liveness, Stat) {
 	st, err := ReadStat(pid)
 	switch {

@@ -176,7 +176,7 @@ func TestMissingPid(t *testing.T) {
 		if _, err := proc.StartTime(pid); !errors.Is(err, proc.ErrNoProcess) {
 			t.Errorf("StartTime(%d) error = %v, want ErrNoProcess", pid, err)
 		}
-		if got := proc.Probe(pid, 1); got != outcome.Gone {
+		if got := probe(pid, 1); got != outcome.Gone {
 			t.Errorf("Probe(%d) = %v, want Gone", pid, got)
 		}
 	}
@@ -205,12 +205,12 @@ func TestLifecycle(t *testing.T) {
 	if start != st.StartTime {
 		t.Errorf("StartTime = %d, ReadStat says %d", start, st.StartTime)
 	}
-	if got := proc.Probe(pid, start); got != outcome.Same {
+	if got := probe(pid, start); got != outcome.Same {
 		t.Errorf("alive: Probe = %v, want Same", got)
 	}
 	// A different recorded start time is what a reused pid looks like.
 	for _, other := range []uint64{start + 1, start - 1, 0} {
-		if got := proc.Probe(pid, other); got != outcome.Reused {
+		if got := probe(pid, other); got != outcome.Reused {
 			t.Errorf("alive, start %d recorded, %d live: Probe = %v, want Reused", other, start, got)
 		}
 	}
@@ -231,7 +231,7 @@ func TestLifecycle(t *testing.T) {
 	if _, err := proc.StartTime(pid); !errors.Is(err, proc.ErrNoProcess) {
 		t.Errorf("zombie: StartTime error = %v, want ErrNoProcess", err)
 	}
-	if got := proc.Probe(pid, start); got != outcome.Gone {
+	if got := probe(pid, start); got != outcome.Gone {
 		t.Errorf("zombie: Probe = %v, want Gone", got)
 	}
 	if got, err := proc.GroupMembers(pid); err != nil || len(got) != 0 {
@@ -245,7 +245,7 @@ func TestLifecycle(t *testing.T) {
 	if _, err := proc.ReadStat(pid); !errors.Is(err, proc.ErrNoProcess) {
 		t.Errorf("reaped: ReadStat error = %v, want ErrNoProcess", err)
 	}
-	if got := proc.Probe(pid, start); got != outcome.Gone {
+	if got := probe(pid, start); got != outcome.Gone {
 		t.Errorf("reaped: Probe = %v, want Gone", got)
 	}
 }
@@ -347,13 +347,13 @@ func TestGroupMembersFakeProc(t *testing.T) {
 	if want := []int{40, 41, 400}; !slices.Equal(got, want) {
 		t.Errorf("GroupMembers(40) = %v, want %v", got, want)
 	}
-	if got := proc.Probe(41, 141); got != outcome.Same {
+	if got := probe(41, 141); got != outcome.Same {
 		t.Errorf("Probe(41) = %v, want Same", got)
 	}
-	if got := proc.Probe(42, 142); got != outcome.Gone {
+	if got := probe(42, 142); got != outcome.Gone {
 		t.Errorf("Probe(zombie) = %v, want Gone", got)
 	}
-	if got := proc.Probe(44, 144); got != outcome.Gone {
+	if got := probe(44, 144); got != outcome.Gone {
 		t.Errorf("Probe(vanished) = %v, want Gone", got)
 	}
 
@@ -365,7 +365,7 @@ func TestGroupMembersFakeProc(t *testing.T) {
 	if _, err := proc.ReadStat(40); !errors.Is(err, proc.ErrMalformedStat) {
 		t.Errorf("ReadStat with a mismatched pid: error = %v, want ErrMalformedStat", err)
 	}
-	if got := proc.Probe(40, 145); got != outcome.Reused {
+	if got := probe(40, 145); got != outcome.Reused {
 		t.Errorf("Probe of an unparseable stat = %v, want Reused (alive, not provably ours)", got)
 	}
 }
@@ -523,4 +523,10 @@ func TestChildren(t *testing.T) {
 	if kids, err := proc.Children(c.Process.Pid); err != nil || len(kids) != 0 {
 		t.Errorf("children of sleep: %v, %v", kids, err)
 	}
+}
+
+// probe is proc.ProbeStat's answer alone.
+func probe(pid int, start uint64) outcome.Liveness {
+	l, _ := proc.ProbeStat(pid, start)
+	return l
 }

@@ -226,13 +226,13 @@ func TestCreateFailureInjection(t *testing.T) {
 			if _, err := os.Lstat(s.RunDir(r.Name, r.RunID)); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("failed Create left its run dir: %v", err)
 			}
-			if _, err := s.RunIDs(r.Name); !errors.Is(err, runrecord.ErrNotFound) {
-				t.Errorf("RunIDs after a failed Create = %v, want ErrNotFound", err)
+			if _, err := runIDs(s, r.Name); !errors.Is(err, runrecord.ErrNotFound) {
+				t.Errorf("Index after a failed Create = %v, want ErrNotFound", err)
 			}
 			if ents, err := os.ReadDir(filepath.Join(s.Root, "runs", r.Name)); err != nil || len(ents) != 0 {
 				t.Errorf("name dir after a failed Create: %v, %v; want it empty", names(ents), err)
 			}
-			if all, err := s.List(""); err != nil || len(all) != 0 {
+			if all, err := s.List("", nil); err != nil || len(all) != 0 {
 				t.Errorf("List after a failed Create = %+v, %v; want nothing", all, err)
 			}
 			// Nothing left in the way: the same Create again succeeds.
@@ -295,12 +295,12 @@ func TestLeftoverTempFiles(t *testing.T) {
 	if err != nil || !bytes.Equal(readFile(t, filepath.Join(dir, "record.json")), data) || got.LogBytes != r.LogBytes {
 		t.Errorf("Read with leftover temp files: %+v, %v; want the old record", got, err)
 	}
-	all, err := s.List("")
+	all, err := s.List("", nil)
 	if err != nil || len(all) != 1 || all[0].RunID != r.RunID || all[0].Err != nil || all[0].Record.LogBytes != r.LogBytes {
 		t.Errorf("List with leftover temp files = %+v, %v; want the one run", all, err)
 	}
-	if ids, err := s.RunIDs("web"); err != nil || !slices.Equal(ids, []string{r.RunID}) {
-		t.Errorf("RunIDs with leftover temp files = %v, %v", ids, err)
+	if ids, err := runIDs(s, "web"); err != nil || !slices.Equal(ids, []string{r.RunID}) {
+		t.Errorf("Index with leftover temp files = %v, %v", ids, err)
 	}
 	if e, err := s.Latest("web"); err != nil || e.RunID != r.RunID || e.Err != nil {
 		t.Errorf("Latest with leftover temp files = %+v, %v; want %s", e, err, r.RunID)
@@ -329,7 +329,7 @@ func checkRun(t *testing.T, s *runrecord.Store, want *runrecord.Record, wantData
 	if err != nil || got.LogBytes != want.LogBytes || got.Command != want.Command {
 		t.Errorf("Read = %+v, %v; want LogBytes %d", got, err, want.LogBytes)
 	}
-	all, err := s.List(want.Name)
+	all, err := s.List(want.Name, nil)
 	if err != nil || len(all) != 1 || all[0].Err != nil || all[0].Record.LogBytes != want.LogBytes {
 		t.Errorf("List = %+v, %v; want the one run", all, err)
 	}

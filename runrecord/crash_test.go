@@ -20,7 +20,7 @@ import (
 //
 // A kill leaves the page cache intact, so this tests the atomicity of the
 // replace (what a reader can see), not durability across power loss; the
-// fsyncs that cover that are in writeAtomic.
+// fsyncs that cover that are in WriteVisible and its durable step.
 func TestCrashConsistency(t *testing.T) {
 	rounds := 200
 	if testing.Short() {
@@ -84,52 +84,90 @@ func TestCrashConsistency(t *testing.T) {
 			temps++
 		}
 	}
-	all, err := s.List("")
+	all, err := s.List("", nil)
 	if err != nil || len(all) != 1 || all[0].Err != nil {
 		t.Errorf("List after the kills = %+v, %v; want the one run", all, err)
 	}
 	t.Logf("%d kills, %d writes, %d temp files left by kills mid-write", rounds, last-r.LogBytes, temps)
 }
 
+// BenchmarkList lists a whole store (every record read) and one page of
+// 100 runs out of 10,000, as process_list reads by default (runs.ListPage:
+// the page is chosen from the directory listing, then only its records
+// are read).
 func BenchmarkList(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		s := &runrecord.Store{}
-		var err error
-		s, _, err = runrecord.Open(b.TempDir())
-		if err != nil {
-			b.Fatal(err)
-		}
-		// Plain writes, not Create: the setup would otherwise spend
-		// minutes in fsync.
-		at := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-		for i := range n {
-			r := sample("bench", at.Add(time.Duration(i)*time.Second))
-			data, err := runrecord.Encode(r)
-			if err != nil {
-				b.Fatal(err)
-			}
-			dir := s.RunDir(r.Name, r.RunID)
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				b.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "record.json"), data, 0o600); err != nil {
-				b.Fatal(err)
-			}
-		}
+	for _, n := range []int{100, 10000} {
+		s := benchStore(b, n)
+		ids := idsOf(b, s)
 		b.Run(fmt.Sprintf("runs=%d", n), func(b *testing.B) {
-			// CPU time (user+sys of the whole process) per List, next to
-			// the wall time: on a shared box the wall time says more about
-			// the neighbours than about List.
-			cpu0 := cpuTime()
-			for b.Loop() {
-				ents, err := s.List("")
+			benchCPU(b, func() {
+				ents, err := s.List("", nil)
 				if err != nil || len(ents) != n {
 					b.Fatalf("List = %d entries, %v", len(ents), err)
 				}
-			}
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			})
+		})
+		if n <= 100 {
+			continue
+		}
+		page := make(map[string]bool, 100)
+		for _, id := range ids[len(ids)-100:] {
+			page[id] = true
+		}
+		b.Run(fmt.Sprintf("page=100of%d", n), func(b *testing.B) {
+			benchCPU(b, func() {
+				ents, err := s.List("", func(_, id string) bool { return page[id] })
+				if err != nil || len(ents) != 100 {
+					b.Fatalf("List = %d entries, %v", len(ents), err)
+				}
+			})
 		})
 	}
+}
+
+// benchStore is a store holding n runs of one name.
+func benchStore(b *testing.B, n int) *runrecord.Store {
+	s, _, err := runrecord.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Plain writes, not Create: the setup would otherwise spend minutes
+	// in fsync.
+	at := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		r := sample("bench", at.Add(time.Duration(i)*time.Second))
+		data, err := runrecord.Encode(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dir := s.RunDir(r.Name, r.RunID)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "record.json"), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s
+}
+
+func idsOf(b *testing.B, s *runrecord.Store) []string {
+	idx, err := s.Index("bench")
+	if err != nil || len(idx) != 1 {
+		b.Fatalf("Index = %+v, %v", idx, err)
+	}
+	return idx[0].IDs
+}
+
+// benchCPU runs op in b's loop and reports the CPU time (user+sys of the
+// whole process) per op next to the wall time: on a shared box the wall
+// time says more about the neighbours than about op.
+func benchCPU(b *testing.B, op func()) {
+	cpu0 := cpuTime()
+	for b.Loop() {
+		op()
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 func cpuTime() time.Duration {

@@ -79,6 +79,10 @@ func TestFastDecodeFallsBack(t *testing.T) {
 		`{"unknown": [1, 2, {"a": tru}]}`,
 		`{"unknown": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`,
 		`{"version": 1,}`,
+		// A key it does not know, valid JSON: a field of a later build,
+		// or one added to Record without a case here.
+		`{"version": 1, "later_field": "x"}`,
+		`{"exit": {"code": 1, "later_field": 2}}`,
 	} {
 		if r, ok := runrecord.FastDecode([]byte(in)); ok {
 			t.Errorf("fast path decoded %s as %+v; it should leave it to encoding/json", in, r)
@@ -161,26 +165,35 @@ func TestFastDecodeKnowsEveryField(t *testing.T) {
 			t.Fatalf("field kind %s: teach this test to fill it", v.Kind())
 		}
 	}
-	rt := reflect.TypeOf(runrecord.Record{})
-	for i := range rt.NumField() {
-		f := rt.Field(i)
-		var r runrecord.Record
-		fill(reflect.ValueOf(&r).Elem().Field(i))
-		data, err := json.Marshal(&r)
+	check := func(field string, tag string, r *runrecord.Record) {
+		t.Helper()
+		data, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, ok := runrecord.FastDecode(data)
 		if !ok {
-			t.Errorf("Record.%s (%s): the fast decoder does not read it; add its case", f.Name, f.Tag.Get("json"))
-			continue
+			t.Errorf("%s (%s): the fast decoder does not read it; add its case", field, tag)
+			return
 		}
 		var want runrecord.Record
 		if err := json.Unmarshal(data, &want); err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(got, &want) {
-			t.Errorf("Record.%s: fast decoder read %+v, encoding/json %+v", f.Name, got, &want)
+			t.Errorf("%s: fast decoder read %+v, encoding/json %+v", field, got, &want)
 		}
+	}
+	rt := reflect.TypeOf(runrecord.Record{})
+	for i := range rt.NumField() {
+		var r runrecord.Record
+		fill(reflect.ValueOf(&r).Elem().Field(i))
+		check("Record."+rt.Field(i).Name, rt.Field(i).Tag.Get("json"), &r)
+	}
+	et := reflect.TypeOf(runrecord.Exit{})
+	for i := range et.NumField() {
+		r := runrecord.Record{Exit: new(runrecord.Exit)}
+		fill(reflect.ValueOf(r.Exit).Elem().Field(i))
+		check("Exit."+et.Field(i).Name, et.Field(i).Tag.Get("json"), &r)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The steps of writeAtomic after the temp file exists, one variable each so
+// The steps of an atomic write (replaceFile, syncRenamed) after the temp file exists, one variable each so
 // that a test can make any one of them fail (export_test.go); nothing else
 // assigns them. syncDir is every directory fsync of the package.
 var (
@@ -24,16 +24,6 @@ var (
 	renameTemp = os.Rename
 	syncDir    = fsyncDir
 )
-
-// writeAtomic replaces dir/file with data and makes the replacement durable.
-// A failure before the rename leaves the old file (or none) and no temp
-// file; a failure of the directory fsync after the rename is ErrNotDurable.
-func writeAtomic(dir, file string, data []byte) error {
-	if err := replaceFile(dir, file, data); err != nil {
-		return fmt.Errorf("%s unchanged: %w", file, err)
-	}
-	return syncRenamed(dir, file)
-}
 
 // syncRenamed makes the rename of a new file over dir/file durable.
 func syncRenamed(dir, file string) error {

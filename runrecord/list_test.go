@@ -27,15 +27,15 @@ func plantBrokenName(t *testing.T, s *runrecord.Store, name string) {
 	}
 }
 
-// ListWhere asks want about a name dir it cannot list, as (name, ""), and
+// List asks want about a name dir it cannot list, as (name, ""), and
 // leaves it out when refused: before, it was listed whatever want said.
-func TestListWhereAsksAboutUnlistableNames(t *testing.T) {
+func TestListAsksAboutUnlistableNames(t *testing.T) {
 	s := newStore(t)
 	a := create(t, s, "a")
 	plantBrokenName(t, s, "zz")
 
 	var asked []string
-	got, err := s.ListWhere("", func(name, runID string) bool {
+	got, err := s.List("", func(name, runID string) bool {
 		asked = append(asked, name+"/"+runID)
 		return false
 	})
@@ -43,29 +43,29 @@ func TestListWhereAsksAboutUnlistableNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got) != 0 {
-		t.Errorf("ListWhere refusing everything = %+v, want no entries", got)
+		t.Errorf("List refusing everything = %+v, want no entries", got)
 	}
 	if want := []string{"a/" + a.RunID, "zz/"}; !slices.Equal(asked, want) {
 		t.Errorf("want was asked about %v, want %v", asked, want)
 	}
 
-	got, err = s.ListWhere("", func(name, runID string) bool { return runID == "" })
+	got, err = s.List("", func(name, runID string) bool { return runID == "" })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].Name != "zz" || got[0].RunID != "" || got[0].Record != nil || !errors.Is(got[0].Err, runrecord.ErrSymlink) {
-		t.Errorf("ListWhere accepting only names = %+v, want the zz entry wrapping ErrSymlink", got)
+		t.Errorf("List accepting only names = %+v, want the zz entry wrapping ErrSymlink", got)
 	}
 
-	// List, with no want, still lists it, once.
-	all, err := s.List("")
+	// With no want it is listed, once.
+	all, err := s.List("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(all) != 2 || all[0].RunID != a.RunID || all[1].Name != "zz" || !errors.Is(all[1].Err, runrecord.ErrSymlink) {
 		t.Errorf("List = %+v, want a's run and the zz entry", all)
 	}
-	if _, err := s.List("zz"); !errors.Is(err, runrecord.ErrSymlink) {
+	if _, err := s.List("zz", nil); !errors.Is(err, runrecord.ErrSymlink) {
 		t.Errorf("List(zz) = %v, want ErrSymlink", err)
 	}
 }
@@ -124,7 +124,7 @@ func TestIndex(t *testing.T) {
 }
 
 // A name dir without read permission: listed by Index and List with the
-// error, offered to ListWhere's want.
+// error, offered to List's want.
 func TestUnreadableNameDir(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("root reads a dir without read permission")
@@ -140,11 +140,11 @@ func TestUnreadableNameDir(t *testing.T) {
 	if err != nil || len(idx) != 1 || !errors.Is(idx[0].Err, os.ErrPermission) {
 		t.Errorf("Index = %+v, %v; want locked with a permission error", idx, err)
 	}
-	got, err := s.ListWhere("", func(string, string) bool { return false })
+	got, err := s.List("", func(string, string) bool { return false })
 	if err != nil || len(got) != 0 {
-		t.Errorf("ListWhere refusing everything = %+v, %v", got, err)
+		t.Errorf("List refusing everything = %+v, %v", got, err)
 	}
-	got, err = s.List("")
+	got, err = s.List("", nil)
 	if err != nil || len(got) != 1 || !errors.Is(got[0].Err, os.ErrPermission) {
 		t.Errorf("List = %+v, %v; want locked with a permission error", got, err)
 	}

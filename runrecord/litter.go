@@ -108,3 +108,37 @@ func (s *Store) RemoveNameIfEmpty(name string) (bool, error) {
 	}
 	return true, syncDir(s.runsPath())
 }
+
+// Tidy removes what starts cut short left of name (RemoveAbandoned) and
+// then the name's directory if nothing but its lock is left
+// (RemoveNameIfEmpty); of every name when name is "", including names
+// that hold no run, which Index and List leave out. Best effort, and only
+// under the name's lock taken without waiting: a start in progress holds
+// it, and then there is nothing to tidy that is provably abandoned. A name
+// that is not a directory (missing, or a symlink, never followed) is left
+// alone: LockName would make its directory.
+func (s *Store) Tidy(name string, live func(*Record) bool) {
+	if name != "" {
+		s.tidy(name, live)
+		return
+	}
+	_ = s.eachName(func(n string, bad error) error {
+		if bad == nil {
+			s.tidy(n, live)
+		}
+		return nil
+	})
+}
+
+func (s *Store) tidy(name string, live func(*Record) bool) {
+	if ValidName(name) != nil || checkDir(s.nameDir(name), "run name directory") != nil {
+		return
+	}
+	unlock, err := s.LockName(name, 0)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	_, _ = s.RemoveAbandoned(name, live)
+	_, _ = s.RemoveNameIfEmpty(name)
+}

@@ -84,6 +84,16 @@ func newStore(t testing.TB) *runrecord.Store {
 
 var clock = time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
 
+// runIDs is Index of one name: its run ids, oldest first, or why its
+// directory cannot be listed.
+func runIDs(s *runrecord.Store, name string) ([]string, error) {
+	idx, err := s.Index(name)
+	if err != nil {
+		return nil, err
+	}
+	return idx[0].IDs, idx[0].Err
+}
+
 // create writes a new run of name at a time later than any before.
 func create(t testing.TB, s *runrecord.Store, name string) *runrecord.Record {
 	t.Helper()

@@ -74,9 +74,9 @@ func TestNewRunID(t *testing.T) {
 	if err := runrecord.ValidRunID(id); err != nil {
 		t.Errorf("ValidRunID(NewRunID) = %v", err)
 	}
-	got, err := runrecord.RunIDTime(id)
+	got, err := runIDTime(id)
 	if err != nil || !got.Equal(at) {
-		t.Errorf("RunIDTime(%q) = %v, %v; want %v", id, got, err, at)
+		t.Errorf("runIDTime(%q) = %v, %v; want %v", id, got, err, at)
 	}
 
 	// Byte order is time order, whatever the random suffixes.
@@ -169,18 +169,28 @@ func FuzzValidRunID(f *testing.F) {
 			t.Fatalf("ValidRunID accepted %q", id)
 		}
 		// A valid id is exactly what NewRunID makes for its time.
-		at, err := runrecord.RunIDTime(id)
+		at, err := runIDTime(id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if again := runrecord.NewRunID(at); again[:26] != id[:26] {
-			t.Fatalf("RunIDTime(%q) = %v, which NewRunID prints as %q", id, at, again)
+			t.Fatalf("runIDTime(%q) = %v, which NewRunID prints as %q", id, at, again)
 		}
 		if runrecord.ValidName(id) != nil {
 			t.Fatalf("run id %q is not a valid path component name", id)
 		}
 	})
 }
+
+// runIDTime is the start time a valid run id encodes.
+func runIDTime(id string) (time.Time, error) {
+	if err := runrecord.ValidRunID(id); err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(runIDLayout, id[:len(runIDLayout)])
+}
+
+const runIDLayout = "20060102T150405.000000000Z"
 
 // FuzzRunIDTime checks the hand-written date check against time.Parse.
 func FuzzRunIDTime(f *testing.F) {
@@ -193,7 +203,7 @@ func FuzzRunIDTime(f *testing.F) {
 	f.Add(uint16(0), uint8(0), uint8(0), uint8(24), uint8(60), uint8(99))
 	f.Fuzz(func(t *testing.T, y uint16, mo, d, h, mi, s uint8) {
 		id := fmt.Sprintf("%04d%02d%02dT%02d%02d%02d.000000000Z-000000", y%10000, mo%100, d%100, h%100, mi%100, s%100)
-		_, perr := time.Parse("20060102T150405.000000000Z", id[:26])
+		_, perr := time.Parse(runIDLayout, id[:26])
 		verr := runrecord.ValidRunID(id)
 		if (perr == nil) != (verr == nil) {
 			t.Fatalf("ValidRunID(%q) = %v, time.Parse says %v", id, verr, perr)

@@ -44,10 +44,8 @@ func TestDefaultRootPrecedence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// An empty value is as good as unset to DefaultRoot.
-			t.Setenv("AGENT_BOX_STATE_DIR", tc.own)
-			t.Setenv("XDG_STATE_HOME", tc.xdg)
-			t.Setenv("HOME", tc.home)
-			got, err := runrecord.DefaultRoot()
+			env := map[string]string{"AGENT_BOX_STATE_DIR": tc.own, "XDG_STATE_HOME": tc.xdg, "HOME": tc.home}
+			got, err := runrecord.DefaultRoot(func(k string) string { return env[k] })
 			if tc.want == "" {
 				if err == nil {
 					t.Fatalf("DefaultRoot() = %q, want an error", got)

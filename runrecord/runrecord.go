@@ -223,14 +223,6 @@ const (
 // anything else itself.
 const runIDShape = "ddddddddTdddddd.dddddddddZ-xxxxxx"
 
-// RunIDTime returns the start time a run id encodes.
-func RunIDTime(id string) (time.Time, error) {
-	if err := ValidRunID(id); err != nil {
-		return time.Time{}, err
-	}
-	return time.Parse(runIDTimeLayout, id[:len(runIDTimeLayout)])
-}
-
 // ValidRunID checks the shape NewRunID produces; errors wrap ErrInvalidRunID.
 func ValidRunID(id string) error {
 	bad := func(format string, args ...any) error {
@@ -508,8 +500,8 @@ func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
 		data, err = Encode(r)
 	}
 	if err == nil {
-		// Not writeAtomic: tmp is not visible yet, so a failed fsync of
-		// it is a plain failure, and tmp is removed below.
+		// Not followed by syncRenamed: tmp is not visible yet, so a
+		// failed fsync of it is a plain failure, and tmp is removed below.
 		err = replaceFile(tmp, RecordFile, data)
 	}
 	if err == nil {
@@ -527,7 +519,7 @@ func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
 	}
 	if err := syncDir(s.nameDir(r.Name)); err != nil {
 		// The rename is done and readers may have seen the run, so it is
-		// not undone; as in writeAtomic, the error says the run is in
+		// not undone; as in syncRenamed, the error says the run is in
 		// place but may not survive a crash.
 		return fmt.Errorf("%s: %w: the run is listed, but a crash may lose it: %w", where, ErrNotDurable, err)
 	}
@@ -634,22 +626,6 @@ type Entry struct {
 	Err    error   // wraps ErrCorrupt / ErrUnsupportedVersion / an I/O error
 }
 
-// Names returns every run name with a directory, sorted.
-func (s *Store) Names() ([]string, error) {
-	ents, err := os.ReadDir(s.runsPath())
-	if err != nil {
-		return nil, fmt.Errorf("list run names: %w", err)
-	}
-	var names []string
-	for _, e := range ents {
-		// e.IsDir is false for a symlink to a directory: never followed.
-		if e.IsDir() && ValidName(e.Name()) == nil {
-			names = append(names, e.Name())
-		}
-	}
-	return names, nil // os.ReadDir sorts
-}
-
 // openRuns opens runs/<name> (never through a symlink) and lists its run
 // entries; ErrNotFound when it holds none. The caller closes dir.
 func (s *Store) openRuns(name string) (dir *os.File, ents []fs.DirEntry, err error) {
@@ -666,24 +642,6 @@ func (s *Store) openRuns(name string) (dir *os.File, ents []fs.DirEntry, err err
 		return nil, nil, fmt.Errorf("list runs of %s: %w", name, err)
 	}
 	return dir, ents, nil
-}
-
-// RunIDs returns the run ids of name, oldest first; ErrNotFound if the name
-// has no runs.
-func (s *Store) RunIDs(name string) ([]string, error) {
-	if err := ValidName(name); err != nil {
-		return nil, err
-	}
-	dir, ents, err := s.openRuns(name)
-	if err != nil {
-		return nil, err
-	}
-	defer dir.Close()
-	ids := make([]string, len(ents))
-	for i, e := range ents {
-		ids[i] = e.Name()
-	}
-	return ids, nil
 }
 
 // runEntries returns the entries of a name dir that are named like run
@@ -703,25 +661,20 @@ func runEntries(dir *os.File) ([]fs.DirEntry, error) {
 	return ents, nil
 }
 
-// List reads every run of name (all names when name is ""), sorted by name
-// then run id. Entries that cannot be read are returned with Err set, never
-// dropped and never a panic.
+// List reads the runs of name (of every name when name is "") that want
+// accepts (all when want is nil), sorted by name then run id; a run want
+// refuses is left out without its record being opened. Entries that cannot
+// be read are returned with Err set, never dropped and never a panic.
 //
-// List of a name with no runs is ErrNotFound, as for RunIDs; List("") of an
+// List of a name with no runs is ErrNotFound, as for Index; List("") of an
 // empty store is no entries and no error. A name dir that cannot be listed
-// (a symlink, never followed, or a dir without read permission) is listed
-// as one Entry with an empty RunID and Err saying why (for a symlink,
-// wrapping ErrSymlink); List of that name alone is that error.
-func (s *Store) List(name string) ([]Entry, error) {
-	return s.ListWhere(name, nil)
-}
-
-// ListWhere is List reading only the records of the runs want accepts
-// (all when want is nil); a run it refuses is left out without its record
-// being opened. A name dir that cannot be listed is offered to want as
-// (name, ""), the name itself, and left out if refused: a paged listing
-// (runs.Manager.ListPage) shows it on one page, not on every page.
-func (s *Store) ListWhere(name string, want func(name, runID string) bool) ([]Entry, error) {
+// (a symlink, never followed, or a dir without read permission) is one
+// Entry with an empty RunID and Err saying why (for a symlink, wrapping
+// ErrSymlink); it is offered to want as (name, ""), the name itself, and
+// left out if refused, so that a paged listing (runs.Manager.ListPage)
+// shows it on one page, not on every page. List of that name alone is that
+// error.
+func (s *Store) List(name string, want func(name, runID string) bool) ([]Entry, error) {
 	if name != "" {
 		if err := ValidName(name); err != nil {
 			return nil, err
@@ -786,7 +739,7 @@ type NameRuns struct {
 // sorted by name, from the directory listings alone: no record is opened.
 // A name dir that cannot be listed (a symlink, no read permission) is a
 // NameRuns with Err set, never dropped; a name with no runs is left out,
-// and Index of that name alone is ErrNotFound, as for RunIDs.
+// and Index of that name alone is ErrNotFound.
 func (s *Store) Index(name string) ([]NameRuns, error) {
 	one := func(n string) (NameRuns, error) {
 		dir, ents, err := s.openRuns(n)
@@ -875,11 +828,15 @@ func (s *Store) listName(name string, want func(name, runID string) bool) ([]Ent
 // rather than as missing. The error is for the name: invalid, no runs, or
 // its directory unreadable.
 func (s *Store) Latest(name string) (Entry, error) {
-	ids, err := s.RunIDs(name)
+	if err := ValidName(name); err != nil {
+		return Entry{}, err
+	}
+	dir, ents, err := s.openRuns(name)
 	if err != nil {
 		return Entry{}, err
 	}
-	e := Entry{Name: name, RunID: ids[len(ids)-1]}
+	dir.Close()
+	e := Entry{Name: name, RunID: ents[len(ents)-1].Name()}
 	e.Record, e.Err = s.Read(name, e.RunID)
 	return e, nil
 }

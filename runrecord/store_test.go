@@ -285,11 +285,11 @@ func TestInvalidArguments(t *testing.T) {
 			"Remove": s.Remove(name, good.RunID),
 		}
 		_, calls["Read"] = s.Read(name, good.RunID)
-		_, calls["RunIDs"] = s.RunIDs(name)
 		_, calls["Latest"] = s.Latest(name)
 		_, calls["LockName"] = s.LockName(name, 0)
-		if name != "" { // List("") lists everything
-			_, calls["List"] = s.List(name)
+		if name != "" { // List("") and Index("") list everything
+			_, calls["List"] = s.List(name, nil)
+			_, calls["Index"] = s.Index(name)
 		}
 		for call, err := range calls {
 			if !errors.Is(err, runrecord.ErrInvalidName) {
@@ -385,9 +385,9 @@ func TestSymlinks(t *testing.T) {
 	expectSymlink("Read through a symlinked run dir", err)
 	_, err = s.Read(lrec.Name, lrec.RunID)
 	expectSymlink("Read of a symlinked record", err)
-	_, err = s.RunIDs("linkedname")
-	expectSymlink("RunIDs of a symlinked name dir", err)
-	_, err = s.List("linkedname")
+	_, err = runIDs(s, "linkedname")
+	expectSymlink("Index of a symlinked name dir", err)
+	_, err = s.List("linkedname", nil)
 	expectSymlink("List of a symlinked name dir", err)
 	_, err = s.LockName("linkedname", 0)
 	expectSymlink("LockName in a symlinked name dir", err)
@@ -419,7 +419,7 @@ func TestSymlinks(t *testing.T) {
 	if err := os.Symlink(elsewhereRecord, recPath); err != nil {
 		t.Fatal(err)
 	}
-	all, err := s.List("")
+	all, err := s.List("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,12 +438,31 @@ func TestSymlinks(t *testing.T) {
 	if want := []string{"linkedname", "linkedrecord", "linkedrun"}; !slices.Equal(bad, want) {
 		t.Errorf("entries with errors: %v, want %v", bad, want)
 	}
-	names, err := s.Names()
+	idx, err := s.Index("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"linkedlock", "linkedrecord", "linkedrun", "target"}; !slices.Equal(names, want) {
-		t.Errorf("Names = %v, want %v (no symlinked name dir)", names, want)
+	var listed, unlistable []string
+	for _, nr := range idx {
+		if nr.Err != nil {
+			expectSymlink("Index entry "+nr.Name, nr.Err)
+			unlistable = append(unlistable, nr.Name)
+			continue
+		}
+		listed = append(listed, nr.Name)
+	}
+	// linkedlock holds no run, only its planted lock.
+	if want := []string{"linkedrecord", "linkedrun", "target"}; !slices.Equal(listed, want) {
+		t.Errorf("Index names = %v, want %v", listed, want)
+	}
+	if want := []string{"linkedname"}; !slices.Equal(unlistable, want) {
+		t.Errorf("Index names that cannot be listed = %v, want %v", unlistable, want)
+	}
+
+	// Tidy leaves planted links and their targets alone (checked below).
+	s.Tidy("", func(*runrecord.Record) bool { return false })
+	if fi, err := os.Lstat(filepath.Join(s.Root, "runs", "linkedname")); err != nil || fi.Mode().Type() != fs.ModeSymlink {
+		t.Errorf("runs/linkedname after Tidy: %v, %v; want the link", fi, err)
 	}
 
 	// Remove of a symlinked run dir unlinks the link, not its target.
@@ -459,13 +478,13 @@ func TestSymlinks(t *testing.T) {
 	}
 }
 
-func TestListNamesRunIDsLatest(t *testing.T) {
+func TestListIndexLatest(t *testing.T) {
 	s := newStore(t)
-	if all, err := s.List(""); err != nil || len(all) != 0 {
+	if all, err := s.List("", nil); err != nil || len(all) != 0 {
 		t.Errorf("List of an empty store = %v, %v", all, err)
 	}
-	if names, err := s.Names(); err != nil || len(names) != 0 {
-		t.Errorf("Names of an empty store = %v, %v", names, err)
+	if idx, err := s.Index(""); err != nil || len(idx) != 0 {
+		t.Errorf("Index of an empty store = %v, %v", idx, err)
 	}
 
 	web1 := create(t, s, "web")
@@ -513,7 +532,7 @@ func TestListNamesRunIDsLatest(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	all, err := s.List("")
+	all, err := s.List("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,35 +567,37 @@ func TestListNamesRunIDsLatest(t *testing.T) {
 		}
 	}
 
-	web, err := s.List("web")
+	web, err := s.List("web", nil)
 	if err != nil || len(web) != 4 {
 		t.Errorf("List(web) = %d entries, %v", len(web), err)
 	}
-	if _, err := s.List("nosuch"); !errors.Is(err, runrecord.ErrNotFound) {
+	if _, err := s.List("nosuch", nil); !errors.Is(err, runrecord.ErrNotFound) {
 		t.Errorf("List(nosuch) = %v, want ErrNotFound", err)
 	}
-	if _, err := s.List("lockonly"); !errors.Is(err, runrecord.ErrNotFound) {
+	if _, err := s.List("lockonly", nil); !errors.Is(err, runrecord.ErrNotFound) {
 		t.Errorf("List(lockonly) = %v, want ErrNotFound", err)
 	}
 
-	names, err := s.Names()
+	// The ids from the listings alone: the file named like a run is
+	// one, the lock-only name has none and is left out.
+	idx, err := s.Index("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"db", "lockonly", "web"}; !slices.Equal(names, want) {
-		t.Errorf("Names = %v, want %v", names, want)
+	wantIdx := []runrecord.NameRuns{
+		{Name: "db", IDs: []string{db.RunID, future.RunID, fileRun}},
+		{Name: "web", IDs: []string{web1.RunID, web2.RunID, web3.RunID, corrupt.RunID}},
 	}
-
-	ids, err := s.RunIDs("web")
-	if err != nil {
-		t.Fatal(err)
+	if !reflect.DeepEqual(idx, wantIdx) {
+		t.Errorf("Index = %+v, want %+v", idx, wantIdx)
 	}
-	if want := []string{web1.RunID, web2.RunID, web3.RunID, corrupt.RunID}; !slices.Equal(ids, want) {
-		t.Errorf("RunIDs(web) = %v, want %v", ids, want)
+	ids, err := runIDs(s, "web")
+	if err != nil || !slices.Equal(ids, wantIdx[1].IDs) {
+		t.Errorf("Index(web) = %v, %v; want %v", ids, err, wantIdx[1].IDs)
 	}
 	for _, name := range []string{"nosuch", "lockonly"} {
-		if _, err := s.RunIDs(name); !errors.Is(err, runrecord.ErrNotFound) {
-			t.Errorf("RunIDs(%s) = %v, want ErrNotFound", name, err)
+		if _, err := s.Index(name); !errors.Is(err, runrecord.ErrNotFound) {
+			t.Errorf("Index(%s) = %v, want ErrNotFound", name, err)
 		}
 		if _, err := s.Latest(name); !errors.Is(err, runrecord.ErrNotFound) {
 			t.Errorf("Latest(%s) = %v, want ErrNotFound", name, err)
@@ -615,7 +636,7 @@ func TestListMany(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(s.RunDir("many", bad), "record.json"), []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.List("many")
+	got, err := s.List("many", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,7 +684,7 @@ func TestRecordInTheWrongPlace(t *testing.T) {
 			t.Errorf("Read of a misplaced record = %v, want ErrCorrupt naming its run", err)
 		}
 	}
-	ents, err := s.List("")
+	ents, err := s.List("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

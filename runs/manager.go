@@ -138,7 +138,7 @@ func (r *Run) ShellStatus() (status int, ok bool) {
 	case r.ExitCode != nil:
 		return *r.ExitCode, true
 	case r.Signal != "":
-		if sig, ok := runrecord.SignalNumber(r.Signal); ok {
+		if sig, ok := proc.SignalNumber(r.Signal); ok {
 			return 128 + int(sig), true
 		}
 		return 128, true

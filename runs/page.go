@@ -183,7 +183,7 @@ func (m *Manager) readKeys(name string, keys []aged) ([]Run, error) {
 		want[k.runKeyOf] = true
 		names[k.name] = true
 	}
-	entries, err := m.Store.ListWhere(name, func(name, id string) bool {
+	entries, err := m.Store.List(name, func(name, id string) bool {
 		if id == "" {
 			// The name cannot be listed: shown if this page holds it,
 			// or holds runs of it (it broke since Index).
@@ -226,7 +226,7 @@ func (m *Manager) changes(s string, at time.Time) (Page, error) {
 		return Page{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	recent := runrecord.RunIDAt(c.At.Add(-cursorLag))
-	entries, err := m.Store.ListWhere("", func(name, id string) bool {
+	entries, err := m.Store.List("", func(name, id string) bool {
 		return id != "" && (!c.Full || id >= recent || c.Open[runKey(name, id)])
 	})
 	if err != nil {

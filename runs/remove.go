@@ -3,7 +3,6 @@ package runs
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/runrecord"
@@ -33,7 +32,7 @@ func (m *Manager) Remove(name, runID string, allFinished bool) (RemoveResult, er
 		}
 		run, err := m.Get(name, runID)
 		if errors.Is(err, ErrNotFound) {
-			m.tidy(name) // a name with nothing but what killed starts left
+			m.Store.Tidy(name, m.supervisorAlive) // a name with nothing but what killed starts left
 		}
 		if err != nil {
 			return res, err
@@ -49,7 +48,7 @@ func (m *Manager) Remove(name, runID string, allFinished bool) (RemoveResult, er
 			return res, err
 		}
 		res.Removed = append(res.Removed, run)
-		m.tidy(name)
+		m.Store.Tidy(name, m.supervisorAlive)
 		return res, nil
 	}
 	if runID != "" {
@@ -71,32 +70,8 @@ func (m *Manager) Remove(name, runID string, allFinished bool) (RemoveResult, er
 		}
 		res.Removed = append(res.Removed, run)
 	}
-	names := []string{name}
-	if name == "" {
-		names, _ = m.Store.Names()
-	}
-	for _, n := range names {
-		m.tidy(n)
-	}
+	m.Store.Tidy(name, m.supervisorAlive) // every name when name is ""
 	return res, nil
-}
-
-// tidy removes what starts cut by a killed agent-box left of name
-// (runrecord.RemoveAbandoned), and the name's directory once no run is
-// left in it. Best effort, and only under the name's lock, taken without
-// waiting: a start in progress holds it, and then there is nothing to
-// tidy that is provably abandoned.
-func (m *Manager) tidy(name string) {
-	if fi, err := os.Lstat(m.Store.RunDir(name, "")); err != nil || !fi.IsDir() {
-		return // no such name (LockName would make its dir), or not a real dir
-	}
-	unlock, err := m.Store.LockName(name, 0)
-	if err != nil {
-		return
-	}
-	defer unlock()
-	m.Store.RemoveAbandoned(name, m.supervisorAlive)
-	m.Store.RemoveNameIfEmpty(name)
 }
 
 // supervisorAlive reports whether the supervisor rec names is still the

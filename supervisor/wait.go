@@ -202,7 +202,7 @@ func exitOf(ws unix.WaitStatus, timedOut bool) *runrecord.Exit {
 	case ws.Signaled():
 		// runrecord owns the field's format: it names every signal,
 		// real-time ones too (unix.SignalName has no name for them).
-		exit.Signal = runrecord.SignalName(ws.Signal())
+		exit.Signal = proc.SignalName(ws.Signal())
 	default:
 		code := ws.ExitStatus()
 		exit.Code = &code

@@ -157,7 +157,7 @@ func runDoctor(stateDir string, args []string) int {
 	o := doctor.Options{Version: version, Launch: os.Getenv("AGENT_BOX_LAUNCH"), UnderSSH: os.Getenv("SSH_CONNECTION") != ""}
 	o.Exe, _ = os.Executable()
 	if stateDir == "" {
-		stateDir, o.StateDirErr = runrecord.DefaultRoot()
+		stateDir, o.StateDirErr = runrecord.DefaultRoot(os.Getenv)
 	}
 	if o.StateDirErr == nil {
 		o.StateDir, o.StateDirErr = filepath.Abs(stateDir)
@@ -232,7 +232,7 @@ func isTerminal(f *os.File) bool {
 func manager(stateDir string) (*runs.Manager, error) {
 	if stateDir == "" {
 		var err error
-		if stateDir, err = runrecord.DefaultRoot(); err != nil {
+		if stateDir, err = runrecord.DefaultRoot(os.Getenv); err != nil {
 			return nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package runrecord
+package proc
 
 import (
 	"strconv"
@@ -17,9 +17,9 @@ const (
 	rtFromMin = 15
 )
 
-// SignalName is the name the record's exit signal field (Exit.Signal) holds
-// for sig. Standard signals have their usual names, as unix.SignalName gives
-// them ("SIGTERM"). Real-time signals are named as bash's kill -l prints
+// SignalName is the name a run record's exit signal field
+// (runrecord.Exit.Signal) holds for sig. Standard signals have their usual
+// names, as unix.SignalName gives them ("SIGTERM"). Real-time signals are named as bash's kill -l prints
 // them: SIGRTMIN, SIGRTMIN+1 … SIGRTMIN+15, SIGRTMAX-14 … SIGRTMAX-1,
 // SIGRTMAX. Any other number is "SIG" and the number ("SIG32"), so that a
 // signal is never recorded without a name.

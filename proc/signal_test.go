@@ -1,4 +1,4 @@
-package runrecord
+package proc
 
 import (
 	"testing"
