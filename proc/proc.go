@@ -44,6 +44,21 @@ type Stat struct {
 	StartTime uint64 // field 22, clock ticks since boot
 }
 
+// Fact is s as outcome decides from it: the ids that tie a process to a
+// run.
+func (s Stat) Fact() outcome.Proc {
+	return outcome.Proc{PID: s.PID, PGID: s.PGID, SID: s.SID, StartTime: s.StartTime}
+}
+
+// Facts are the Fact of each of stats.
+func Facts(stats []Stat) []outcome.Proc {
+	out := make([]outcome.Proc, len(stats))
+	for i, s := range stats {
+		out[i] = s.Fact()
+	}
+	return out
+}
+
 // Dead reports whether the state is one in which the process has exited:
 // a zombie (Z) still holds its pid until reaped but runs nothing, and X is
 // the instant of being reaped (proc(5)).

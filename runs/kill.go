@@ -169,23 +169,10 @@ func (m *Manager) targetFacts(run Run) outcome.TargetFacts {
 	}
 	f.Supervisor, f.LeaderStart = run.rec.SupervisorPID, run.rec.PIDStartTime
 	if run.supAlive && supervisorIn(procs, run.rec) {
-		f.Descendants = procFacts(proc.Descendants(procs, run.rec.SupervisorPID, m.Sys.IsSupervisor))
+		f.Descendants = proc.Facts(proc.Descendants(procs, run.rec.SupervisorPID, m.Sys.IsSupervisor))
 	}
-	f.Procs = procFacts(procs)
+	f.Procs = proc.Facts(procs)
 	return f
-}
-
-// procFacts converts a snapshot to outcome's process facts.
-func procFacts(procs []proc.Stat) []outcome.Proc {
-	out := make([]outcome.Proc, len(procs))
-	for i, p := range procs {
-		out[i] = procFact(p)
-	}
-	return out
-}
-
-func procFact(p proc.Stat) outcome.Proc {
-	return outcome.Proc{PID: p.PID, PGID: p.PGID, SID: p.SID, StartTime: p.StartTime}
 }
 
 // supervisorIn reports whether the snapshot holds rec's supervisor: its

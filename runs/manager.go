@@ -238,7 +238,7 @@ func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 	for _, p := range x.byPGID[rec.PID] {
 		// outcome.Member ties a member to this run: the group's and the
 		// session's ids, and a start no earlier than the leader's.
-		if p.PID != rec.PID && outcome.Member(procFact(p), rec.PID, rec.SupervisorPID, rec.PIDStartTime) && !slices.Contains(pids, p.PID) {
+		if p.PID != rec.PID && outcome.Member(p.Fact(), rec.PID, rec.SupervisorPID, rec.PIDStartTime) && !slices.Contains(pids, p.PID) {
 			pids = append(pids, p.PID)
 		}
 	}

@@ -247,11 +247,7 @@ func (s *supervisor) descendants() []outcome.Proc {
 	if err != nil {
 		return nil
 	}
-	var out []outcome.Proc
-	for _, p := range proc.Descendants(procs, os.Getpid(), s.nested.IsSupervisor) {
-		out = append(out, outcome.Proc{PID: p.PID, PGID: p.PGID, SID: p.SID, StartTime: p.StartTime})
-	}
-	return out
+	return proc.Facts(proc.Descendants(procs, os.Getpid(), s.nested.IsSupervisor))
 }
 
 // signalRun sends sig to every process of the run that outcome.Targets
