@@ -17,14 +17,17 @@ import (
 	"github.com/agent-box/agent-box/supervisor"
 )
 
-// TestHelperSlowSupervisor is not a test: with AGENT_BOX_SLOW_SUPERVISOR=1
-// it is a supervisor that takes its time to start, as a loaded machine's
-// would.
-func TestHelperSlowSupervisor(t *testing.T) {
-	if os.Getenv("AGENT_BOX_SLOW_SUPERVISOR") != "1" {
+// TestHelperSupervisor is not a test: with AGENT_BOX_TEST_SUPERVISOR=1 it
+// is the supervisor, as agent-box-supervisor runs it; with "slow" one that
+// takes its time to start, as a loaded machine's would.
+func TestHelperSupervisor(t *testing.T) {
+	switch os.Getenv("AGENT_BOX_TEST_SUPERVISOR") {
+	case "1":
+	case "slow":
+		time.Sleep(300 * time.Millisecond)
+	default:
 		t.Skip("helper process")
 	}
-	time.Sleep(300 * time.Millisecond)
 	if err := supervisor.Main(supervisor.Config{}); err != nil {
 		os.Exit(1)
 	}
@@ -35,12 +38,12 @@ func TestHelperSlowSupervisor(t *testing.T) {
 // "starting" while its supervisor starts the child: not "start_interrupted",
 // which would free its name and let process_remove delete it.
 func TestRunBeingStartedIsStartingAndKept(t *testing.T) {
-	t.Setenv("AGENT_BOX_SLOW_SUPERVISOR", "1")
+	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "slow")
 	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
 	require.NoError(t, err)
 	store := newStore(t)
 	m := &Manager{Store: store, Sys: sys, Env: os.Environ(),
-		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSlowSupervisor$", "--"}}
+		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
 
 	type result struct {
 		run Run
@@ -166,18 +169,6 @@ func TestCwdResolvesAgainstHome(t *testing.T) {
 	if err := req.resolveCwd(""); err == nil {
 		t.Errorf("without a home directory, src was accepted as %q", req.Cwd)
 	}
-}
-
-// TestHelperSupervisor is not a test: with AGENT_BOX_TEST_SUPERVISOR=1 it
-// is the supervisor, as agent-box-supervisor runs it.
-func TestHelperSupervisor(t *testing.T) {
-	if os.Getenv("AGENT_BOX_TEST_SUPERVISOR") != "1" {
-		t.Skip("helper process")
-	}
-	if err := supervisor.Main(supervisor.Config{}); err != nil {
-		os.Exit(1)
-	}
-	os.Exit(0)
 }
 
 // A run dir holds the files named by runrecord and supervisor, and no
