@@ -119,36 +119,10 @@ type Verdict struct {
 // refreshState refuses the same way); then start failure; then the
 // liveness of child and supervisor.
 func Decide(run Run, facts Facts) Verdict {
-	sameBoot := run.BootID != "" && run.BootID == facts.BootID
-	hasChild, hasSup := run.PID > 0, run.SupervisorPID > 0
-	me := facts.Self
-	// Pid 1 is init and never a run's; 0 and below are no pids.
-	childOK := hasChild && run.PID > 1
-	supOK := hasSup && run.SupervisorPID > 1
-	sup := facts.Supervisor
-	if hasSup && sup == Same && (!supOK || run.SupervisorPID == me.PID || run.SupervisorPID == me.PGID) {
-		// init, this very process or its group leader, with its own start
-		// time: none of them is a supervisor (each leads a session and a
-		// group of its own, and agent-box is none).
-		sup = Foreign
-	}
-	supervised := supOK && sup == Same
-	// A record naming this process's own pid, group or session is genuine
-	// only when we run inside the run (agent-box called from a run's
-	// script: its session is the supervisor's, its group perhaps the
-	// leader's). Only a live supervisor, verified, can vouch for that;
-	// without one such a record is taken for planted.
-	vouched := supervised || !me.owns(run.PID) && !me.owns(run.SupervisorPID)
-	// The leader is the run's only if it is in its supervisor's session:
-	// the supervisor made that session and forked the leader into it, and
-	// a group leader can never leave its session (setsid(2) fails with
-	// EPERM), while the session's id stays taken as long as any member
-	// lives, also after a SIGKILLed supervisor. A live process with the
-	// recorded start time elsewhere is someone else's.
-	child := facts.Child
-	if hasChild && child == Same && !(childOK && supOK && vouched && facts.ChildSID == run.SupervisorPID) {
-		child = Foreign
-	}
+	id := identify(run, facts)
+	sameBoot, hasSup, hasChild := id.sameBoot, run.SupervisorPID > 0, run.PID > 0
+	sup, child, supervised := id.sup, id.child, id.supervised
+	target, groupOK := id.target, id.groupOK
 
 	if sameBoot && hasSup && sup == Foreign {
 		// Before the exit: a copied record's exit is no fact of this run,
@@ -162,15 +136,6 @@ func Decide(run Run, facts Facts) Verdict {
 		// session.
 		return Verdict{State: Unknown, Reason: ReasonForeignProcess}
 	}
-
-	// The leader's group is signalled as -PID: never ours (kill(-ours)
-	// would stop the decider itself), whoever vouches.
-	target := me.MayBeRun(run.PID)
-	// Members of the leader's group, found without a live supervisor, are
-	// tied to the run by the group id (the leader's pid) and the session id
-	// (the supervisor's pid): both must be numbers a run can have, and not
-	// ours (else the members found would be our own session's).
-	groupOK := target && supOK && me.MayBeRun(run.SupervisorPID)
 
 	if run.ExitRecorded {
 		// Survivors are the run's processes that outlive its leader. A
@@ -228,4 +193,59 @@ func Decide(run Run, facts Facts) Verdict {
 	default:
 		return Verdict{State: Unknown, Reason: ReasonSupervisorLost}
 	}
+}
+
+// identity is what Decide makes of the record's pids before any row: which
+// processes are provably the run's, and which ids a signal may name.
+type identity struct {
+	sameBoot   bool
+	sup, child Liveness // the probes, made Foreign where the record cannot be the run's
+	supervised bool     // the supervisor is alive and the run's
+	target     bool     // the leader's group (-PID) may be signalled
+	groupOK    bool     // members of the group may be counted without a supervisor
+}
+
+// identify checks the record's pids against the facts and against the
+// deciding process itself.
+func identify(run Run, facts Facts) identity {
+	sameBoot := run.BootID != "" && run.BootID == facts.BootID
+	hasChild, hasSup := run.PID > 0, run.SupervisorPID > 0
+	me := facts.Self
+	// Pid 1 is init and never a run's; 0 and below are no pids.
+	childOK := hasChild && run.PID > 1
+	supOK := hasSup && run.SupervisorPID > 1
+	sup := facts.Supervisor
+	if hasSup && sup == Same && (!supOK || run.SupervisorPID == me.PID || run.SupervisorPID == me.PGID) {
+		// init, this very process or its group leader, with its own start
+		// time: none of them is a supervisor (each leads a session and a
+		// group of its own, and agent-box is none).
+		sup = Foreign
+	}
+	supervised := supOK && sup == Same
+	// A record naming this process's own pid, group or session is genuine
+	// only when we run inside the run (agent-box called from a run's
+	// script: its session is the supervisor's, its group perhaps the
+	// leader's). Only a live supervisor, verified, can vouch for that;
+	// without one such a record is taken for planted.
+	vouched := supervised || !me.owns(run.PID) && !me.owns(run.SupervisorPID)
+	// The leader is the run's only if it is in its supervisor's session:
+	// the supervisor made that session and forked the leader into it, and
+	// a group leader can never leave its session (setsid(2) fails with
+	// EPERM), while the session's id stays taken as long as any member
+	// lives, also after a SIGKILLed supervisor. A live process with the
+	// recorded start time elsewhere is someone else's.
+	child := facts.Child
+	if hasChild && child == Same && !(childOK && supOK && vouched && facts.ChildSID == run.SupervisorPID) {
+		child = Foreign
+	}
+
+	// The leader's group is signalled as -PID: never ours (kill(-ours)
+	// would stop the decider itself), whoever vouches.
+	target := me.MayBeRun(run.PID)
+	// Members of the leader's group, found without a live supervisor, are
+	// tied to the run by the group id (the leader's pid) and the session id
+	// (the supervisor's pid): both must be numbers a run can have, and not
+	// ours (else the members found would be our own session's).
+	groupOK := target && supOK && me.MayBeRun(run.SupervisorPID)
+	return identity{sameBoot: sameBoot, sup: sup, child: child, supervised: supervised, target: target, groupOK: groupOK}
 }
