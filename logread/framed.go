@@ -75,8 +75,36 @@ type decodeOpts struct {
 // boundary where neither is, even if that leaves no frame: the character
 // (the line) is still being written.
 func decodeFrames(buf []byte, o decodeOpts) (*decoded, error) {
-	// Size the stream buffers from the line lengths, so that decoding never
-	// reallocates: a frame line of n bytes carries at most (n-3)/4*3 bytes.
+	d := newDecoded(buf, o.base)
+	marks := newHoldMarks(o.base)
+	off := o.base
+	for pos := 0; pos < len(buf); {
+		n := bytes.IndexByte(buf[pos:], '\n') + 1
+		if n == 0 {
+			n = len(buf) - pos
+		}
+		s, ok, err := d.addFrame(buf[pos:pos+n], off, o)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break // the log's cut last line, counted in d.badTail
+		}
+		off += int64(n)
+		pos += n
+		if o.hold != holdNone {
+			marks.see(d, s, off, o.hold)
+		}
+	}
+	d.end = off
+	marks.cut(d, o)
+	return d, nil
+}
+
+// newDecoded returns an empty decoded window at base, with its stream
+// buffers sized from buf's line lengths so that decoding never reallocates:
+// a frame line of n bytes carries at most (n-3)/4*3 bytes.
+func newDecoded(buf []byte, base int64) *decoded {
 	var nOut, nErr int
 	for p := buf; len(p) > 0; {
 		i := bytes.IndexByte(p, '\n')
@@ -90,73 +118,88 @@ func decodeFrames(buf []byte, o decodeOpts) (*decoded, error) {
 		}
 		p = p[i+1:]
 	}
-	d := &decoded{out: make([]byte, 0, nOut), errb: make([]byte, 0, nErr), end: o.base}
+	return &decoded{out: make([]byte, 0, nOut), errb: make([]byte, 0, nErr), end: base}
+}
 
-	// The last boundaries where both streams end with a newline and with a
-	// whole character; at first the empty window.
-	lineMark := mark{end: o.base}
-	runeMark := lineMark
-	lines := [3]bool{true, true, true}
-	runes := lines
+// addFrame decodes the frame line at log offset off onto the end of its
+// stream's buffer and records its chunk (and, with o.frames, the frame), and
+// returns its stream. A line that does not parse is an error, unless it is
+// the log's cut last line (no newline): then addFrame counts it in
+// d.badTail and returns false, since the caller reports that damage as a
+// gap.
+func (d *decoded) addFrame(line []byte, off int64, o decodeOpts) (logframe.Stream, bool, error) {
+	n := len(line)
+	dst := d.buf(logframe.Stdout)
+	if line[0] == '2' {
+		dst = d.buf(logframe.Stderr)
+	}
+	p0 := len(*dst)
+	s, b, err := logframe.ParseLine(*dst, line)
+	if err != nil {
+		if line[n-1] != '\n' {
+			d.badTail = n
+			return s, false, nil
+		}
+		return s, false, fmt.Errorf("logread: frame at offset %d: %w", off, err)
+	}
+	*dst = b
+	if off == o.base && o.skip > 0 {
+		*dst = b[o.skip:] // first frame: p0 == 0
+	}
+	if k := len(d.chunks) - 1; k >= 0 && d.chunks[k].stream == s {
+		d.chunks[k].end = len(*dst)
+	} else {
+		d.chunks = append(d.chunks, chunkRef{stream: s, start: p0, end: len(*dst)})
+	}
+	if o.frames {
+		d.frames = append(d.frames, frameRef{off: off, len: n, stream: s, start: p0, end: len(*dst)})
+	}
+	return s, true, nil
+}
 
-	off := o.base
-	for pos := 0; pos < len(buf); {
-		n := bytes.IndexByte(buf[pos:], '\n') + 1
-		if n == 0 {
-			n = len(buf) - pos
-		}
-		line := buf[pos : pos+n]
-		dst := d.buf(logframe.Stdout)
-		if line[0] == '2' {
-			dst = d.buf(logframe.Stderr)
-		}
-		p0 := len(*dst)
-		s, b, err := logframe.ParseLine(*dst, line)
-		if err != nil {
-			if line[n-1] != '\n' {
-				d.badTail = n
-				break
-			}
-			return nil, fmt.Errorf("logread: frame at offset %d: %w", off, err)
-		}
-		*dst = b
-		if off == o.base && o.skip > 0 {
-			*dst = b[o.skip:] // first frame: p0 == 0
-		}
-		if k := len(d.chunks) - 1; k >= 0 && d.chunks[k].stream == s {
-			d.chunks[k].end = len(*dst)
-		} else {
-			d.chunks = append(d.chunks, chunkRef{stream: s, start: p0, end: len(*dst)})
-		}
-		if o.frames {
-			d.frames = append(d.frames, frameRef{off: off, len: n, stream: s, start: p0, end: len(*dst)})
-		}
-		off += int64(n)
-		pos += n
+// holdMarks follows, frame by frame, the last boundaries where a window may
+// end under a hold mode: where both streams end with a newline (lineMark)
+// and with a whole character (runeMark). At first both are the empty
+// window, where every stream ends so.
+type holdMarks struct {
+	lineMark, runeMark mark
+	lines, runes       [3]bool // per stream: whether it ends so, as decoded so far
+}
 
-		if o.hold == holdNone {
-			continue
-		}
-		here := mark{off, len(d.out), len(d.errb), len(d.chunks), d.chunks[len(d.chunks)-1].end, len(d.frames)}
-		runes[s] = incompleteTail(*dst) == len(*dst)
-		if runes[logframe.Stdout] && runes[logframe.Stderr] {
-			runeMark = here
-		}
-		if o.hold == holdLines {
-			lines[s] = len(*dst) == 0 || (*dst)[len(*dst)-1] == '\n'
-			if lines[logframe.Stdout] && lines[logframe.Stderr] {
-				lineMark = here
-			}
+func newHoldMarks(base int64) holdMarks {
+	m := mark{end: base}
+	all := [3]bool{true, true, true}
+	return holdMarks{lineMark: m, runeMark: m, lines: all, runes: all}
+}
+
+// see moves the marks to the boundary off, after a frame of stream s, if
+// it is one where the hold mode's streams end so.
+func (h *holdMarks) see(d *decoded, s logframe.Stream, off int64, mode hold) {
+	here := mark{off, len(d.out), len(d.errb), len(d.chunks), d.chunks[len(d.chunks)-1].end, len(d.frames)}
+	dst := *d.buf(s)
+	h.runes[s] = incompleteTail(dst) == len(dst)
+	if h.runes[logframe.Stdout] && h.runes[logframe.Stderr] {
+		h.runeMark = here
+	}
+	if mode == holdLines {
+		h.lines[s] = len(dst) == 0 || dst[len(dst)-1] == '\n'
+		if h.lines[logframe.Stdout] && h.lines[logframe.Stderr] {
+			h.lineMark = here
 		}
 	}
-	d.end = off
+}
+
+// cut drops d's frames after the mark that o.hold ends the window at,
+// unless that would leave no frame and the frames do not reach the end of a
+// growing log (see decodeFrames): holdLines falls back to runeMark when no
+// line boundary allows a cut.
+func (h *holdMarks) cut(d *decoded, o decodeOpts) {
 	switch {
-	case o.hold == holdLines && lineMark.end < off && (lineMark.end > o.base || o.growing):
-		d.restore(lineMark)
-	case o.hold != holdNone && runeMark.end < off && (runeMark.end > o.base || o.growing):
-		d.restore(runeMark)
+	case o.hold == holdLines && h.lineMark.end < d.end && (h.lineMark.end > o.base || o.growing):
+		d.restore(h.lineMark)
+	case o.hold != holdNone && h.runeMark.end < d.end && (h.runeMark.end > o.base || o.growing):
+		d.restore(h.runeMark)
 	}
-	return d, nil
 }
 
 // mark is a frame boundary decodeFrames may cut back to: the log offset and

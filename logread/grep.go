@@ -183,8 +183,7 @@ func grepFramed(r io.ReaderAt, size int64, req Request, w *Window) error {
 // framedWindow greps the window at pos, a frame boundary, and returns where
 // it ends, and done when the matches are full.
 func (g *grepScan) framedWindow(r io.ReaderAt, pos, size int64) (end int64, done bool, err error) {
-	req, w := g.req, g.w
-	buf, to, release, err := framesAt(r, pos, size, req)
+	buf, to, release, err := framesAt(r, pos, size, g.req)
 	if err != nil {
 		return 0, false, err
 	}
@@ -196,6 +195,62 @@ func (g *grepScan) framedWindow(r io.ReaderAt, pos, size int64) (end int64, done
 	d, err := decodeFrames(buf, o)
 	if err != nil {
 		return 0, false, err
+	}
+	if end, done := g.match(d, pos); done {
+		return end, true, nil
+	}
+	w := g.w
+	w.EndOffset = d.end
+	if d.badTail > 0 {
+		w.Skipped = addGap(w.Skipped, d.end, int64(d.badTail))
+		w.EndOffset = d.end + int64(d.badTail)
+	}
+	return w.EndOffset, false, nil
+}
+
+// frameHit is a matching line of one stream of a framed window.
+type frameHit struct {
+	m           Match
+	cost        int
+	lossy       bool
+	first, last int // the stream's frames holding the line, as indices into its idx
+}
+
+// match finds the matching lines of each stream of the window d at pos,
+// each with the frames holding it, and the window's line boundaries, and
+// takes the lines into the answer, returning take's end and done. A hit's
+// Offset is its first frame's, and all its frames count as returned, not
+// skipped. idx, hits and bounds are made here, where they do not escape,
+// rather than returned by helpers: the compiler then keeps small ones on
+// the stack (returned, they cost allocations per window with matches).
+func (g *grepScan) match(d *decoded, pos int64) (end int64, done bool) {
+	var idx [3][]int // per stream: the indices into d.frames of its frames
+	for i, f := range d.frames {
+		idx[f.stream] = append(idx[f.stream], i)
+	}
+	re := g.req.Grep
+	var hits [3][]frameHit
+	for _, s := range []logframe.Stream{logframe.Stdout, logframe.Stderr} {
+		b, fl, fi := *d.buf(s), idx[s], 0
+		for a := 0; a < len(b); {
+			e, next := len(b), len(b)
+			if i := bytes.IndexByte(b[a:], '\n'); i >= 0 {
+				e, next = a+i, a+i+1
+			}
+			if re.Match(b[a:e]) {
+				for d.frames[fl[fi]].end <= a {
+					fi++
+				}
+				fj := fi
+				for d.frames[fl[fj]].end < next {
+					fj++
+				}
+				text, lossy := textLine(b[a:e])
+				m := Match{Offset: d.frames[fl[fi]].off, Stream: s.Name(), Line: text}
+				hits[s] = append(hits[s], frameHit{m, cost(text, next > e), lossy, fi, fj})
+			}
+			a = next
+		}
 	}
 
 	// The line boundaries of the window: its start, and each frame end
@@ -209,41 +264,17 @@ func (g *grepScan) framedWindow(r io.ReaderAt, pos, size int64) (end int64, done
 			bounds = append(bounds, f.off+int64(f.len))
 		}
 	}
+	return g.take(d, hits, idx, bounds)
+}
 
-	type hit struct {
-		m           Match
-		cost        int
-		lossy       bool
-		first, last int // the stream's frames holding the line, as indices into idx
-	}
-	var idx [3][]int // per stream: indices into d.frames
-	for i, f := range d.frames {
-		idx[f.stream] = append(idx[f.stream], i)
-	}
-	var hits [3][]hit
-	for _, s := range []logframe.Stream{logframe.Stdout, logframe.Stderr} {
-		b, fl, fi := *d.buf(s), idx[s], 0
-		for a := 0; a < len(b); {
-			e, next := len(b), len(b)
-			if i := bytes.IndexByte(b[a:], '\n'); i >= 0 {
-				e, next = a+i, a+i+1
-			}
-			if req.Grep.Match(b[a:e]) {
-				for d.frames[fl[fi]].end <= a {
-					fi++
-				}
-				fj := fi
-				for d.frames[fl[fj]].end < next {
-					fj++
-				}
-				text, lossy := textLine(b[a:e])
-				m := Match{Offset: d.frames[fl[fi]].off, Stream: s.Name(), Line: text}
-				hits[s] = append(hits[s], hit{m, cost(text, next > e), lossy, fi, fj})
-			}
-			a = next
-		}
-	}
-
+// take adds the hits of both streams to the answer in log order, and the
+// frames that hold none of them to its gaps. When the next hit does not
+// fit, it ends the answer at the last of bounds at or before that hit's
+// frame, so that no line of either stream is cut, and returns that end and
+// done: the matches from there on are for the next call. Before the first
+// bound past the request's start no such end makes progress, and the
+// lines are taken even past MaxBytes. Otherwise it returns d.end.
+func (g *grepScan) take(d *decoded, hits [3][]frameHit, idx [3][]int, bounds []int64) (end int64, done bool) {
 	covered := make([]bool, len(d.frames))
 	ho, he := hits[logframe.Stdout], hits[logframe.Stderr]
 	for len(ho) > 0 || len(he) > 0 {
@@ -253,15 +284,10 @@ func (g *grepScan) framedWindow(r io.ReaderAt, pos, size int64) (end int64, done
 		}
 		h := &hits[s][0]
 		if !g.fits(h.cost) {
-			// End at the last line boundary at or before the frame where
-			// this line starts, so that no line of either stream is cut:
-			// the matches from there on are for the next call. Before the
-			// first boundary past the request's start no such end makes
-			// progress, and the lines are returned even past MaxBytes.
 			if b := bounds[searchLE(bounds, h.m.Offset)]; b > g.start {
 				g.cutAt(b)
 				g.gaps(d, covered, b)
-				return b, true, nil
+				return b, true
 			}
 		}
 		g.add(h.m, h.cost, h.lossy)
@@ -272,12 +298,7 @@ func (g *grepScan) framedWindow(r io.ReaderAt, pos, size int64) (end int64, done
 		ho, he = hits[logframe.Stdout], hits[logframe.Stderr]
 	}
 	g.gaps(d, covered, d.end)
-	w.EndOffset = d.end
-	if d.badTail > 0 {
-		w.Skipped = addGap(w.Skipped, d.end, int64(d.badTail))
-		w.EndOffset = d.end + int64(d.badTail)
-	}
-	return w.EndOffset, false, nil
+	return d.end, false
 }
 
 // gaps adds the frames of d before end that hold no part of a returned
