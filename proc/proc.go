@@ -170,19 +170,6 @@ func parseNonNegative(b []byte) (int, error) {
 
 func isLetter(c byte) bool { return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' }
 
-// StartTime returns field 22 of /proc/PID/stat; ErrNoProcess for a missing
-// pid or a zombie.
-func StartTime(pid int) (uint64, error) {
-	st, err := ReadStat(pid)
-	if err != nil {
-		return 0, err
-	}
-	if st.Dead() {
-		return 0, fmt.Errorf("pid %d is a zombie (state %c): %w", pid, st.State, ErrNoProcess)
-	}
-	return st.StartTime, nil
-}
-
 // ProbeStat tells whether pid is alive and is the process that started at
 // start: Same, Reused (alive, different start time) or Gone (missing or
 // zombie). With Same comes the stat it read: the facts (group, session,
@@ -233,27 +220,6 @@ func Processes() ([]Stat, error) {
 		out = append(out, st)
 	}
 	return out, nil
-}
-
-// GroupMembers returns the pids of live (non-zombie) processes whose
-// process group is pgid, sorted ascending. It is a snapshot (Processes):
-// callers that kill a group loop until it is empty.
-func GroupMembers(pgid int) ([]int, error) {
-	if pgid <= 0 {
-		return nil, fmt.Errorf("process group %d: %w", pgid, ErrNoProcess)
-	}
-	procs, err := Processes()
-	if err != nil {
-		return nil, fmt.Errorf("process group %d: %w", pgid, err)
-	}
-	var members []int
-	for _, st := range procs {
-		if st.PGID == pgid {
-			members = append(members, st.PID)
-		}
-	}
-	slices.Sort(members)
-	return members, nil
 }
 
 // Descendants returns, from the snapshot procs, the processes whose chain

@@ -173,7 +173,7 @@ func TestMissingPid(t *testing.T) {
 		if _, err := proc.ReadStat(pid); !errors.Is(err, proc.ErrNoProcess) {
 			t.Errorf("ReadStat(%d) error = %v, want ErrNoProcess", pid, err)
 		}
-		if _, err := proc.StartTime(pid); !errors.Is(err, proc.ErrNoProcess) {
+		if _, err := startTime(pid); !errors.Is(err, proc.ErrNoProcess) {
 			t.Errorf("StartTime(%d) error = %v, want ErrNoProcess", pid, err)
 		}
 		if got := probe(pid, 1); got != outcome.Gone {
@@ -198,7 +198,7 @@ func TestLifecycle(t *testing.T) {
 	if st.PPID != os.Getpid() {
 		t.Errorf("PPID = %d, want %d", st.PPID, os.Getpid())
 	}
-	start, err := proc.StartTime(pid)
+	start, err := startTime(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("alive, start %d recorded, %d live: Probe = %v, want Reused", other, start, got)
 		}
 	}
-	if got, err := proc.GroupMembers(pid); err != nil || !slices.Equal(got, []int{pid}) {
+	if got, err := groupMembers(pid); err != nil || !slices.Equal(got, []int{pid}) {
 		t.Errorf("alive: GroupMembers = %v, %v; want [%d]", got, err, pid)
 	}
 
@@ -228,13 +228,13 @@ func TestLifecycle(t *testing.T) {
 	if st.State != 'Z' || !st.Dead() {
 		t.Errorf("zombie: state %c, Dead %v", st.State, st.Dead())
 	}
-	if _, err := proc.StartTime(pid); !errors.Is(err, proc.ErrNoProcess) {
+	if _, err := startTime(pid); !errors.Is(err, proc.ErrNoProcess) {
 		t.Errorf("zombie: StartTime error = %v, want ErrNoProcess", err)
 	}
 	if got := probe(pid, start); got != outcome.Gone {
 		t.Errorf("zombie: Probe = %v, want Gone", got)
 	}
-	if got, err := proc.GroupMembers(pid); err != nil || len(got) != 0 {
+	if got, err := groupMembers(pid); err != nil || len(got) != 0 {
 		t.Errorf("zombie: GroupMembers = %v, %v; want none", got, err)
 	}
 
@@ -282,12 +282,12 @@ func TestGroupMembers(t *testing.T) {
 	}
 	want := []int{leader, kid}
 	slices.Sort(want)
-	got, err := proc.GroupMembers(leader)
+	got, err := groupMembers(leader)
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("GroupMembers(%d) = %v, %v; want %v", leader, got, err, want)
 	}
 	// The test's own group must not leak in, nor the group into ours.
-	if own, err := proc.GroupMembers(unix.Getpgrp()); err != nil || slices.Contains(own, kid) || !slices.Contains(own, os.Getpid()) {
+	if own, err := groupMembers(unix.Getpgrp()); err != nil || slices.Contains(own, kid) || !slices.Contains(own, os.Getpid()) {
 		t.Errorf("GroupMembers(own group) = %v, %v", own, err)
 	}
 
@@ -297,14 +297,14 @@ func TestGroupMembers(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := proc.GroupMembers(leader); err != nil || len(got) != 0 {
+	if got, err := groupMembers(leader); err != nil || len(got) != 0 {
 		t.Errorf("after exit: GroupMembers = %v, %v; want none", got, err)
 	}
 }
 
 func TestGroupMembersInvalid(t *testing.T) {
 	for _, pgid := range []int{0, -1} {
-		if _, err := proc.GroupMembers(pgid); err == nil {
+		if _, err := groupMembers(pgid); err == nil {
 			t.Errorf("GroupMembers(%d): no error", pgid)
 		}
 	}
@@ -340,7 +340,7 @@ func TestGroupMembersFakeProc(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := proc.GroupMembers(40)
+	got, err := groupMembers(40)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,4 +529,37 @@ func TestChildren(t *testing.T) {
 func probe(pid int, start uint64) outcome.Liveness {
 	l, _ := proc.ProbeStat(pid, start)
 	return l
+}
+
+// startTime is field 22 of /proc/PID/stat; ErrNoProcess for a missing pid
+// or a zombie.
+func startTime(pid int) (uint64, error) {
+	st, err := proc.ReadStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	if st.Dead() {
+		return 0, fmt.Errorf("pid %d is a zombie: %w", pid, proc.ErrNoProcess)
+	}
+	return st.StartTime, nil
+}
+
+// groupMembers are the pids of the live processes of Processes' snapshot
+// whose group is pgid, sorted: what a scan of /proc finds of one group.
+func groupMembers(pgid int) ([]int, error) {
+	if pgid <= 0 {
+		return nil, fmt.Errorf("process group %d: %w", pgid, proc.ErrNoProcess)
+	}
+	procs, err := proc.Processes()
+	if err != nil {
+		return nil, err
+	}
+	var members []int
+	for _, st := range procs {
+		if st.PGID == pgid {
+			members = append(members, st.PID)
+		}
+	}
+	slices.Sort(members)
+	return members, nil
 }

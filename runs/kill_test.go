@@ -68,17 +68,19 @@ func TestKillGraceEscalatesWhileExitIsBeingRecorded(t *testing.T) {
 	var member int
 	for deadline := time.Now().Add(5 * time.Second); member == 0; time.Sleep(10 * time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "background member never appeared")
-		ms, _ := proc.GroupMembers(pgid)
-		for _, p := range ms {
-			if p != pgid {
-				member = p
+		procs, _ := proc.Processes()
+		for _, p := range procs {
+			if p.PGID == pgid && p.PID != pgid {
+				member = p.PID
 			}
 		}
 	}
-	supStart, err := proc.StartTime(sup.Process.Pid)
+	supStat, err := proc.ReadStat(sup.Process.Pid)
 	require.NoError(t, err)
-	childStart, err := proc.StartTime(pgid)
+	supStart := supStat.StartTime
+	childStat, err := proc.ReadStat(pgid)
 	require.NoError(t, err)
+	childStart := childStat.StartTime
 	rec.SupervisorPID, rec.SupervisorStartTime = sup.Process.Pid, supStart
 	rec.PID, rec.PIDStartTime = pgid, childStart
 	require.NoError(t, store.Create(rec))

@@ -200,13 +200,6 @@ func (h *watchHub) releaseLocked(w *dirWatch) {
 	w.entries = nil
 }
 
-// watches is how many watch descriptors the hub holds (for tests).
-func (h *watchHub) watches() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.byWD)
-}
-
 // read wakes the waiters of each event's descriptor, as src (the hub's
 // file) yields them, until reading fails, which it does not in practice.
 // Then every waiter polls, and the instance is closed: its waiters hold no

@@ -195,3 +195,10 @@ func TestBrokenHubClosesItsInstance(t *testing.T) {
 		t.Error("a broken hub took a new watch")
 	}
 }
+
+// watches is how many watch descriptors the hub holds.
+func (h *watchHub) watches() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.byWD)
+}
