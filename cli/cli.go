@@ -43,7 +43,7 @@ var Words = runs.Words{
 	Kill:    "agent-box kill",
 	Restart: "the MCP tool process_restart",
 	Remove:  "the MCP tool process_remove",
-	Args:    map[string]string{"grace_ms": "--grace", "timeout_s": "--timeout", "cwd": "--cwd", "run_id": "--run-id", "stream": "--stream"},
+	Args:    map[string]string{"grace_ms": "--grace", "timeout_s": "--timeout", "stream": "--stream"},
 }
 
 // Run executes args (args[0] is the subcommand) and returns the exit status.

@@ -38,18 +38,27 @@ func (req Request) Check() error {
 		}
 	}
 	if req.TailLines > 0 && req.Offset != 0 {
-		return fmt.Errorf("%w: tail_lines counts back from the end of the log; leave offset out (got %d)", ErrBadRequest, req.Offset)
+		return badRequestf("tail_lines counts back from the end of the log; leave offset out (got %d)", req.Offset)
 	}
 	if req.TailLines > 0 && req.Grep != nil {
-		return fmt.Errorf("%w: tail_lines and grep cannot be combined; grep a window at a negative offset instead", ErrBadRequest)
+		return badRequestf("tail_lines and grep cannot be combined; grep a window at a negative offset instead")
 	}
 	return nil
 }
 
+// badRequest is a refused request: it is ErrBadRequest, and says only
+// what is wrong with the request, for the caller to show as it is.
+type badRequest string
+
+func (e badRequest) Error() string        { return string(e) }
+func (e badRequest) Is(target error) bool { return target == ErrBadRequest }
+
+func badRequestf(format string, a ...any) error { return badRequest(fmt.Sprintf(format, a...)) }
+
 // CheckTailLines is the rule for a tail_lines that was given.
 func CheckTailLines(n int) error {
 	if n < 1 || n > MaxTailLines {
-		return fmt.Errorf("%w: tail_lines must be between 1 and %d, got %d", ErrBadRequest, MaxTailLines, n)
+		return badRequestf("tail_lines must be between 1 and %d, got %d", MaxTailLines, n)
 	}
 	return nil
 }
@@ -68,8 +77,8 @@ func resolveStart(r io.ReaderAt, size int64, req Request) (int64, error) {
 				return 0, err
 			}
 			if b[0] != '\n' {
-				return 0, fmt.Errorf("%w: offset %d is not a frame boundary (the byte before it is not a newline); "+
-					"resume from a returned end offset, or use a negative offset to count from the end", ErrBadRequest, off)
+				return 0, badRequestf("offset %d is not a frame boundary (the byte before it is not a newline); "+
+					"resume from a returned end offset, or use a negative offset to count from the end", off)
 			}
 		}
 		return off, nil

@@ -250,7 +250,8 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
-func TestGroupMembers(t *testing.T) {
+// A snapshot of Processes finds a group's members, and only them.
+func TestProcessesFindAGroup(t *testing.T) {
 	cmd := helper("group")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
@@ -302,18 +303,10 @@ func TestGroupMembers(t *testing.T) {
 	}
 }
 
-func TestGroupMembersInvalid(t *testing.T) {
-	for _, pgid := range []int{0, -1} {
-		if _, err := groupMembers(pgid); err == nil {
-			t.Errorf("GroupMembers(%d): no error", pgid)
-		}
-	}
-}
-
-// TestGroupMembersFakeProc checks the scan against a fake /proc holding the
+// TestProcessesFakeProc checks the scan against a fake /proc holding the
 // awkward cases: non-numeric entries, a zombie member, a process that
 // vanished between readdir and reading its stat, and nasty comm values.
-func TestGroupMembersFakeProc(t *testing.T) {
+func TestProcessesFakeProc(t *testing.T) {
 	root := t.TempDir()
 	proc.SetProcRoot(t, root)
 	stat := func(pid, pgid int, state, comm string) {

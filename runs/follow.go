@@ -103,7 +103,9 @@ type FollowRequest struct {
 	// for that stream of a framed run alone.
 	Stream string
 	// Wait bounds each window's wait for output; a window that got none
-	// by then is yielded empty, with the run as it is then.
+	// by then is yielded empty, with the run as it is then. With Wait 0
+	// Follow reads what is written now: it ends with the first window
+	// that reaches the end of the log as it stands.
 	Wait time.Duration
 }
 
@@ -156,7 +158,8 @@ func (m *Manager) Follow(ctx context.Context, req FollowRequest) iter.Seq2[Follo
 			default:
 				ch.Output = w.Bytes
 			}
-			if !yield(ch, nil) || res.EOF || ctx.Err() != nil {
+			caughtUp := req.Wait <= 0 && !res.Window.Truncated // else it would spin
+			if !yield(ch, nil) || res.EOF || caughtUp || ctx.Err() != nil {
 				return
 			}
 		}

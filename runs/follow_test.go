@@ -122,6 +122,24 @@ func TestFollowEndsOnCancel(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second, "ended by the cancel, not by the 10 s wait")
 }
 
+// With Wait 0 Follow reads what is written and ends, though the run can
+// still write: it never spins on a log that does not grow.
+func TestFollowWithoutWaitReadsWhatIsThere(t *testing.T) {
+	t.Parallel()
+	out := bytes.Repeat([]byte("x"), logread.MaxWindow+10)
+	m, _, rec := runningLog(t, false, out)
+	var got []byte
+	n := 0
+	for ch, err := range m.Follow(context.Background(), FollowRequest{Name: rec.Name}) {
+		require.NoError(t, err)
+		got = append(got, ch.Output...)
+		n++
+		require.Less(t, n, 10, "it does not end")
+	}
+	assert.Equal(t, out, got)
+	assert.Equal(t, 2, n, "a full window and the rest")
+}
+
 // Both streams of a framed run come out byte for byte in the order they
 // were written, across windows (more than logread.MaxWindow of frames),
 // and a cut last frame is left out and counted.

@@ -200,7 +200,7 @@ func exitOf(ws unix.WaitStatus, timedOut bool) *runrecord.Exit {
 	exit := &runrecord.Exit{At: time.Now().UTC(), TimedOut: timedOut}
 	switch {
 	case ws.Signaled():
-		// runrecord owns the field's format: it names every signal,
+		// proc owns the field's format (proc/signal.go): it names every signal,
 		// real-time ones too (unix.SignalName has no name for them).
 		exit.Signal = proc.SignalName(ws.Signal())
 	default:
