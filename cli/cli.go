@@ -371,9 +371,6 @@ func (c *cmd) logs(args []string) int {
 			fmt.Fprint(c.err, incomplete(ch.Run))
 		}
 		last = ch
-		if !*follow && !ch.Window.Truncated {
-			break
-		}
 	}
 	if *follow {
 		return status(last.Run)
