@@ -33,9 +33,10 @@ const DefaultKillGrace = 5 * time.Second
 
 // Config is what the supervisor's main wires in.
 type Config struct {
-	// Logf writes one line to the supervisor's own log: main's stderr,
-	// which Launch points at the run dir's StderrFile. Nil discards.
-	Logf func(format string, args ...any)
+	// Log is the supervisor's own log, a line per message: main's
+	// stderr, which Launch points at the run dir's StderrFile. Nil
+	// discards.
+	Log io.Writer
 }
 
 // Main is the body of "agent-box supervise". It reads the Spec from SpecFD,
@@ -149,8 +150,8 @@ func (s *supervisor) withReserve(write func() error) error {
 
 // logf writes to the supervisor's own log, if main gave it one.
 func (s *supervisor) logf(format string, args ...any) {
-	if s.cfg.Logf != nil {
-		s.cfg.Logf(format, args...)
+	if s.cfg.Log != nil {
+		fmt.Fprintf(s.cfg.Log, format+"\n", args...)
 	}
 }
 

@@ -11,7 +11,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/agent-box/agent-box/supervisor"
@@ -19,13 +18,8 @@ import (
 
 func main() {
 	// Its stderr is the run dir's supervisor.log (supervisor.Launch).
-	if err := supervisor.Main(supervisor.Config{Logf: logTo(os.Stderr)}); err != nil {
+	if err := supervisor.Main(supervisor.Config{Log: os.Stderr}); err != nil {
 		fmt.Fprintf(os.Stderr, "agent-box-supervisor: %v\n", err)
 		os.Exit(1)
 	}
-}
-
-// logTo writes each message to w as a line of its own.
-func logTo(w io.Writer) func(format string, args ...any) {
-	return func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 }

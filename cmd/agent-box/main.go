@@ -47,7 +47,7 @@ func run(args []string) int {
 	_ = proc.CloseOnExecFrom(3)
 	if len(args) > 0 && args[0] == "supervise" {
 		// Its stderr is the run dir's supervisor.log (supervisor.Launch).
-		if err := supervisor.Main(supervisor.Config{Logf: logTo(os.Stderr, "")}); err != nil {
+		if err := supervisor.Main(supervisor.Config{Log: os.Stderr}); err != nil {
 			fmt.Fprintf(os.Stderr, "agent-box supervise: %v\n", err)
 			return 1
 		}
