@@ -38,13 +38,19 @@ func TestSSHExitInbox(t *testing.T) {
 
 	s := dial()
 	var out inboxOut
-	s.ok("process_start", map[string]any{"name": "brief", "command": "sleep 1"}, &runInfo{})
+	// brief ends once the test says so, after the connection dropped: a
+	// fixed sleep could end before the first listing on a loaded machine,
+	// whose cursor then rightly holds brief's exit already.
+	gate := filepath.Join(t.TempDir(), "end-brief")
+	s.ok("process_start", map[string]any{"name": "brief", "env": map[string]any{"GATE": gate},
+		"command": `until [ -e "$GATE" ]; do sleep 0.05; done`}, &runInfo{})
 	s.ok("process_start", map[string]any{"name": "server", "argv": []any{"sleep", "60"}}, &runInfo{})
 	s.ok("process_list", map[string]any{}, &out)
 	c0 := out.Cursor
 	require.NotEmpty(t, c0)
 	s.kill() // the connection drops
 	waitUntil(t, "the remote agent-box to exit", 20*time.Second, func() bool { return len(serverPIDs(state)) == 0 })
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	waitUntil(t, "brief's exit to be recorded with no agent-box alive", 20*time.Second, func() bool {
 		ids, _ := os.ReadDir(filepath.Join(state, "runs", "brief"))
 		for _, id := range ids {

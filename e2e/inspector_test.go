@@ -44,13 +44,13 @@ func requireNode(t *testing.T) {
 }
 
 // inspector runs `mcp-inspector --cli agent-box --state-dir STATE ARGS...`
-// and decodes the JSON it prints. Its CLI passes --tool-arg values as
+// with env as its environment and decodes the JSON it prints. Its CLI passes --tool-arg values as
 // strings and converts each to the type the tool's inputSchema gives the
 // property (integer, boolean, array, object), so these calls also check
 // that the published schemas say what the handlers accept.
-func inspector(t *testing.T, state string, args ...string) map[string]any {
+func inspector(t *testing.T, env []string, state string, args ...string) map[string]any {
 	t.Helper()
-	stdout, stderr := runInspector(t, state, append([]string{"--cli", binary, "--state-dir", state}, args...)...)
+	stdout, stderr := runInspectorEnv(t, env, state, append([]string{"--cli", binary, "--state-dir", state}, args...)...)
 	var out map[string]any
 	require.NoError(t, json.Unmarshal(stdout, &out), "mcp-inspector %v printed no JSON object:\n%s\nstderr: %s", args, stdout, stderr)
 	return out
@@ -101,9 +101,8 @@ func toolResult(t *testing.T, out map[string]any) map[string]any {
 	return sc
 }
 
-// TestInspectorCLI runs alone, not in parallel with the ssh lanes: it sets
-// GORACE for the servers the inspector starts (t.Setenv).
 func TestInspectorCLI(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("inspector lane: starts node several times")
 	}
@@ -112,10 +111,10 @@ func TestInspectorCLI(t *testing.T) {
 	// For an agent-box built with -race (the inspector passes its
 	// environment on): no 1 s pause at each exit, and reports in files.
 	race := filepath.Join(t.TempDir(), "race")
-	t.Setenv("GORACE", "atexit_sleep_ms=0 log_path="+race)
+	env := append(os.Environ(), "GORACE=atexit_sleep_ms=0 log_path="+race)
 	t.Cleanup(func() { checkRaceLogs(t, race) })
 
-	list := inspector(t, state, "--method", "tools/list")
+	list := inspector(t, env, state, "--method", "tools/list")
 	tools, ok := list["tools"].([]any)
 	require.True(t, ok, "tools/list printed no tools: %v", list)
 	byName := map[string]map[string]any{}
@@ -147,7 +146,7 @@ func TestInspectorCLI(t *testing.T) {
 		require.Contains(t, tailOutSchema["required"], p, "tail_log outputSchema required")
 	}
 
-	run := toolResult(t, inspector(t, state, "--method", "tools/call", "--tool-name", "process_start",
+	run := toolResult(t, inspector(t, env, state, "--method", "tools/call", "--tool-name", "process_start",
 		"--tool-arg", "name=smoke", "--tool-arg", "command=echo hello"))
 	require.Equal(t, "smoke", run["name"])
 	require.Greater(t, run["pid"], float64(0))
@@ -156,7 +155,7 @@ func TestInspectorCLI(t *testing.T) {
 
 	// timeout_ms reaches the server as a number only if the schema says
 	// integer: a string would be refused.
-	wait := toolResult(t, inspector(t, state, "--method", "tools/call", "--tool-name", "process_wait",
+	wait := toolResult(t, inspector(t, env, state, "--method", "tools/call", "--tool-name", "process_wait",
 		"--tool-arg", "name=smoke", "--tool-arg", "timeout_ms=30000"))
 	require.Equal(t, false, wait["wait_timed_out"])
 	waited := wait["run"].(map[string]any)
@@ -164,7 +163,7 @@ func TestInspectorCLI(t *testing.T) {
 	require.Equal(t, "exited", waited["state"])
 	require.Equal(t, float64(0), waited["exit_code"])
 
-	tail := toolResult(t, inspector(t, state, "--method", "tools/call", "--tool-name", "tail_log",
+	tail := toolResult(t, inspector(t, env, state, "--method", "tools/call", "--tool-name", "tail_log",
 		"--tool-arg", "name=smoke"))
 	require.Equal(t, "hello\n", tail["content"])
 	require.Equal(t, float64(0), tail["offset"])
@@ -173,12 +172,12 @@ func TestInspectorCLI(t *testing.T) {
 	require.Equal(t, float64(0), tail["exit_code"])
 
 	// A window by byte offset in base64, resumed from its end_offset.
-	first := toolResult(t, inspector(t, state, "--method", "tools/call", "--tool-name", "tail_log",
+	first := toolResult(t, inspector(t, env, state, "--method", "tools/call", "--tool-name", "tail_log",
 		"--tool-arg", "name=smoke", "--tool-arg", "max_bytes=4", "--tool-arg", "encoding=base64"))
 	require.Equal(t, "aGVsbA==", first["content"], "base64 of \"hell\"")
 	require.Equal(t, float64(4), first["end_offset"])
 	require.Equal(t, false, first["eof"])
-	rest := toolResult(t, inspector(t, state, "--method", "tools/call", "--tool-name", "tail_log",
+	rest := toolResult(t, inspector(t, env, state, "--method", "tools/call", "--tool-name", "tail_log",
 		"--tool-arg", "name=smoke", "--tool-arg", "offset=4", "--tool-arg", "encoding=base64"))
 	require.Equal(t, "bwo=", rest["content"], "base64 of \"o\\n\"")
 	require.Equal(t, true, rest["eof"])
@@ -189,6 +188,7 @@ func TestInspectorCLI(t *testing.T) {
 // schemas onto a narrower dialect (Gemini's OpenAPI subset) needs. It
 // warned 11 times of exit_code typed ["integer", "null"] (issue 14).
 func TestInspectorStrict(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("inspector lane: starts node")
 	}

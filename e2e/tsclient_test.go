@@ -152,6 +152,7 @@ func (c *tsClient) connect(cmd *exec.Cmd, extra map[string]any) {
 // against the tool's output schema, and fails the call when it does not
 // match; the last step shows it does.
 func TestTSClient(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("TypeScript client lane: starts node and an sshd")
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package runrecord_test
+
+const raceEnabled = false
