@@ -108,7 +108,7 @@ func TestReconnect(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			state := t.TempDir()
-			a := connect(t, state)
+			a := spawn(t, state)
 			a.OK("process_start", map[string]any{"name": "long", "capture_mode": mode,
 				"command": `i=0; while :; do i=$((i+1)); echo "tick $i"; echo "tock $i" >&2; sleep 0.02; done`})
 			a.OK("tail_log", map[string]any{"name": "long", "offset": 0, "wait_ms": 5000})
@@ -143,7 +143,7 @@ func TestReconnect(t *testing.T) {
 func TestExitWhileNoServer(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	a := connect(t, state)
+	a := spawn(t, state)
 	a.OK("process_start", map[string]any{"name": "later", "command": "sleep 1; echo done; exit 7"})
 	a.Kill()
 	// No agent-box exists while the run ends; the supervisor records it.

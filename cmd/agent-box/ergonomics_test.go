@@ -81,7 +81,7 @@ func TestFollowReturnsNewOutput(t *testing.T) {
 func TestInteractiveAcrossRestart(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	a := connect(t, state)
+	a := spawn(t, state)
 	a.OK("process_start", map[string]any{"name": "ask", "stdin": "pipe",
 		"command": `printf 'name? '; read n; echo "hello $n"; printf 'again? '; read m; echo "bye $m"`})
 	a.OK("process_write", map[string]any{"name": "ask", "data": "ada\n"})
@@ -106,7 +106,7 @@ func TestInteractiveAcrossRestart(t *testing.T) {
 
 func TestTimeoutKillsChildIgnoringTerm(t *testing.T) {
 	t.Parallel()
-	s := abtest.ConnectEnv(t, binary, t.TempDir(), shortGrace)
+	s := connect(t, t.TempDir(), shortGrace)
 	s.OK("process_start", map[string]any{"name": "stubborn", "timeout_s": 1,
 		"command": `trap '' TERM; echo ready; while :; do sleep 0.1; done`})
 	w := s.OK("process_wait", map[string]any{"name": "stubborn", "timeout_ms": 30000})

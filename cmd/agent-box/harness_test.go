@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-box/agent-box/internal/abtest"
+	"github.com/agent-box/agent-box/tools"
 )
 
 // binary is agent-box built once for the whole test run: the tests drive
@@ -36,9 +41,63 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func connect(t *testing.T, stateDir string) *abtest.Server {
+// connect serves a session from this process: the Manager wired as main
+// wires one (with env, KEY=value, in place of the environment's own), and
+// tools.Serve on pipes. The tests of what the tools answer need no server
+// process, and under -race each one costs 100 ms of CPU to start; the runs
+// are started by the real supervisor binary all the same. The tests of
+// the process itself (its stdio, a kill of it) use spawn.
+func connect(t *testing.T, stateDir string, env ...string) *abtest.Server {
 	t.Helper()
-	return abtest.Connect(t, binary, stateDir)
+	environ := withEnv(os.Environ(), env...)
+	w := wiring{
+		getenv:  func(k string) string { return lookup(environ, k) },
+		environ: environ,
+		exe:     binary,
+		stderr:  &testLog{t},
+	}
+	m, err := w.manager(stateDir)
+	require.NoError(t, err)
+	return abtest.ConnectServe(t, stateDir, func(ctx context.Context, in io.Reader, out io.Writer) error {
+		return tools.Serve(ctx, &tools.Handlers{M: m}, version, in, out, log.New(w.stderr, "agent-box: ", 0))
+	})
+}
+
+// spawn starts the agent-box binary as a server of its own, with env added
+// to its environment, and opens a session with it.
+func spawn(t *testing.T, stateDir string, env ...string) *abtest.Server {
+	t.Helper()
+	return abtest.ConnectEnv(t, binary, stateDir, env...)
+}
+
+// withEnv is environ with each KEY=value of env in place of KEY's own.
+func withEnv(environ []string, env ...string) []string {
+	out := make([]string, 0, len(environ)+len(env))
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if lookup(env, k) == "" {
+			out = append(out, kv)
+		}
+	}
+	return append(out, env...)
+}
+
+// lookup is the value of key in environ, "" if unset.
+func lookup(environ []string, key string) string {
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// testLog writes the server's diagnostics to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.t.Logf("server: %s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
 
 // firstBytes follows run name's log (stdout of a framed run) with exact

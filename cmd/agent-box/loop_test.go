@@ -91,7 +91,7 @@ func runOf(t *testing.T, v any) map[string]any {
 // settable, so this runs in seconds; TestLongWaits runs the real ones.
 func TestWaitFitsTheClientsTimeout(t *testing.T) {
 	t.Parallel()
-	s := abtest.ConnectEnv(t, binary, t.TempDir(), "AGENT_BOX_WAIT_UNWATCHED_MS=1500", "AGENT_BOX_PROGRESS_MS=200")
+	s := connect(t, t.TempDir(), "AGENT_BOX_WAIT_UNWATCHED_MS=1500", "AGENT_BOX_PROGRESS_MS=200")
 	s.OK("process_start", map[string]any{"name": "long", "argv": []any{"sleep", "60"}})
 
 	began := time.Now()
@@ -351,7 +351,7 @@ func TestRelativeCwdIsFromHome(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
 	require.NoError(t, os.MkdirAll(home+"/src/app", 0o755))
-	s := abtest.ConnectEnv(t, binary, t.TempDir(), "HOME="+home)
+	s := connect(t, t.TempDir(), "HOME="+home)
 	for i, cwd := range []string{"src/app", "~/src/app", "./src/app/"} {
 		name := fmt.Sprintf("pwd%d", i)
 		r := s.OK("process_start", map[string]any{"name": name, "argv": []any{"pwd"}, "cwd": cwd})

@@ -83,7 +83,12 @@ func run(args []string) int {
 		usage(os.Stderr, fs)
 		return cli.ExitUsage
 	}
-	m, err := manager(*stateDir)
+	w, err := processWiring()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
+		return 1
+	}
+	m, err := w.manager(*stateDir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
 		return 1
@@ -229,10 +234,29 @@ func isTerminal(f *os.File) bool {
 	return err == nil
 }
 
-func manager(stateDir string) (*runs.Manager, error) {
+// wiring is what main takes from its process to build a Manager: the
+// environment, its own executable (the supervisor is found beside it) and
+// where diagnostics go. The tests build the Manager of a server they run
+// in their own process (tools.Serve over pipes) the same way.
+type wiring struct {
+	getenv  func(string) string
+	environ []string
+	exe     string
+	stderr  io.Writer
+}
+
+func processWiring() (wiring, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return wiring{}, fmt.Errorf("finding own executable: %w", err)
+	}
+	return wiring{getenv: os.Getenv, environ: os.Environ(), exe: exe, stderr: os.Stderr}, nil
+}
+
+func (w wiring) manager(stateDir string) (*runs.Manager, error) {
 	if stateDir == "" {
 		var err error
-		if stateDir, err = runrecord.DefaultRoot(os.Getenv); err != nil {
+		if stateDir, err = runrecord.DefaultRoot(w.getenv); err != nil {
 			return nil, err
 		}
 	}
@@ -245,36 +269,32 @@ func manager(stateDir string) (*runs.Manager, error) {
 		return nil, err
 	}
 	if warning != "" {
-		fmt.Fprintf(os.Stderr, "agent-box: %s\n", warning)
+		fmt.Fprintf(w.stderr, "agent-box: %s\n", warning)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding own executable: %w", err)
-	}
-	supervisorCmd := runs.SupervisorCommand(exe)
-	sys, err := runs.NewLiveSystem(supervisor.InstalledWith(exe, supervisorCmd[0]))
+	supervisorCmd := runs.SupervisorCommand(w.exe)
+	sys, err := runs.NewLiveSystem(supervisor.InstalledWith(w.exe, supervisorCmd[0]))
 	if err != nil {
 		return nil, fmt.Errorf("reading the live system: %w", err)
 	}
 	// Probed once, at the first start: it may ask logind over D-Bus.
 	launch := sync.OnceValue(func() string {
-		mode, host := os.Getenv("AGENT_BOX_LAUNCH"), runs.ProbeHost()
+		mode, host := w.getenv("AGENT_BOX_LAUNCH"), runs.ProbeHost()
 		launch, reason := runs.ChooseLaunch(mode, host)
 		if launch != runs.LaunchSetsid || runs.EndsWithSession(launch, host) || mode == runs.LaunchSystemd {
-			fmt.Fprintf(os.Stderr, "agent-box: supervisors: %s (%s)\n", launch, reason)
+			fmt.Fprintf(w.stderr, "agent-box: supervisors: %s (%s)\n", launch, reason)
 		}
 		return launch
 	})
 	m := &runs.Manager{Store: store, Sys: sys, Supervisor: supervisorCmd, Launch: launch,
-		Env: os.Environ(), Logf: logTo(os.Stderr, "agent-box: ")}
+		Env: w.environ, Logf: logTo(w.stderr, "agent-box: ")}
 	// Test knobs: a suite cannot wait 50 s to see a wait cut short, nor 5 s
 	// of grace for every run whose timeout_s it tests.
-	m.Waits.Unwatched = envMillis("AGENT_BOX_WAIT_UNWATCHED_MS")
-	m.Waits.ProgressEvery = envMillis("AGENT_BOX_PROGRESS_MS")
-	m.Waits.TimeoutGrace = envMillis("AGENT_BOX_TIMEOUT_GRACE_MS")
+	m.Waits.Unwatched = millis(w.getenv("AGENT_BOX_WAIT_UNWATCHED_MS"))
+	m.Waits.ProgressEvery = millis(w.getenv("AGENT_BOX_PROGRESS_MS"))
+	m.Waits.TimeoutGrace = millis(w.getenv("AGENT_BOX_TIMEOUT_GRACE_MS"))
 	// A setting for users too (docs/architecture/README.md), and a Go
 	// duration ("30s"), unlike the knobs above.
-	if d, err := time.ParseDuration(os.Getenv("AGENT_BOX_STDIN_WRITE_TIMEOUT")); err == nil && d > 0 {
+	if d, err := time.ParseDuration(w.getenv("AGENT_BOX_STDIN_WRITE_TIMEOUT")); err == nil && d > 0 {
 		m.Waits.StdinWrite = d
 	}
 	return m, nil
@@ -285,10 +305,10 @@ func logTo(w io.Writer, prefix string) func(format string, args ...any) {
 	return func(format string, args ...any) { fmt.Fprintf(w, prefix+format+"\n", args...) }
 }
 
-// envMillis reads a duration in milliseconds from the environment; unset
-// or not a positive number means zero (the default).
-func envMillis(key string) time.Duration {
-	n, err := strconv.Atoi(os.Getenv(key))
+// millis reads a duration in milliseconds from a setting; unset or not a
+// positive number means zero (the default).
+func millis(v string) time.Duration {
+	n, err := strconv.Atoi(v)
 	if err != nil || n <= 0 {
 		return 0
 	}

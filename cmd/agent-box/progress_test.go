@@ -16,7 +16,7 @@ import (
 // waiting; one without a token gets none.
 func TestWaitSendsProgress(t *testing.T) {
 	t.Parallel()
-	s := abtest.ConnectEnv(t, binary, t.TempDir(), "AGENT_BOX_PROGRESS_MS=300")
+	s := connect(t, t.TempDir(), "AGENT_BOX_PROGRESS_MS=300")
 	// The run ends when the test lets it, once two notifications came: a
 	// fixed sleep would be short on a loaded machine.
 	s.OK("process_start", map[string]any{"name": "slow", "command": "read line", "stdin": "pipe"})

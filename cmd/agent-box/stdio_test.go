@@ -20,7 +20,7 @@ func TestServerFD1IsStderr(t *testing.T) {
 		t.Skip("reads /proc")
 	}
 	state := t.TempDir()
-	s := connect(t, state)
+	s := spawn(t, state)
 	// Enough work that the server opens run files and collects garbage.
 	for i := range 3 {
 		name := fmt.Sprintf("r%d", i)

@@ -27,7 +27,7 @@ func TestTimeoutKillsGroupMemberThatOutlivesTheLeader(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	s := abtest.ConnectEnv(t, binary, state, shortGrace)
+	s := connect(t, state, shortGrace)
 	s.OK("process_start", map[string]any{"name": "to", "timeout_s": 1,
 		"command": `sh -c 'trap "" TERM; exec sleep 60' >/dev/null 2>&1 & echo $! > ` + pidFile + `; sleep 100`})
 	w := s.OK("process_wait", map[string]any{"name": "to", "timeout_ms": 30000})
@@ -52,7 +52,7 @@ func TestTimeoutKillsGroupMemberThatOutlivesTheLeader(t *testing.T) {
 func TestTimeoutEndsProcessesThatOutliveTheLeader(t *testing.T) {
 	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	s := abtest.ConnectEnv(t, binary, t.TempDir(), shortGrace)
+	s := connect(t, t.TempDir(), shortGrace)
 	s.OK("process_start", map[string]any{"name": "to", "timeout_s": 1,
 		"command": `setsid sh -c 'trap "" TERM; exec sleep 60' >/dev/null 2>&1 </dev/null & echo $! > ` + pidFile + `; exit 0`})
 	w := s.OK("process_wait", map[string]any{"name": "to", "timeout_ms": 30000})

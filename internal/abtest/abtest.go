@@ -9,7 +9,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,10 +38,14 @@ func RepoRoot() (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// Server is one agent-box process and an MCP session with it.
+// Server is one agent-box server and an MCP session with it: a process of
+// its own (Cmd), or one that ConnectServe runs in this process.
 type Server struct {
 	T   testing.TB
 	Cmd *exec.Cmd
+	// stop waits for a server in this process to stop once its
+	// client has gone.
+	stop func()
 	// CallTimeout bounds each call (2 minutes when zero): a test of a call
 	// that must not hang sets it short, to fail rather than wait.
 	CallTimeout time.Duration
@@ -79,6 +85,51 @@ func ConnectCmd(t testing.TB, cmd *exec.Cmd) *Server {
 		cmd.Stderr = &logWriter{t: t}
 	}
 	s := &Server{T: t, Cmd: cmd}
+	s.open(&mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second})
+	return s
+}
+
+// ConnectServe opens a session with a server that serve runs in this
+// process, on pipes: it reads requests from in and writes answers to out
+// until in ends or ctx is done. For tests of what the tools answer, where
+// a process of its own adds nothing but its start (under -race, 100 ms of
+// CPU). When the test ends the session is closed, the server waited for,
+// and the runs still alive under stateDir are killed.
+func ConnectServe(t testing.TB, stateDir string, serve func(ctx context.Context, in io.Reader, out io.Writer) error) *Server {
+	t.Helper()
+	reapRunsAtCleanup(t, stateDir)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := serve(ctx, inR, outW)
+		outW.Close()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("the server stopped: %v", err)
+		}
+	}()
+	s := &Server{T: t}
+	s.stop = func() {
+		inW.Close()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("the server was still serving 10 s after its client went")
+			cancel()
+			<-done
+		}
+		cancel()
+	}
+	s.open(&mcp.IOTransport{Reader: outR, Writer: inW})
+	return s
+}
+
+// open connects the go-sdk client over tr.
+func (s *Server) open(tr mcp.Transport) {
+	t := s.T
+	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent-box-test", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			s.mu.Lock()
@@ -88,11 +139,10 @@ func ConnectCmd(t testing.TB, cmd *exec.Cmd) *Server {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	cs, err := client.Connect(ctx, tr, nil)
 	require.NoError(t, err)
 	s.cs = cs
 	t.Cleanup(s.Close)
-	return s
 }
 
 // Progress returns the progress notifications received so far for token.
@@ -155,11 +205,18 @@ func (s *Server) Close() {
 		s.cs.Close()
 		s.cs = nil
 	}
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
 }
 
 // Kill SIGKILLs the server process, as a dropped SSH connection would end
 // the remote agent-box.
 func (s *Server) Kill() {
+	if s.Cmd == nil {
+		s.T.Fatal("Kill needs a server process of its own (Connect, not ConnectServe)")
+	}
 	// No Cmd.Wait here: the go-sdk transport waits for the process itself
 	// when it sees the connection drop, and a second Wait can block.
 	s.Cmd.Process.Kill()
