@@ -53,13 +53,14 @@ const (
 	mGrep
 	mTail
 	mRaw
+	mContext // grep: context lines, and lines cut
 )
 
 func FuzzWindow(f *testing.F) {
 	for name, b := range fixtures(f) {
-		modes := []uint8{0, mExact, mFinal, mGrep, mTail, mGrep | mFinal, mTail | mExact}
+		modes := []uint8{0, mExact, mFinal, mGrep, mTail, mGrep | mFinal, mTail | mExact, mGrep | mContext, mGrep | mContext | mFinal}
 		if strings.HasPrefix(name, "framed") {
-			modes = append(modes, mFramed, mFramed|mExact, mFramed|mFinal, mFramed|mGrep, mFramed|mTail, mFramed|mRaw, mFramed|mRaw|mTail)
+			modes = append(modes, mFramed, mFramed|mExact, mFramed|mFinal, mFramed|mGrep, mFramed|mTail, mFramed|mRaw, mFramed|mRaw|mTail, mFramed|mGrep|mContext)
 		}
 		for _, m := range modes {
 			f.Add(b, []byte{3, 0, 200, 1, 17, 250}, int64(0), m)
@@ -81,10 +82,13 @@ func FuzzWindow(f *testing.F) {
 		}
 		if mode&mGrep != 0 {
 			req.Grep = fuzzGrep
+			if mode&mContext != 0 {
+				req.Context, req.LineMax = 1+len(cuts)%3, 1+len(log)%9
+			}
 		}
 		size := int64(len(log))
 		if mode&mTail != 0 {
-			req.Offset, req.Grep = 0, nil // grep and tail_lines do not combine
+			req.Offset, req.Grep, req.Context = 0, nil, 0 // grep and tail_lines do not combine
 			req.TailLines = 1 + len(cuts)%40
 			req.MaxBytes = windowSizes(cuts)()
 			w, err := logread.Read(bytes.NewReader(log), size, req)
@@ -199,13 +203,14 @@ const (
 	fNegative
 	fGrep
 	fTail
+	fContext // with fGrep: context lines, and lines cut
 )
 
 func FuzzFramedWindow(f *testing.F) {
 	fx := fixtures(f)
 	for _, name := range []string{"framed.log", "framed-partial.log"} {
 		data, splits := seedWrites(f, fx[name])
-		for _, m := range []uint8{0, fExact, fCut | fExact, fCut | fFinal, fNegative, fGrep, fTail, fCut | fGrep | fFinal} {
+		for _, m := range []uint8{0, fExact, fCut | fExact, fCut | fFinal, fNegative, fGrep, fTail, fCut | fGrep | fFinal, fGrep | fContext, fCut | fGrep | fContext} {
 			f.Add(data, splits, []byte{5, 40, 1, 230}, uint16(9), m)
 		}
 	}
@@ -249,6 +254,9 @@ func FuzzFramedWindow(f *testing.F) {
 		}
 		if mode&fGrep != 0 {
 			req.Grep = fuzzGrep
+			if mode&fContext != 0 {
+				req.Context, req.LineMax = 1+int(trunc)%3, 1+len(data)%9
+			}
 		}
 		d, err := drain(log, req, windowSizes(cuts))
 		if err != nil {
