@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agent-box/agent-box/logread"
 	"github.com/agent-box/agent-box/runs"
 )
 
@@ -255,17 +256,25 @@ func tailText(o TailOutput) string {
 		fmt.Fprintf(&b, " (%d bytes of output missing from its end)", o.LogDropped)
 	}
 	body := o.Content
-	if len(o.Matches) > 0 {
-		var m strings.Builder
-		for _, x := range o.Matches {
-			if x.Stream != "" {
-				fmt.Fprintf(&m, "%d %s: %s\n", x.Offset, x.Stream, x.Line)
-			} else {
-				fmt.Fprintf(&m, "%d: %s\n", x.Offset, x.Line)
-			}
+	switch {
+	case o.grep:
+		var n int
+		body, n = grepText(o.Matches)
+		if n == 1 {
+			b.WriteString(" 1 matching line")
+		} else {
+			fmt.Fprintf(&b, " %d matching lines", n)
 		}
-		body = m.String()
-		fmt.Fprintf(&b, " %d matching line(s), each after its byte offset", len(o.Matches))
+		ctx := len(o.Matches) - n
+		if ctx > 0 {
+			fmt.Fprintf(&b, " and %d context lines", ctx)
+		}
+		if len(o.Matches) > 0 {
+			b.WriteString(", each after its byte offset")
+		}
+		if ctx > 0 {
+			b.WriteString(` (context: "offset-", groups split by "--")`)
+		}
 	}
 	if o.Encoding == "base64" {
 		// Exact bytes are for programs, which read structured content;
@@ -276,6 +285,35 @@ func tailText(o TailOutput) string {
 	fmt.Fprintf(&b, "; %d bytes of %s follow]\n", len(body), o.Encoding)
 	b.WriteString(body)
 	return b.String()
+}
+
+// grepText is a grep answer as grep -b prints it: each line after its
+// offset (and stream), ": " for a match and "- " for context, "--"
+// between groups, and a cut line saying how long it is; n counts the
+// matches.
+func grepText(ms []logread.Match) (body string, n int) {
+	var b strings.Builder
+	for i, m := range ms {
+		if m.Group && i > 0 {
+			b.WriteString("--\n")
+		}
+		sep := ":"
+		if m.Context {
+			sep = "-"
+		} else {
+			n++
+		}
+		if m.Stream != "" {
+			fmt.Fprintf(&b, "%d %s%s %s", m.Offset, m.Stream, sep, m.Line)
+		} else {
+			fmt.Fprintf(&b, "%d%s %s", m.Offset, sep, m.Line)
+		}
+		if m.Bytes > 0 {
+			fmt.Fprintf(&b, " ...[cut: the line is %d bytes, from offset %d]", m.Bytes, m.Offset)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String(), n
 }
 
 // waitHint is the one line that says what to do next, if anything: wait

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/agent-box/agent-box/logread"
 	"github.com/agent-box/agent-box/runs"
 )
 
@@ -61,4 +62,26 @@ func TestListTextShowsRunningRunsFirst(t *testing.T) {
 	assert.Contains(t, text, "job-299 ", "the newest")
 	assert.NotContains(t, text, "job-249 ", "older than the newest 49")
 	assert.Equal(t, listTextMax, strings.Count(text, " run_id="))
+}
+
+// A grep answer reads like grep -b -C: offset and ":" for a match, "-"
+// for context, "--" between groups, a cut line saying its length and
+// where it starts; none says "0 matching lines".
+func TestTailTextGrep(t *testing.T) {
+	o := TailOutput{Name: "t", RunID: "r", Encoding: "text", EOF: true, grep: true, Matches: []logread.Match{
+		{Offset: 2, Line: "x.go:7: want 2", Context: true, Group: true},
+		{Offset: 17, Line: "--- FAIL: T", Bytes: 900},
+		{Offset: 918, Line: "ok", Context: true},
+		{Offset: 990, Line: "--- FAIL: U", Group: true},
+	}}
+	text := tailText(o)
+	assert.Contains(t, text, ` 2 matching lines and 2 context lines, each after its byte offset (context: "offset-", groups split by "--");`)
+	assert.True(t, strings.HasSuffix(text, "]\n2- x.go:7: want 2\n17: --- FAIL: T ...[cut: the line is 900 bytes, from offset 17]\n918- ok\n--\n990: --- FAIL: U\n"), text)
+
+	o.Matches = nil
+	assert.Contains(t, tailText(o), " 0 matching lines;")
+	o.Matches = []logread.Match{{Offset: 4, Stream: "stderr", Line: "FAIL"}}
+	text = tailText(o)
+	assert.Contains(t, text, " 1 matching line, each after its byte offset;")
+	assert.True(t, strings.HasSuffix(text, "]\n4 stderr: FAIL\n"), text)
 }

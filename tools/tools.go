@@ -98,7 +98,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.kill)
 	add("tail_log", "Read a run's log",
-		"Read a window of a run's output by byte offset (max_bytes, default 64 KiB). Continue with offset = the returned end_offset to read on exactly; negative offset reads from the end; tail_lines gives the last lines; grep filters lines. wait_ms follows a running process: it waits for new output instead of you polling. To wait for the end, use process_wait, not repeated tail_log calls.",
+		"Read a window of a run's output by byte offset (max_bytes, default 64 KiB). Continue with offset = the returned end_offset to read on exactly; negative offset reads from the end; tail_lines gives the last lines; grep filters lines. wait_ms waits for new output instead of you polling; to wait for the end, use process_wait.",
 		tailInput, tailOutputSchema,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.tail)
@@ -333,6 +333,7 @@ type tailArgs struct {
 	WaitMS    int64  `json:"wait_ms"`
 	TailLines *int   `json:"tail_lines"`
 	Grep      string `json:"grep"`
+	Context   int    `json:"context"`
 }
 
 // TailOutput is tail_log's structured result.
@@ -370,7 +371,7 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return fail(err), nil
 	}
 	tr := runs.TailRequest{Name: a.Name, RunID: a.RunID, Offset: a.Offset, MaxBytes: a.MaxBytes, TailLines: a.TailLines,
-		Grep: a.Grep, Raw: a.Raw, Wait: runs.Duration(a.WaitMS, time.Millisecond)}
+		Grep: a.Grep, Context: a.Context, Raw: a.Raw, Wait: runs.Duration(a.WaitMS, time.Millisecond)}
 	switch a.Encoding {
 	case "", "text":
 		a.Encoding = "text"

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/internal/abtest"
+)
+
+// Grep sized for a model (issue 11): the Go test's file:line above its
+// "--- FAIL" comes with it as context, a byte-dump line is cut with its
+// length and offset, and an answer with no match says so.
+func TestGrepContextAndCutLines(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "gotest",
+		"command": `echo '=== RUN TestA'; echo '    a_test.go:12: got 1, want 2'; echo '--- FAIL: TestA (0.00s)'; echo '=== RUN TestB'; ` +
+			`echo '--- PASS: TestB (0.00s)'; echo '=== RUN TestC'; echo '    c_test.go:9: nil'; echo '--- FAIL: TestC (0.00s)'; ` +
+			`printf 'dump %03000d\n' 0; echo FAIL`})
+	s.OK("process_wait", map[string]any{"name": "gotest"})
+
+	r := s.OK("tail_log", map[string]any{"name": "gotest", "grep": "^--- FAIL", "context": 1})
+	want := "14- " + "    a_test.go:12: got 1, want 2\n" +
+		"46: --- FAIL: TestA (0.00s)\n" +
+		"70- === RUN TestB\n" +
+		"--\n" +
+		"122- " + "    c_test.go:9: nil\n" +
+		"143: --- FAIL: TestC (0.00s)\n" +
+		"167- dump "
+	assert.Contains(t, r.Text, " 2 matching lines and 4 context lines, each after its byte offset", r.Text)
+	assert.Contains(t, r.Text, want, r.Text)
+	assert.Contains(t, r.Text, "...[cut: the line is 3005 bytes, from offset 167]\n", r.Text)
+	ms := r.Data["matches"].([]any)
+	require.Len(t, ms, 6)
+	last := ms[5].(map[string]any)
+	assert.Equal(t, true, last["context"])
+	assert.EqualValues(t, 3005, last["line_bytes"], "structured content says the line was cut")
+	assert.Len(t, abtest.Str(last["line"]), 512)
+
+	r = s.OK("tail_log", map[string]any{"name": "gotest", "grep": "panic:"})
+	assert.Contains(t, r.Text, " 0 matching lines;", r.Text)
+
+	r = s.Call("tail_log", map[string]any{"name": "gotest", "grep": "FAIL", "context": 21})
+	assert.True(t, r.IsError, r.Text)
+	assert.Contains(t, r.Text, "context must be between 0 and 20, got 21")
+}
