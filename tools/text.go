@@ -275,6 +275,8 @@ func tailText(o TailOutput) string {
 		if ctx > 0 {
 			b.WriteString(` (context: "offset-", groups split by "--")`)
 		}
+	case o.Chunks != nil:
+		body = markStderr(o.Chunks)
 	}
 	if o.Encoding == "base64" {
 		// Exact bytes are for programs, which read structured content;
@@ -314,6 +316,31 @@ func grepText(ms []logread.Match) (body string, n int) {
 		b.WriteByte('\n')
 	}
 	return b.String(), n
+}
+
+// stderrMark starts each line of stderr in the text of a framed run's
+// output, so that a model reading only the text tells the streams apart.
+const stderrMark = "[stderr] "
+
+// markStderr is the chunks' text with stderrMark before each line (or
+// part of one) that stderr wrote.
+func markStderr(chunks []logread.Chunk) string {
+	var b strings.Builder
+	for _, c := range chunks {
+		if c.Stream != "stderr" {
+			b.WriteString(c.Text)
+			continue
+		}
+		for rest := c.Text; rest != ""; {
+			line, after, nl := strings.Cut(rest, "\n")
+			b.WriteString(stderrMark + line)
+			if nl {
+				b.WriteByte('\n')
+			}
+			rest = after
+		}
+	}
+	return b.String()
 }
 
 // waitHint is the one line that says what to do next, if anything: wait
@@ -377,7 +404,11 @@ func waitText(res runs.WaitResult, waited time.Duration) string {
 		fmt.Fprintf(&b, "[last lines of stderr%s%s%s; %d bytes follow]\n%s", capped, from(res.StderrFrom), cut(res.StderrCut), len(res.Stderr), res.Stderr)
 	}
 	if res.Output != "" {
-		fmt.Fprintf(&b, "[last lines of output%s%s%s; %d bytes follow]\n%s", capped, from(res.OutputFrom), cut(res.OutputCut), len(res.Output), res.Output)
+		out := res.Output
+		if res.OutputChunks != nil {
+			out = markStderr(res.OutputChunks)
+		}
+		fmt.Fprintf(&b, "[last lines of output%s%s%s; %d bytes follow]\n%s", capped, from(res.OutputFrom), cut(res.OutputCut), len(out), out)
 	}
 	return b.String()
 }

@@ -85,3 +85,17 @@ func TestTailTextGrep(t *testing.T) {
 	assert.Contains(t, text, " 1 matching line, each after its byte offset;")
 	assert.True(t, strings.HasSuffix(text, "]\n4 stderr: FAIL\n"), text)
 }
+
+// The text of a framed run's output marks what stderr wrote, line by line;
+// structured content keeps the streams as they are.
+func TestFramedTextMarksStderr(t *testing.T) {
+	chunks := []logread.Chunk{{Stream: "stdout", Text: "building\n"}, {Stream: "stderr", Text: "warn: a\nerr"}, {Stream: "stdout", Text: "!\n"}, {Stream: "stderr", Text: "or\n"}}
+	want := "building\n[stderr] warn: a\n[stderr] err!\n[stderr] or\n"
+	o := TailOutput{Name: "t", RunID: "r", Encoding: "text", Content: "building\nwarn: a\nerr!\nor\n", Chunks: chunks}
+	text := tailText(o)
+	assert.True(t, strings.HasSuffix(text, fmt.Sprintf("; %d bytes of text follow]\n%s", len(want), want)), text)
+
+	res := runs.WaitResult{Run: runs.Run{Name: "t", State: "exited"}}
+	res.Output, res.OutputChunks, res.OutputWhole = o.Content, chunks, true
+	assert.Contains(t, waitText(res, 0), fmt.Sprintf("[last lines of output; %d bytes follow]\n%s", len(want), want))
+}

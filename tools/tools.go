@@ -98,7 +98,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.kill)
 	add("tail_log", "Read a run's log",
-		"Read a window of a run's output by byte offset (max_bytes, default 64 KiB). Continue with offset = the returned end_offset to read on exactly; negative offset reads from the end; tail_lines gives the last lines; grep filters lines. wait_ms waits for new output instead of you polling; to wait for the end, use process_wait.",
+		"Read a window of a run's output by byte offset (max_bytes, default 64 KiB). Continue with offset = the returned end_offset to read on exactly; negative offset reads from the end; tail_lines gives the last lines; grep filters lines. wait_ms waits for new output instead of you polling; to wait for the end, use process_wait. Framed runs' text starts stderr lines with [stderr].",
 		tailInput, tailOutputSchema,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.tail)
@@ -320,7 +320,11 @@ func (h *Handlers) kill(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return fail(err), nil
 	}
-	return result(res, res.Message+"\n"+runLine(res.Run)), nil
+	text := res.Run.Name + ": " + res.Message
+	if !res.AlreadyEnd {
+		text += "; now " + stateOf(res.Run)
+	}
+	return result(res, text), nil
 }
 
 type tailArgs struct {
@@ -540,7 +544,7 @@ func (h *Handlers) write(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return fail(err), nil
 	}
-	text := fmt.Sprintf("wrote %d bytes to stdin of %s", res.Written, runLine(res.Run))
+	text := fmt.Sprintf("wrote %d bytes to %s's stdin", res.Written, res.Run.Name)
 	if res.Closed {
 		text += "; stdin closed"
 	}

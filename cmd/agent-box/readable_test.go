@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -45,4 +46,36 @@ func TestGrepContextAndCutLines(t *testing.T) {
 	r = s.Call("tail_log", map[string]any{"name": "gotest", "grep": "FAIL", "context": 21})
 	assert.True(t, r.IsError, r.Text)
 	assert.Contains(t, r.Text, "context must be between 0 and 20, got 21")
+}
+
+// Framed text says which stream (issue 11): what stderr wrote is marked in
+// tail_log's text and in process_wait's tail, not in structured content.
+func TestFramedTextMarksStderrLines(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	s := connect(t, state)
+	s.OK("process_start", map[string]any{"name": "mixed", "capture_mode": "framed",
+		"command": abtest.InOrder(state, "echo building", "echo 'warning: x' >&2", "echo done")})
+	w := s.OK("process_wait", map[string]any{"name": "mixed"})
+	assert.Contains(t, w.Text, "building\n[stderr] warning: x\ndone\n", w.Text)
+
+	r := s.OK("tail_log", map[string]any{"name": "mixed"})
+	assert.True(t, strings.HasSuffix(r.Text, "of text follow]\nbuilding\n[stderr] warning: x\ndone\n"), r.Text)
+	assert.Equal(t, "building\nwarning: x\ndone\n", r.Data["content"])
+}
+
+// Replies to process_write and process_kill are one short line (issue 11),
+// not the whole run again; structured content keeps the run.
+func TestWriteAndKillAnswerInOneLine(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "cat", "command": "cat", "stdin": "pipe"})
+	r := s.OK("process_write", map[string]any{"name": "cat", "data": "hello\n"})
+	assert.Equal(t, "wrote 6 bytes to cat's stdin", r.Text)
+	assert.NotNil(t, r.Data["run"])
+
+	r = s.OK("process_kill", map[string]any{"name": "cat"})
+	assert.NotContains(t, r.Text, "\n")
+	assert.Regexp(t, `^cat: sent SIGTERM to process group \d+; now \S`, r.Text)
+	assert.NotNil(t, r.Data["run"])
 }
