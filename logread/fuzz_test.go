@@ -73,19 +73,7 @@ func FuzzWindow(f *testing.F) {
 	// for a combined log).
 	f.Add([]byte("00"), []byte("0"), int64(-60), uint8(mGrep|mRaw|mExact))
 	f.Fuzz(func(t *testing.T, log []byte, cuts []byte, off int64, mode uint8) {
-		req := logread.Request{
-			Exact:  mode&mExact != 0,
-			Final:  mode&mFinal != 0,
-			Framed: mode&mFramed != 0,
-			Raw:    mode&mRaw != 0,
-			Offset: fuzzOffset(off, len(log)),
-		}
-		if mode&mGrep != 0 {
-			req.Grep = fuzzGrep
-			if mode&mContext != 0 {
-				req.Context, req.LineMax = 1+len(cuts)%3, 1+len(log)%9
-			}
-		}
+		req := fuzzRequest(log, cuts, off, mode)
 		size := int64(len(log))
 		if mode&mTail != 0 {
 			req.Offset, req.Grep, req.Context = 0, nil, 0 // grep and tail_lines do not combine
@@ -144,6 +132,24 @@ func FuzzWindow(f *testing.F) {
 			t.Fatalf("text drain from %d: %q, want %q", from, d.text, log[from:end])
 		}
 	})
+}
+
+// fuzzRequest is FuzzWindow's request for its arguments.
+func fuzzRequest(log, cuts []byte, off int64, mode uint8) logread.Request {
+	req := logread.Request{
+		Exact:  mode&mExact != 0,
+		Final:  mode&mFinal != 0,
+		Framed: mode&mFramed != 0,
+		Raw:    mode&mRaw != 0,
+		Offset: fuzzOffset(off, len(log)),
+	}
+	if mode&mGrep != 0 {
+		req.Grep = fuzzGrep
+		if mode&mContext != 0 {
+			req.Context, req.LineMax = 1+len(cuts)%3, 1+len(log)%9
+		}
+	}
+	return req
 }
 
 // fuzzWrites turns data into stream writes, one per split byte: its low six
