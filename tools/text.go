@@ -230,6 +230,10 @@ func tailText(o TailOutput) string {
 		fmt.Fprintf(&b, " more: offset=%d", o.EndOffset)
 		switch {
 		case o.EndOffset != o.Offset || len(o.Matches) > 0:
+		case o.grep && o.context:
+			// Or, with context, lines that a match yet to be written
+			// would return before it.
+			b.WriteString(" (nothing to return yet: a line is still being written, or the last lines wait for what follows them; wait_ms waits)")
 		case o.grep:
 			// An empty grep before the end: what follows is a line the
 			// process is still writing.

@@ -80,6 +80,11 @@ func TestTailTextGrep(t *testing.T) {
 
 	o.Matches = nil
 	assert.Contains(t, tailText(o), " 0 matching lines;")
+	// Empty before the end: with context, the last lines may be waiting
+	// for a match to come, not only a line for its end.
+	o.EOF, o.Truncated, o.context = false, true, true
+	assert.Contains(t, tailText(o), "the last lines wait for what follows them")
+	o.EOF, o.Truncated, o.context = true, false, false
 	o.Matches = []logread.Match{{Offset: 4, Stream: "stderr", Line: "FAIL"}}
 	text = tailText(o)
 	assert.Contains(t, text, " 1 matching line, each after its byte offset;")

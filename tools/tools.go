@@ -366,7 +366,8 @@ type TailOutput struct {
 	LogCapped    bool            `json:"log_capped,omitempty"`
 	LogError     string          `json:"log_error,omitempty"`
 
-	grep bool // the answer is of a grep: what waits is a line, not a character
+	grep    bool // the answer is of a grep: what waits is a line, not a character
+	context bool // a grep with context: what waits may be the lines before a match
 }
 
 func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -398,7 +399,7 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return fail(err), nil
 	}
 	out := tailOutput(res, a.Encoding, a.Raw)
-	out.grep = a.Grep != ""
+	out.grep, out.context = a.Grep != "", a.Context > 0
 	return result(out, tailText(out)), nil
 }
 

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -78,4 +81,36 @@ func TestWriteAndKillAnswerInOneLine(t *testing.T) {
 	assert.NotContains(t, r.Text, "\n")
 	assert.Regexp(t, `^cat: sent SIGTERM to process group \d+; now \S`, r.Text)
 	assert.NotNil(t, r.Data["run"])
+}
+
+// A follower with grep and context gets the line before a match even when
+// the match is written long after it: the answer that reaches the end of
+// the output ends before the lines a match may yet follow, and says so.
+func TestGrepContextFollowKeepsTheLineBefore(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	gate := filepath.Join(t.TempDir(), "gate")
+	require.NoError(t, syscall.Mkfifo(gate, 0o600))
+	s.OK("process_start", map[string]any{"name": "slow",
+		"command": `echo start; echo '    x_test.go:3: bad'; read _ < '` + gate + `'; echo '--- FAIL: TestX'; echo after`})
+	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "slow", "signal": "KILL"}) })
+	firstBytes(t, s, "slow", false, len("start\n    x_test.go:3: bad\n"))
+
+	r := s.OK("tail_log", map[string]any{"name": "slow", "grep": "FAIL", "context": 1})
+	assert.EqualValues(t, len("start\n"), r.Data["end_offset"], "the line that may come before a match waits: %s", r.Text)
+	r = s.OK("tail_log", map[string]any{"name": "slow", "grep": "FAIL", "context": 1, "offset": r.Data["end_offset"]})
+	assert.Contains(t, r.Text, "the last lines wait for what follows them", r.Text)
+
+	done := make(chan abtest.Result, 1)
+	go func() {
+		done <- s.Call("tail_log", map[string]any{"name": "slow", "grep": "FAIL", "context": 1, "offset": r.Data["end_offset"], "wait_ms": 30000})
+	}()
+	g, err := os.OpenFile(gate, os.O_WRONLY, 0) // the shell is reading it
+	require.NoError(t, err)
+	_, err = g.WriteString("go\n")
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	r = <-done
+	require.False(t, r.IsError, r.Text)
+	assert.Contains(t, r.Text, "]\n6-     x_test.go:3: bad\n27: --- FAIL: TestX\n", r.Text)
 }
