@@ -372,7 +372,7 @@ func (g *grepScan) framedWindow(r io.ReaderAt, pos, size int64) (end int64, done
 	if err != nil {
 		return 0, false, err
 	}
-	if end, done := g.match(d, pos); done {
+	if end, done := g.match(d, pos, to == reachGrowing); done {
 		return end, true, nil
 	}
 	w := g.w
@@ -403,14 +403,18 @@ type frameHit struct {
 // skipped. idx, hits and bounds are made here, where they do not escape,
 // rather than returned by helpers: the compiler then keeps small ones on
 // the stack (returned, they cost allocations per window with matches).
-func (g *grepScan) match(d *decoded, pos int64) (end int64, done bool) {
+func (g *grepScan) match(d *decoded, pos int64, growing bool) (end int64, done bool) {
 	var idx [3][]int // per stream: the indices into d.frames of its frames
 	for i, f := range d.frames {
 		idx[f.stream] = append(idx[f.stream], i)
 	}
 	var hits [3][]frameHit
-	var held []frameHit // a stream's lines before a match, with Context
+	var held []frameHit   // a stream's lines before a match, with Context
+	heldFrom := int64(-1) // the first frame of a growing log's held lines
 	for _, s := range []logframe.Stream{logframe.Stdout, logframe.Stderr} {
+		if len(held) > 0 && growing {
+			heldFrom = held[0].m.Offset
+		}
 		b, fl, fi := *d.buf(s), idx[s], 0
 		held = held[:0]
 		for a := 0; a < len(b); {
@@ -438,6 +442,10 @@ func (g *grepScan) match(d *decoded, pos int64) (end int64, done bool) {
 		}
 	}
 
+	if len(held) > 0 && growing && (heldFrom < 0 || held[0].m.Offset < heldFrom) {
+		heldFrom = held[0].m.Offset
+	}
+
 	// The line boundaries of the window: its start, and each frame end
 	// where both streams (as decoded from the start) end with a newline.
 	bounds := []int64{pos}
@@ -449,7 +457,7 @@ func (g *grepScan) match(d *decoded, pos int64) (end int64, done bool) {
 			bounds = append(bounds, f.off+int64(f.len))
 		}
 	}
-	return g.take(d, hits, idx, bounds)
+	return g.take(d, hits, idx, bounds, heldFrom)
 }
 
 // frameContext decides what becomes of the line h of stream s, a match
@@ -496,7 +504,7 @@ func (g *grepScan) frameContext(s logframe.Stream, h frameHit, hit bool, hits, h
 // done: the matches from there on are for the next call. Before the first
 // bound past the request's start no such end makes progress, and the
 // lines are taken even past MaxBytes. Otherwise it returns d.end.
-func (g *grepScan) take(d *decoded, hits [3][]frameHit, idx [3][]int, bounds []int64) (end int64, done bool) {
+func (g *grepScan) take(d *decoded, hits [3][]frameHit, idx [3][]int, bounds []int64, heldFrom int64) (end int64, done bool) {
 	covered := make([]bool, len(d.frames))
 	ho, he := hits[logframe.Stdout], hits[logframe.Stderr]
 	for len(ho) > 0 || len(he) > 0 {
@@ -518,6 +526,17 @@ func (g *grepScan) take(d *decoded, hits [3][]frameHit, idx [3][]int, bounds []i
 		}
 		hits[s] = hits[s][1:]
 		ho, he = hits[logframe.Stdout], hits[logframe.Stderr]
+	}
+	if heldFrom >= 0 {
+		// A growing log's last lines may come before a match yet to be
+		// written: end before them, as a combined log does, unless that
+		// would drop what the answer holds past them.
+		b := bounds[searchLE(bounds, heldFrom)]
+		if n := len(g.w.Matches); n == 0 || g.w.Matches[n-1].Offset < b {
+			g.gaps(d, covered, b)
+			g.w.EndOffset = b
+			return b, true
+		}
 	}
 	g.gaps(d, covered, d.end)
 	return d.end, false

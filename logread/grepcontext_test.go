@@ -163,3 +163,26 @@ func TestGrepContextFollow(t *testing.T) {
 		require.Equal(t, refContext(log, re, n, lineMax), c.matches, "trial %d: -C %d, cut %d, pattern %q, log %q", trial, n, lineMax, re, log)
 	}
 }
+
+// Following a growing framed log: its last lines wait for a match that may
+// follow them, as in a combined log, unless the answer holds more after
+// them (another stream's match is never held back for them).
+func TestGrepContextFramedFollow(t *testing.T) {
+	fail := regexp.MustCompile("FAIL")
+	bad := frames(er, "x.go:3: bad\n")
+	w := mustRead(t, bad, logread.Request{MaxBytes: 1000, Framed: true, Grep: fail, Context: 1})
+	assert.Equal(t, logread.Window{Size: int64(len(bad)), Truncated: true}, w, "held")
+	assert.Empty(t, checkWindow(bad, logread.Request{MaxBytes: 1000, Framed: true, Grep: fail, Context: 1}, w))
+
+	both := frames(er, "x.go:3: bad\n", er, "FAIL x\n")
+	w = mustRead(t, both, logread.Request{MaxBytes: 1000, Framed: true, Grep: fail, Context: 1})
+	assert.Equal(t, []logread.Match{
+		{Offset: 0, Stream: "stderr", Line: "x.go:3: bad", Context: true, Group: true},
+		{Offset: flen("x.go:3: bad\n"), Stream: "stderr", Line: "FAIL x"},
+	}, w.Matches)
+
+	other := frames(out, "building\n", er, "FAIL x\n")
+	w = mustRead(t, other, logread.Request{MaxBytes: 1000, Framed: true, Grep: fail, Context: 1})
+	assert.Equal(t, int64(len(other)), w.EndOffset, "stderr's match is not held back for stdout's line")
+	assert.Equal(t, []logread.Match{{Offset: flen("building\n"), Stream: "stderr", Line: "FAIL x", Group: true}}, w.Matches)
+}

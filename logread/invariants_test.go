@@ -132,6 +132,9 @@ func heldAtEnd(log []byte, req logread.Request, off int64) bool {
 	if len(complete) == 0 {
 		return true
 	}
+	if grep && req.Context > 0 && (len(rest) <= req.MaxBytes || bytes.Count(rest, []byte("\n")) == 1) && heldFramed(complete, req) {
+		return true
+	}
 	if req.Raw || !text {
 		return false
 	}
@@ -176,6 +179,32 @@ func heldForContext(rest []byte, req logread.Request) bool {
 		}
 	}
 	return n <= req.Context
+}
+
+// heldFramed reports whether the complete frames of a growing framed log's
+// end hold no complete line that matches: lines a match yet to be written
+// would return before it (at most req.Context of each stream, but a frame
+// holding one of them may hold earlier lines too, and the answer can only
+// end at a frame boundary).
+func heldFramed(complete []byte, req logread.Request) bool {
+	var streams [3][]byte
+	for p := complete; len(p) > 0; {
+		i := bytes.IndexByte(p, '\n')
+		s, b, err := logframe.ParseLine(nil, p[:i+1])
+		if err != nil {
+			return false
+		}
+		streams[s] = append(streams[s], b...)
+		p = p[i+1:]
+	}
+	for _, b := range streams {
+		for _, l := range bytes.SplitAfter(b, []byte("\n")) {
+			if bytes.HasSuffix(l, []byte("\n")) && req.Grep.Match(l[:len(l)-1]) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // insideLine reports whether p is inside a line: not empty and not ending
