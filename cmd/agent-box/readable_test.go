@@ -88,29 +88,38 @@ func TestWriteAndKillAnswerInOneLine(t *testing.T) {
 // the output ends before the lines a match may yet follow, and says so.
 func TestGrepContextFollowKeepsTheLineBefore(t *testing.T) {
 	t.Parallel()
-	s := connect(t, t.TempDir())
-	gate := filepath.Join(t.TempDir(), "gate")
-	require.NoError(t, syscall.Mkfifo(gate, 0o600))
-	s.OK("process_start", map[string]any{"name": "slow",
-		"command": `echo start; echo '    x_test.go:3: bad'; read _ < '` + gate + `'; echo '--- FAIL: TestX'; echo after`})
-	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "slow", "signal": "KILL"}) })
-	firstBytes(t, s, "slow", false, len("start\n    x_test.go:3: bad\n"))
+	for _, mode := range []string{"combined", "framed"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			s := connect(t, t.TempDir())
+			gate := filepath.Join(t.TempDir(), "gate")
+			require.NoError(t, syscall.Mkfifo(gate, 0o600))
+			s.OK("process_start", map[string]any{"name": "slow", "capture_mode": mode,
+				"command": `echo start; echo '    x_test.go:3: bad'; read _ < '` + gate + `'; echo '--- FAIL: TestX'; echo after`})
+			t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "slow", "signal": "KILL"}) })
+			firstBytes(t, s, "slow", mode == "framed", len("start\n    x_test.go:3: bad\n"))
 
-	r := s.OK("tail_log", map[string]any{"name": "slow", "grep": "FAIL", "context": 1})
-	assert.EqualValues(t, len("start\n"), r.Data["end_offset"], "the line that may come before a match waits: %s", r.Text)
-	r = s.OK("tail_log", map[string]any{"name": "slow", "grep": "FAIL", "context": 1, "offset": r.Data["end_offset"]})
-	assert.Contains(t, r.Text, "the last lines wait for what follows them", r.Text)
+			// Framed, both lines may be in one frame: then the answer is
+			// empty at once.
+			r := s.OK("tail_log", map[string]any{"name": "slow", "grep": "FAIL", "context": 1})
+			if r.Data["end_offset"] != r.Data["offset"] {
+				r = s.OK("tail_log", map[string]any{"name": "slow", "grep": "FAIL", "context": 1, "offset": r.Data["end_offset"]})
+			}
+			assert.Contains(t, r.Text, "the last lines wait for what follows them", r.Text)
+			at := r.Data["end_offset"]
 
-	done := make(chan abtest.Result, 1)
-	go func() {
-		done <- s.Call("tail_log", map[string]any{"name": "slow", "grep": "FAIL", "context": 1, "offset": r.Data["end_offset"], "wait_ms": 30000})
-	}()
-	g, err := os.OpenFile(gate, os.O_WRONLY, 0) // the shell is reading it
-	require.NoError(t, err)
-	_, err = g.WriteString("go\n")
-	require.NoError(t, err)
-	require.NoError(t, g.Close())
-	r = <-done
-	require.False(t, r.IsError, r.Text)
-	assert.Contains(t, r.Text, "]\n6-     x_test.go:3: bad\n27: --- FAIL: TestX\n", r.Text)
+			done := make(chan abtest.Result, 1)
+			go func() {
+				done <- s.Call("tail_log", map[string]any{"name": "slow", "grep": "FAIL", "context": 1, "offset": at, "wait_ms": 30000})
+			}()
+			g, err := os.OpenFile(gate, os.O_WRONLY, 0) // the shell is reading it
+			require.NoError(t, err)
+			_, err = g.WriteString("go\n")
+			require.NoError(t, err)
+			require.NoError(t, g.Close())
+			r = <-done
+			require.False(t, r.IsError, r.Text)
+			assert.Regexp(t, `\]\n\d+( stdout)?-     x_test.go:3: bad\n\d+( stdout)?: --- FAIL: TestX\n`, r.Text)
+		})
+	}
 }
