@@ -182,12 +182,13 @@ func heldForContext(rest []byte, req logread.Request) bool {
 }
 
 // heldFramed reports whether the complete frames of a growing framed log's
-// end hold no complete line that matches: lines a match yet to be written
-// would return before it (at most req.Context of each stream, but a frame
-// holding one of them may hold earlier lines too, and the answer can only
-// end at a frame boundary).
+// end hold no complete line that matches up to their last line boundary
+// (past it, a stream's unterminated line holds them back anyway): lines a
+// match yet to be written would return before it (at most req.Context of
+// each stream, but a frame holding one of them may hold earlier lines too,
+// and the answer can only end at a frame boundary).
 func heldFramed(complete []byte, req logread.Request) bool {
-	var streams [3][]byte
+	var streams, upTo [3][]byte
 	for p := complete; len(p) > 0; {
 		i := bytes.IndexByte(p, '\n')
 		s, b, err := logframe.ParseLine(nil, p[:i+1])
@@ -195,9 +196,12 @@ func heldFramed(complete []byte, req logread.Request) bool {
 			return false
 		}
 		streams[s] = append(streams[s], b...)
+		if !insideLine(streams[logframe.Stdout]) && !insideLine(streams[logframe.Stderr]) {
+			upTo = streams
+		}
 		p = p[i+1:]
 	}
-	for _, b := range streams {
+	for _, b := range upTo {
 		for _, l := range bytes.SplitAfter(b, []byte("\n")) {
 			if bytes.HasSuffix(l, []byte("\n")) && req.Grep.Match(l[:len(l)-1]) {
 				return false
