@@ -394,6 +394,17 @@ type frameHit struct {
 	// that of its context before it, counted from this line on; -1 for
 	// after-context, which completes its group whatever the bound.
 	need int
+	// a, e: the line in its stream's buffer, nl: with a newline; its text
+	// is made (fill) only once it is returned.
+	a, e int
+	nl   bool
+}
+
+// fill makes the text of h, a line of the stream buffer b.
+func (g *grepScan) fill(h *frameHit, b []byte) {
+	m, c, lossy := g.line(b[h.a:h.e], h.nl, h.m.Offset)
+	m.Stream, m.Context, m.Group = h.m.Stream, h.m.Context, h.m.Group
+	h.m, h.cost, h.lossy = m, c, lossy
 }
 
 // match finds the matching lines of each stream of the window d at pos,
@@ -434,10 +445,8 @@ func (g *grepScan) match(d *decoded, pos int64, growing bool) (end int64, done b
 			for d.frames[fl[fj]].end < next {
 				fj++
 			}
-			m, c, lossy := g.line(b[a:e], next > e, d.frames[fl[fi]].off)
-			m.Stream = s.Name()
-			h := frameHit{m: m, cost: c, lossy: lossy, first: fi, last: fj, need: c}
-			hits[s], held = g.frameContext(s, h, hit, hits[s], held)
+			h := frameHit{m: Match{Offset: d.frames[fl[fi]].off, Stream: s.Name()}, first: fi, last: fj, a: a, e: e, nl: next > e}
+			hits[s], held = g.frameContext(s, b, h, hit, hits[s], held)
 			a = next
 		}
 	}
@@ -460,17 +469,20 @@ func (g *grepScan) match(d *decoded, pos int64, growing bool) (end int64, done b
 	return g.take(d, hits, idx, bounds, heldFrom)
 }
 
-// frameContext decides what becomes of the line h of stream s, a match
+// frameContext decides what becomes of the line h of stream s (buffer b), a match
 // when hit: it joins the stream's hits (with the lines held before it, if
 // a match), or, with Context, it is held as a possible line before a
 // match. The held lines are the window's own: a match's context before it
 // does not reach back past its window's start, whose frames are counted
 // already (as gaps, or returned).
-func (g *grepScan) frameContext(s logframe.Stream, h frameHit, hit bool, hits, held []frameHit) ([]frameHit, []frameHit) {
+func (g *grepScan) frameContext(s logframe.Stream, b []byte, h frameHit, hit bool, hits, held []frameHit) ([]frameHit, []frameHit) {
 	switch {
 	case hit:
+		g.fill(&h, b)
+		h.need = h.cost
 		need := h.cost
 		for i := len(held) - 1; i >= 0; i-- {
+			g.fill(&held[i], b)
 			need += held[i].cost
 			held[i].need = need
 		}
@@ -481,6 +493,7 @@ func (g *grepScan) frameContext(s logframe.Stream, h frameHit, hit bool, hits, h
 	case g.after[s] > 0:
 		h.m.Context, h.need = true, -1
 		h.m.Group = !g.joined[s]
+		g.fill(&h, b)
 		hits = append(hits, h)
 		g.after[s]--
 	default:
