@@ -109,24 +109,27 @@ func textLine(p []byte) (string, bool) {
 // line is the Match of the line p (without its newline) at off, cut to
 // req.LineMax bytes of text at a character boundary, and what it costs.
 func (g *grepScan) line(p []byte, newline bool, off int64) (m Match, c int, lossy bool) {
-	max := g.req.LineMax
-	if max <= 0 || len(p) <= max {
+	limit := g.req.LineMax
+	if limit <= 0 || len(p) <= limit {
 		text, lossy := textLine(p)
-		if max <= 0 || len(text) <= max {
+		if limit <= 0 || len(text) <= limit {
 			return Match{Offset: off, Line: text}, cost(text, newline), lossy
 		}
 	}
-	// Only what is kept is copied: the line may be a megabyte.
-	k := min(len(p), max)
-	for i := k; i > k-utf8.UTFMax && i > 0; i-- {
+	// Only what is kept is copied: the line may be a megabyte. The cut
+	// goes back to the start of the character it falls in (a character
+	// longer than limit leaves nothing), not into it, which would read as
+	// invalid bytes.
+	k := min(len(p), limit)
+	for i := k; i >= max(0, k-utf8.UTFMax+1); i-- {
 		if i == len(p) || utf8.RuneStart(p[i]) {
 			k = i
 			break
 		}
 	}
 	text, lossy := textLine(p[:k])
-	if len(text) > max { // invalid bytes grew into U+FFFD
-		text = text[:runeStartBefore(text, max)]
+	if len(text) > limit { // invalid bytes grew into U+FFFD
+		text = text[:runeStartBefore(text, limit)]
 	}
 	return Match{Offset: off, Line: text, Bytes: len(p)}, cost(text, newline), lossy
 }

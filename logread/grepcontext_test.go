@@ -56,6 +56,8 @@ func TestGrepContextCombined(t *testing.T) {
 				Skipped: []logread.Gap{{11, 2}}}},
 		{"a line cut to LineMax says its length", long + "ok\n", logread.Request{MaxBytes: 100, Grep: fail, Context: 1, LineMax: 10, Final: true},
 			logread.Window{EndOffset: 29, Matches: []logread.Match{{Offset: 0, Line: "FAIL éé", Bytes: 25, Group: true}, ctx(26, "ok")}}},
+		{"a character longer than LineMax is not cut into", "🎀 FAIL\n", logread.Request{MaxBytes: 100, Grep: fail, LineMax: 3, Final: true},
+			logread.Window{EndOffset: 10, Matches: []logread.Match{{Offset: 0, Line: "", Bytes: 9}}}},
 		{"cut lines count what is returned", long + long + long, logread.Request{MaxBytes: 26, Grep: fail, LineMax: 9, Final: true},
 			logread.Window{EndOffset: 52, Matches: []logread.Match{{Offset: 0, Line: "FAIL éé", Bytes: 25}, {Offset: 26, Line: "FAIL éé", Bytes: 25}},
 				Truncated: true}},
