@@ -53,13 +53,14 @@ const (
 	mGrep
 	mTail
 	mRaw
+	mContext // grep: context lines, and lines cut
 )
 
 func FuzzWindow(f *testing.F) {
 	for name, b := range fixtures(f) {
-		modes := []uint8{0, mExact, mFinal, mGrep, mTail, mGrep | mFinal, mTail | mExact}
+		modes := []uint8{0, mExact, mFinal, mGrep, mTail, mGrep | mFinal, mTail | mExact, mGrep | mContext, mGrep | mContext | mFinal}
 		if strings.HasPrefix(name, "framed") {
-			modes = append(modes, mFramed, mFramed|mExact, mFramed|mFinal, mFramed|mGrep, mFramed|mTail, mFramed|mRaw, mFramed|mRaw|mTail)
+			modes = append(modes, mFramed, mFramed|mExact, mFramed|mFinal, mFramed|mGrep, mFramed|mTail, mFramed|mRaw, mFramed|mRaw|mTail, mFramed|mGrep|mContext)
 		}
 		for _, m := range modes {
 			f.Add(b, []byte{3, 0, 200, 1, 17, 250}, int64(0), m)
@@ -72,19 +73,10 @@ func FuzzWindow(f *testing.F) {
 	// for a combined log).
 	f.Add([]byte("00"), []byte("0"), int64(-60), uint8(mGrep|mRaw|mExact))
 	f.Fuzz(func(t *testing.T, log []byte, cuts []byte, off int64, mode uint8) {
-		req := logread.Request{
-			Exact:  mode&mExact != 0,
-			Final:  mode&mFinal != 0,
-			Framed: mode&mFramed != 0,
-			Raw:    mode&mRaw != 0,
-			Offset: fuzzOffset(off, len(log)),
-		}
-		if mode&mGrep != 0 {
-			req.Grep = fuzzGrep
-		}
+		req := fuzzRequest(log, cuts, off, mode)
 		size := int64(len(log))
 		if mode&mTail != 0 {
-			req.Offset, req.Grep = 0, nil // grep and tail_lines do not combine
+			req.Offset, req.Grep, req.Context = 0, nil, 0 // grep and tail_lines do not combine
 			req.TailLines = 1 + len(cuts)%40
 			req.MaxBytes = windowSizes(cuts)()
 			w, err := logread.Read(bytes.NewReader(log), size, req)
@@ -140,6 +132,24 @@ func FuzzWindow(f *testing.F) {
 			t.Fatalf("text drain from %d: %q, want %q", from, d.text, log[from:end])
 		}
 	})
+}
+
+// fuzzRequest is FuzzWindow's request for its arguments.
+func fuzzRequest(log, cuts []byte, off int64, mode uint8) logread.Request {
+	req := logread.Request{
+		Exact:  mode&mExact != 0,
+		Final:  mode&mFinal != 0,
+		Framed: mode&mFramed != 0,
+		Raw:    mode&mRaw != 0,
+		Offset: fuzzOffset(off, len(log)),
+	}
+	if mode&mGrep != 0 {
+		req.Grep = fuzzGrep
+		if mode&mContext != 0 {
+			req.Context, req.LineMax = 1+len(cuts)%3, 1+len(log)%9
+		}
+	}
+	return req
 }
 
 // fuzzWrites turns data into stream writes, one per split byte: its low six
@@ -199,13 +209,14 @@ const (
 	fNegative
 	fGrep
 	fTail
+	fContext // with fGrep: context lines, and lines cut
 )
 
 func FuzzFramedWindow(f *testing.F) {
 	fx := fixtures(f)
 	for _, name := range []string{"framed.log", "framed-partial.log"} {
 		data, splits := seedWrites(f, fx[name])
-		for _, m := range []uint8{0, fExact, fCut | fExact, fCut | fFinal, fNegative, fGrep, fTail, fCut | fGrep | fFinal} {
+		for _, m := range []uint8{0, fExact, fCut | fExact, fCut | fFinal, fNegative, fGrep, fTail, fCut | fGrep | fFinal, fGrep | fContext, fCut | fGrep | fContext} {
 			f.Add(data, splits, []byte{5, 40, 1, 230}, uint16(9), m)
 		}
 	}
@@ -249,6 +260,9 @@ func FuzzFramedWindow(f *testing.F) {
 		}
 		if mode&fGrep != 0 {
 			req.Grep = fuzzGrep
+			if mode&fContext != 0 {
+				req.Context, req.LineMax = 1+int(trunc)%3, 1+len(data)%9
+			}
 		}
 		d, err := drain(log, req, windowSizes(cuts))
 		if err != nil {

@@ -22,6 +22,29 @@ type grepScan struct {
 	start int64 // the request's first byte (w.Offset)
 	total int   // what the matches count against MaxBytes
 	lossy []bool
+
+	// Context. held are the lines since the last one returned, at most
+	// req.Context, which a match would return before it (combined logs;
+	// framed logs hold theirs per window: framedCtx); after counts the
+	// lines still to return after the last match, per stream.
+	held  []heldLine
+	after [3]int
+	// prevEnd is where the last returned line of a combined log ends;
+	// joined, per stream of a framed log, that the last line was returned.
+	prevEnd int64
+	joined  [3]bool
+}
+
+// heldLine is a line of a combined log that may yet be returned as the
+// context before a match: where it is, and, once its window is gone, its
+// text.
+type heldLine struct {
+	off, span int64 // log offset, and bytes with its newline
+	a, e      int   // its bytes in the current window's buffer, until kept
+	kept      bool
+	m         Match
+	cost      int
+	lossy     bool
 }
 
 // cost is what a matching line counts against MaxBytes: its text and its
@@ -38,6 +61,14 @@ func (g *grepScan) add(m Match, c int, lossy bool) {
 	g.w.Matches = append(g.w.Matches, m)
 	g.lossy = append(g.lossy, lossy)
 	g.total += c
+}
+
+// addLine appends a returned line of a combined log that spans span log
+// bytes, saying whether it starts a group.
+func (g *grepScan) addLine(m Match, c int, lossy bool, span int64) {
+	m.Group = g.req.Context > 0 && m.Offset != g.prevEnd
+	g.prevEnd = m.Offset + span
+	g.add(m, c, lossy)
 }
 
 // fits reports whether a match of cost c may join the answer: the matches
@@ -75,21 +106,62 @@ func textLine(p []byte) (string, bool) {
 	return toText(p) // a new buffer
 }
 
+// line is the Match of the line p (without its newline) at off, cut to
+// req.LineMax bytes of text at a character boundary, and what it costs.
+func (g *grepScan) line(p []byte, newline bool, off int64) (m Match, c int, lossy bool) {
+	limit := g.req.LineMax
+	if limit <= 0 || len(p) <= limit {
+		text, lossy := textLine(p)
+		if limit <= 0 || len(text) <= limit {
+			return Match{Offset: off, Line: text}, cost(text, newline), lossy
+		}
+	}
+	// Only what is kept is copied: the line may be a megabyte. The cut
+	// goes back to the start of the character it falls in (a character
+	// longer than limit leaves nothing), not into it, which would read as
+	// invalid bytes.
+	k := min(len(p), limit)
+	for i := k; i >= max(0, k-utf8.UTFMax+1); i-- {
+		if i == len(p) || utf8.RuneStart(p[i]) {
+			k = i
+			break
+		}
+	}
+	text, lossy := textLine(p[:k])
+	if len(text) > limit { // invalid bytes grew into U+FFFD
+		text = text[:runeStartBefore(text, limit)]
+	}
+	return Match{Offset: off, Line: text, Bytes: len(p)}, cost(text, newline), lossy
+}
+
+// runeStartBefore is the last character boundary of s at or before i.
+func runeStartBefore(s string, i int) int {
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
+}
+
 // grepText fills w with the matching lines of a combined log, or of a
 // framed log's raw frame lines, window after window from w.Offset.
 func grepText(r io.ReaderAt, size int64, req Request, w *Window) error {
-	g := grepScan{req: req, w: w, start: w.Offset}
+	g := grepScan{req: req, w: w, start: w.Offset, prevEnd: -1}
 	defer g.finish()
 	// One buffer for every window, with room for fitRunes to complete a
 	// character: the matches are copied out of it.
 	mem := make([]byte, 0, req.MaxBytes+utf8.UTFMax)
+	owed, err := owedContext(r, w.Offset, req, mem)
+	if err != nil {
+		return err
+	}
+	g.after[0] = owed
 	for pos := w.Offset; g.scanning(pos, size); {
 		buf, err := textWindow(r, pos, size, req, mem)
 		if err != nil {
 			return err
 		}
 		if len(buf) == 0 {
-			return nil // nothing complete yet: the writer is inside the last line
+			break // nothing complete yet: the writer is inside the last line
 		}
 		mem = buf[:0]
 		for a := 0; a < len(buf); {
@@ -97,24 +169,131 @@ func grepText(r io.ReaderAt, size int64, req Request, w *Window) error {
 			if i := bytes.IndexByte(buf[a:], '\n'); i >= 0 {
 				e, next = a+i, a+i+1
 			}
-			if !req.Grep.Match(buf[a:e]) {
-				w.Skipped = addGap(w.Skipped, pos+int64(a), int64(next-a))
-				a = next
-				continue
-			}
-			text, lossy := textLine(buf[a:e])
-			c := cost(text, next > e)
-			if !g.fits(c) {
-				g.cutAt(pos + int64(a))
+			if g.textLine(buf, a, e, next, pos) {
 				return nil
 			}
-			g.add(Match{Offset: pos + int64(a), Line: text}, c, lossy)
 			a = next
 		}
+		g.keep(buf)
 		pos += int64(len(buf))
 		w.EndOffset = pos
 	}
+	if len(g.held) > 0 && (!req.Final || w.EndOffset < size) {
+		// A match may yet follow the held lines: the next call, from the
+		// first of them, returns them before it.
+		g.cutAt(g.held[0].off)
+		return nil
+	}
+	g.release(len(g.held))
 	return nil
+}
+
+// owedContext is how many lines from off on are the context after a match
+// before off: an answer that ended after a match (at the end of a growing
+// log, or at GrepScanLimit) owes them. It reads back the req.Context lines
+// before off, each at most MaxBytes, for the nearest match.
+func owedContext(r io.ReaderAt, off int64, req Request, mem []byte) (int, error) {
+	if req.Context == 0 || off == 0 {
+		return 0, nil
+	}
+	var b [1]byte
+	if err := readAt(r, b[:], off-1); err != nil || b[0] != '\n' {
+		return 0, err // not a line start: a line's part, or an offset given
+	}
+	end := off - 1 // the newline ending the line before off
+	for k := 1; k <= req.Context && end >= 0; k++ {
+		nl, err := prevNL(r, end, max(0, end-int64(req.MaxBytes)))
+		if err != nil {
+			return 0, err
+		}
+		if nl < 0 && end > int64(req.MaxBytes) {
+			return 0, nil // longer than a window: it was matched in parts
+		}
+		line := mem[:end-(nl+1)]
+		if err := readAt(r, line, nl+1); err != nil {
+			return 0, err
+		}
+		if req.Grep.Match(line) {
+			return req.Context - k + 1, nil
+		}
+		end = nl
+	}
+	return 0, nil
+}
+
+// textLine takes the line buf[a:e] (next past its newline) of the window
+// at pos into the answer, its gaps or the held lines, and reports whether
+// the answer is full: it then ends before the line (or the lines held
+// before it), which are left for the next call.
+func (g *grepScan) textLine(buf []byte, a, e, next int, pos int64) (full bool) {
+	off, span := pos+int64(a), int64(next-a)
+	if !g.req.Grep.Match(buf[a:e]) {
+		switch {
+		case g.after[0] > 0:
+			// After-context completes its group whatever the bound
+			// (at most Context lines), so that no call cuts it off.
+			g.after[0]--
+			m, c, lossy := g.line(buf[a:e], next > e, off)
+			m.Context = true
+			g.addLine(m, c, lossy, span)
+		case g.req.Context > 0:
+			if len(g.held) == g.req.Context {
+				g.release(1)
+			}
+			g.held = append(g.held, heldLine{off: off, span: span, a: a, e: e})
+		default:
+			g.w.Skipped = addGap(g.w.Skipped, off, span)
+		}
+		return false
+	}
+	m, c, lossy := g.line(buf[a:e], next > e, off)
+	need := c
+	for i := range g.held {
+		g.keepLine(&g.held[i], buf)
+		need += g.held[i].cost
+	}
+	if !g.fits(need) {
+		if len(g.held) > 0 {
+			off = g.held[0].off
+		}
+		g.cutAt(off)
+		return true
+	}
+	for _, h := range g.held {
+		g.addLine(h.m, h.cost, h.lossy, h.span)
+	}
+	g.held = g.held[:0]
+	g.addLine(m, c, lossy, span)
+	g.after[0] = g.req.Context
+	return false
+}
+
+// keepLine copies the held line h out of the window buf, once.
+func (g *grepScan) keepLine(h *heldLine, buf []byte) {
+	if h.kept {
+		return
+	}
+	newline := h.span > int64(h.e-h.a)
+	h.m, h.cost, h.lossy = g.line(buf[h.a:h.e], newline, h.off)
+	h.m.Context = true
+	h.kept = true
+}
+
+// keep copies the held lines out of the window buf before the next
+// window reuses it.
+func (g *grepScan) keep(buf []byte) {
+	for i := range g.held {
+		g.keepLine(&g.held[i], buf)
+	}
+}
+
+// release turns the first n held lines into gaps: no match follows them
+// closely enough.
+func (g *grepScan) release(n int) {
+	for _, h := range g.held[:n] {
+		g.w.Skipped = addGap(g.w.Skipped, h.off, h.span)
+	}
+	g.held = append(g.held[:0], g.held[n:]...)
 }
 
 // textWindow reads the window of a grep at pos: complete lines, so that a
@@ -196,7 +375,7 @@ func (g *grepScan) framedWindow(r io.ReaderAt, pos, size int64) (end int64, done
 	if err != nil {
 		return 0, false, err
 	}
-	if end, done := g.match(d, pos); done {
+	if end, done := g.match(d, pos, to == reachGrowing); done {
 		return end, true, nil
 	}
 	w := g.w
@@ -208,12 +387,27 @@ func (g *grepScan) framedWindow(r io.ReaderAt, pos, size int64) (end int64, done
 	return w.EndOffset, false, nil
 }
 
-// frameHit is a matching line of one stream of a framed window.
+// frameHit is a returned line of one stream of a framed window.
 type frameHit struct {
 	m           Match
 	cost        int
 	lossy       bool
 	first, last int // the stream's frames holding the line, as indices into its idx
+	// need is what must fit for the line to be taken: a match's cost and
+	// that of its context before it, counted from this line on; -1 for
+	// after-context, which completes its group whatever the bound.
+	need int
+	// a, e: the line in its stream's buffer, nl: with a newline; its text
+	// is made (fill) only once it is returned.
+	a, e int
+	nl   bool
+}
+
+// fill makes the text of h, a line of the stream buffer b.
+func (g *grepScan) fill(h *frameHit, b []byte) {
+	m, c, lossy := g.line(b[h.a:h.e], h.nl, h.m.Offset)
+	m.Stream, m.Context, m.Group = h.m.Stream, h.m.Context, h.m.Group
+	h.m, h.cost, h.lossy = m, c, lossy
 }
 
 // match finds the matching lines of each stream of the window d at pos,
@@ -223,34 +417,45 @@ type frameHit struct {
 // skipped. idx, hits and bounds are made here, where they do not escape,
 // rather than returned by helpers: the compiler then keeps small ones on
 // the stack (returned, they cost allocations per window with matches).
-func (g *grepScan) match(d *decoded, pos int64) (end int64, done bool) {
+func (g *grepScan) match(d *decoded, pos int64, growing bool) (end int64, done bool) {
 	var idx [3][]int // per stream: the indices into d.frames of its frames
 	for i, f := range d.frames {
 		idx[f.stream] = append(idx[f.stream], i)
 	}
-	re := g.req.Grep
 	var hits [3][]frameHit
+	var held []frameHit   // a stream's lines before a match, with Context
+	heldFrom := int64(-1) // the first frame of a growing log's held lines
 	for _, s := range []logframe.Stream{logframe.Stdout, logframe.Stderr} {
+		if len(held) > 0 && growing {
+			heldFrom = held[0].m.Offset
+		}
 		b, fl, fi := *d.buf(s), idx[s], 0
+		held = held[:0]
 		for a := 0; a < len(b); {
 			e, next := len(b), len(b)
 			if i := bytes.IndexByte(b[a:], '\n'); i >= 0 {
 				e, next = a+i, a+i+1
 			}
-			if re.Match(b[a:e]) {
-				for d.frames[fl[fi]].end <= a {
-					fi++
-				}
-				fj := fi
-				for d.frames[fl[fj]].end < next {
-					fj++
-				}
-				text, lossy := textLine(b[a:e])
-				m := Match{Offset: d.frames[fl[fi]].off, Stream: s.Name(), Line: text}
-				hits[s] = append(hits[s], frameHit{m, cost(text, next > e), lossy, fi, fj})
+			hit := g.req.Grep.Match(b[a:e])
+			if !hit && g.req.Context == 0 {
+				a = next
+				continue
 			}
+			for d.frames[fl[fi]].end <= a {
+				fi++
+			}
+			fj := fi
+			for d.frames[fl[fj]].end < next {
+				fj++
+			}
+			h := frameHit{m: Match{Offset: d.frames[fl[fi]].off, Stream: s.Name()}, first: fi, last: fj, a: a, e: e, nl: next > e}
+			hits[s], held = g.frameContext(s, b, h, hit, hits[s], held)
 			a = next
 		}
+	}
+
+	if len(held) > 0 && growing && (heldFrom < 0 || held[0].m.Offset < heldFrom) {
+		heldFrom = held[0].m.Offset
 	}
 
 	// The line boundaries of the window: its start, and each frame end
@@ -264,7 +469,48 @@ func (g *grepScan) match(d *decoded, pos int64) (end int64, done bool) {
 			bounds = append(bounds, f.off+int64(f.len))
 		}
 	}
-	return g.take(d, hits, idx, bounds)
+	return g.take(d, hits, idx, bounds, heldFrom)
+}
+
+// frameContext decides what becomes of the line h of stream s (buffer b), a match
+// when hit: it joins the stream's hits (with the lines held before it, if
+// a match), or, with Context, it is held as a possible line before a
+// match. The held lines are the window's own: a match's context before it
+// does not reach back past its window's start, whose frames are counted
+// already (as gaps, or returned).
+func (g *grepScan) frameContext(s logframe.Stream, b []byte, h frameHit, hit bool, hits, held []frameHit) ([]frameHit, []frameHit) {
+	switch {
+	case hit:
+		g.fill(&h, b)
+		h.need = h.cost
+		need := h.cost
+		for i := len(held) - 1; i >= 0; i-- {
+			g.fill(&held[i], b)
+			need += held[i].cost
+			held[i].need = need
+		}
+		h.m.Group = g.req.Context > 0 && len(held) == 0 && !g.joined[s]
+		hits = append(append(hits, held...), h)
+		held = held[:0]
+		g.after[s], g.joined[s] = g.req.Context, true
+	case g.after[s] > 0:
+		h.m.Context, h.need = true, -1
+		h.m.Group = !g.joined[s]
+		g.fill(&h, b)
+		hits = append(hits, h)
+		g.after[s]--
+	default:
+		if len(held) == g.req.Context {
+			held = append(held[:0], held[1:]...)
+			if len(held) > 0 {
+				held[0].m.Group = true // the line before it is not held
+			}
+		}
+		h.m.Context, h.m.Group = true, len(held) == 0 && !g.joined[s]
+		held = append(held, h)
+		g.joined[s] = false
+	}
+	return hits, held
 }
 
 // take adds the hits of both streams to the answer in log order, and the
@@ -274,7 +520,7 @@ func (g *grepScan) match(d *decoded, pos int64) (end int64, done bool) {
 // done: the matches from there on are for the next call. Before the first
 // bound past the request's start no such end makes progress, and the
 // lines are taken even past MaxBytes. Otherwise it returns d.end.
-func (g *grepScan) take(d *decoded, hits [3][]frameHit, idx [3][]int, bounds []int64) (end int64, done bool) {
+func (g *grepScan) take(d *decoded, hits [3][]frameHit, idx [3][]int, bounds []int64, heldFrom int64) (end int64, done bool) {
 	covered := make([]bool, len(d.frames))
 	ho, he := hits[logframe.Stdout], hits[logframe.Stderr]
 	for len(ho) > 0 || len(he) > 0 {
@@ -283,7 +529,7 @@ func (g *grepScan) take(d *decoded, hits [3][]frameHit, idx [3][]int, bounds []i
 			s = logframe.Stderr
 		}
 		h := &hits[s][0]
-		if !g.fits(h.cost) {
+		if h.need >= 0 && !g.fits(h.need) {
 			if b := bounds[searchLE(bounds, h.m.Offset)]; b > g.start {
 				g.cutAt(b)
 				g.gaps(d, covered, b)
@@ -296,6 +542,17 @@ func (g *grepScan) take(d *decoded, hits [3][]frameHit, idx [3][]int, bounds []i
 		}
 		hits[s] = hits[s][1:]
 		ho, he = hits[logframe.Stdout], hits[logframe.Stderr]
+	}
+	if heldFrom >= 0 {
+		// A growing log's last lines may come before a match yet to be
+		// written: end before them, as a combined log does, unless that
+		// would drop what the answer holds past them.
+		b := bounds[searchLE(bounds, heldFrom)]
+		if n := len(g.w.Matches); n == 0 || g.w.Matches[n-1].Offset < b {
+			g.gaps(d, covered, b)
+			g.w.EndOffset = b
+			return b, true
+		}
 	}
 	g.gaps(d, covered, d.end)
 	return d.end, false

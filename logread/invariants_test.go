@@ -118,14 +118,21 @@ func heldAtEnd(log []byte, req logread.Request, off int64) bool {
 	rest := log[off:]
 	text := !req.Exact || req.Grep != nil
 	grep := req.Grep != nil && !(req.Framed && req.Raw) // Raw is ignored for combined logs
+	if req.Grep != nil && req.Context > 0 && (!req.Framed || req.Raw) && heldForContext(rest, req) {
+		return true
+	}
 	if !req.Framed {
 		if grep && len(rest) <= req.MaxBytes && bytes.IndexByte(rest, '\n') < 0 {
 			return true
 		}
+
 		return text && len(rest) > 0 && !utf8.FullRune(rest)
 	}
 	complete := rest[:bytes.LastIndexByte(rest, '\n')+1]
 	if len(complete) == 0 {
+		return true
+	}
+	if grep && req.Context > 0 && (len(rest) <= req.MaxBytes || bytes.Count(rest, []byte("\n")) == 1) && heldFramed(complete, req) {
 		return true
 	}
 	if req.Raw || !text {
@@ -152,6 +159,54 @@ func heldAtEnd(log []byte, req logread.Request, off int64) bool {
 			return false // a boundary where neither stream is inside a character (grep: a line)
 		}
 		p = p[i+1:]
+	}
+	return true
+}
+
+// heldForContext reports whether rest, the end of a growing combined log,
+// is at most req.Context complete lines that do not match, and a partial
+// last line: the lines a match yet to be written would return before it.
+func heldForContext(rest []byte, req logread.Request) bool {
+	lines := bytes.SplitAfter(rest, []byte("\n"))
+	n := 0
+	for _, l := range lines {
+		if !bytes.HasSuffix(l, []byte("\n")) {
+			break
+		}
+		n++
+		if req.Grep.Match(bytes.TrimSuffix(l, []byte("\n"))) {
+			return false
+		}
+	}
+	return n <= req.Context
+}
+
+// heldFramed reports whether the complete frames of a growing framed log's
+// end hold no complete line that matches up to their last line boundary
+// (past it, a stream's unterminated line holds them back anyway): lines a
+// match yet to be written would return before it (at most req.Context of
+// each stream, but a frame holding one of them may hold earlier lines too,
+// and the answer can only end at a frame boundary).
+func heldFramed(complete []byte, req logread.Request) bool {
+	var streams, upTo [3][]byte
+	for p := complete; len(p) > 0; {
+		i := bytes.IndexByte(p, '\n')
+		s, b, err := logframe.ParseLine(nil, p[:i+1])
+		if err != nil {
+			return false
+		}
+		streams[s] = append(streams[s], b...)
+		if !insideLine(streams[logframe.Stdout]) && !insideLine(streams[logframe.Stderr]) {
+			upTo = streams
+		}
+		p = p[i+1:]
+	}
+	for _, b := range upTo {
+		for _, l := range bytes.SplitAfter(b, []byte("\n")) {
+			if bytes.HasSuffix(l, []byte("\n")) && req.Grep.Match(l[:len(l)-1]) {
+				return false
+			}
+		}
 	}
 	return true
 }
@@ -201,7 +256,7 @@ func checkTiling(log []byte, req logread.Request, w logread.Window) string {
 		spans = append(spans, span{w.Matches[i].Offset, -1, &w.Matches[i]})
 	}
 	slices.SortStableFunc(spans, func(a, b span) int { return int(a.from - b.from) })
-	total := 0
+	total, matched, through := 0, 0, 0
 	for i := range spans {
 		s := &spans[i]
 		if s.m == nil {
@@ -218,19 +273,23 @@ func checkTiling(log []byte, req logread.Request, w logread.Window) string {
 			s.to = s.from + int64(j) + 1
 		}
 		line := bytes.TrimSuffix(log[s.from:s.to], []byte("\n"))
-		if !req.Grep.Match(line) {
-			return fmt.Sprintf("match %+v does not match %q", *s.m, line)
+		if req.Grep.Match(line) == s.m.Context {
+			return fmt.Sprintf("match %+v (context %v) on line %q", *s.m, s.m.Context, line)
 		}
-		if s.m.Line != valid(line) {
-			return fmt.Sprintf("match %+v is not the text of its line %q", *s.m, line)
+		if msg := checkLineText(*s.m, line, req.LineMax); msg != "" {
+			return msg
 		}
 		total += len(s.m.Line)
 		if s.to > s.from && log[s.to-1] == '\n' {
 			total++
 		}
+		if !s.m.Context {
+			// After-context completes its group past the bound.
+			matched, through = matched+1, total
+		}
 	}
-	if req.MaxBytes > 0 && len(w.Matches) > 1 && total > req.MaxBytes {
-		return fmt.Sprintf("%d matches with %d bytes of text, max_bytes %d", len(w.Matches), total, req.MaxBytes)
+	if req.MaxBytes > 0 && matched > 1 && through > req.MaxBytes {
+		return fmt.Sprintf("%d matches with %d bytes of text, max_bytes %d", len(w.Matches), through, req.MaxBytes)
 	}
 	pos := int64(0)
 	if req.Offset >= 0 {
@@ -244,6 +303,22 @@ func checkTiling(log []byte, req logread.Request, w logread.Window) string {
 	}
 	if pos != w.EndOffset {
 		return fmt.Sprintf("window [%d, %d): accounted up to %d only", w.Offset, w.EndOffset, pos)
+	}
+	return ""
+}
+
+// checkLineText checks that m's text is that of its line: whole, or cut
+// to lineMax bytes (lineMax > 0) and saying the line's length.
+func checkLineText(m logread.Match, line []byte, lineMax int) string {
+	text := valid(line)
+	if lineMax > 0 && len(text) > lineMax {
+		if m.Bytes != len(line) || len(m.Line) > lineMax || !strings.HasPrefix(text, m.Line) || len(m.Line) < lineMax-3 && len(line) >= lineMax {
+			return fmt.Sprintf("match %+v is not the text of %q cut to %d bytes", m, line, lineMax)
+		}
+		return ""
+	}
+	if m.Line != text || m.Bytes != 0 {
+		return fmt.Sprintf("match %+v is not the text of its line %q", m, line)
 	}
 	return ""
 }

@@ -24,6 +24,9 @@ const MaxWindow = 1 << 20
 // MaxTailLines bounds Request.TailLines.
 const MaxTailLines = 10000
 
+// MaxContext bounds Request.Context: a model reads every context line.
+const MaxContext = 20
+
 var (
 	ErrBadOffset   = errors.New("offset is past the end of the log")
 	ErrBadMaxBytes = errors.New("max_bytes must be between 1 and 1048576")
@@ -47,6 +50,12 @@ type Request struct {
 	// Grep, when set, returns only the matching lines, scanning on from
 	// Offset through windows of MaxBytes (see the package comment).
 	Grep *regexp.Regexp
+	// Context, with Grep, returns up to this many lines before and after
+	// each match, like grep -C; at most MaxContext.
+	Context int
+	// LineMax > 0 cuts each returned grep line to at most LineMax bytes of
+	// text (Match.Bytes then says its length in the log).
+	LineMax int
 
 	// Final says the log can no longer grow: a partial UTF-8 sequence (or a
 	// partial frame line) at its very end is returned rather than held back.
@@ -59,11 +68,16 @@ type Chunk struct {
 	Text   string `json:"text"`
 }
 
-// Match is one grep hit.
+// Match is one grep hit, or with Context a line around one.
 type Match struct {
-	Offset int64  `json:"offset"`           // log offset of the line's first byte (framed: of the frame holding it)
-	Stream string `json:"stream,omitempty"` // framed logs only
-	Line   string `json:"line"`             // without its newline
+	Offset  int64  `json:"offset"`               // log offset of the line's first byte (framed: of the frame holding it)
+	Stream  string `json:"stream,omitempty"`     // framed logs only
+	Line    string `json:"line"`                 // without its newline
+	Context bool   `json:"context,omitempty"`    // a line around a match, not one
+	Bytes   int    `json:"line_bytes,omitempty"` // Line was cut (LineMax): the line's length in the log
+	// Group: with Context, the line before this one (in its stream) is
+	// not in the answer, so that grep would print "--" before it.
+	Group bool `json:"-"`
 }
 
 // Gap is a range of log bytes the answer left out, and where to fetch it.

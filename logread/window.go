@@ -24,8 +24,9 @@ func validate(size int64, req Request) error {
 	return nil
 }
 
-// Check reports what is wrong with req whatever the log: max_bytes and
-// tail_lines out of range, tail_lines with an offset or with grep. It is
+// Check reports what is wrong with req whatever the log: max_bytes,
+// tail_lines and context out of range, tail_lines with an offset or with
+// grep, context without grep. It is
 // the one place these rules are written: runs checks a tail_log call with
 // it before it opens anything, and Read checks every request with it.
 func (req Request) Check() error {
@@ -42,6 +43,12 @@ func (req Request) Check() error {
 	}
 	if req.TailLines > 0 && req.Grep != nil {
 		return badRequestf("tail_lines and grep cannot be combined; grep a window at a negative offset instead")
+	}
+	if req.Context < 0 || req.Context > MaxContext {
+		return badRequestf("context must be between 0 and %d, got %d", MaxContext, req.Context)
+	}
+	if req.Context > 0 && req.Grep == nil {
+		return badRequestf("context gives the lines around grep's matches; give grep too")
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/agent-box/agent-box/logread"
 )
 
 func TestLastLines(t *testing.T) {
@@ -35,4 +37,14 @@ func TestLastLines(t *testing.T) {
 		assert.True(t, utf8.ValidString(got), tc.name)
 		assert.LessOrEqual(t, len(got), tc.max+1, "%s: bounded (plus the newline)", tc.name)
 	}
+}
+
+// The tail of a framed run's output keeps which stream wrote each part:
+// the last chunks, the first of them cut to where the tail begins.
+func TestLastChunks(t *testing.T) {
+	chunks := []logread.Chunk{{Stream: "stdout", Text: "a\nb\n"}, {Stream: "stderr", Text: "c\n"}, {Stream: "stdout", Text: "d\n"}}
+	assert.Equal(t, []logread.Chunk{{Stream: "stdout", Text: "b\n"}, {Stream: "stderr", Text: "c\n"}, {Stream: "stdout", Text: "d\n"}}, lastChunks(chunks, 6))
+	assert.Equal(t, []logread.Chunk{{Stream: "stdout", Text: "d\n"}}, lastChunks(chunks, 2))
+	assert.Equal(t, chunks, lastChunks(chunks, 8))
+	assert.Empty(t, lastChunks(chunks, 0))
 }

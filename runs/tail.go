@@ -20,6 +20,11 @@ const MaxWait = 60 * time.Second
 // DefaultTailBytes is tail_log's max_bytes when not given.
 const DefaultTailBytes = 64 << 10
 
+// GrepLineBytes is how much of each line a grep answer in text returns:
+// a model reading a minified bundle or a byte dump needs the line's
+// offset and length, not its megabyte (base64 answers are whole).
+const GrepLineBytes = 512
+
 // MaxGrepBytes bounds a grep pattern: RE2 compiles in time linear in it,
 // but a model has no use for a longer one.
 const MaxGrepBytes = 4096
@@ -32,6 +37,7 @@ type TailRequest struct {
 	MaxBytes  *int          // log bytes to read at most; nil: DefaultTailBytes
 	TailLines *int          // the last lines instead of from Offset
 	Grep      string        // an RE2 pattern: only the lines it matches
+	Context   int           // with Grep: lines before and after each match
 	Exact     bool          // the bytes as written, not text
 	Raw       bool          // a framed log's frames as stored
 	Wait      time.Duration // block this long for output past Offset
@@ -41,7 +47,10 @@ type TailRequest struct {
 // before anything is opened: logread's Check owns the rules of a window,
 // this the ones of the arguments (a given tail_lines, the pattern).
 func (req TailRequest) window() (logread.Request, error) {
-	lr := logread.Request{Offset: req.Offset, MaxBytes: DefaultTailBytes, Exact: req.Exact, Raw: req.Raw}
+	lr := logread.Request{Offset: req.Offset, MaxBytes: DefaultTailBytes, Exact: req.Exact, Raw: req.Raw, Context: req.Context}
+	if !req.Exact {
+		lr.LineMax = GrepLineBytes
+	}
 	if req.MaxBytes != nil {
 		lr.MaxBytes = *req.MaxBytes
 	}

@@ -3,6 +3,7 @@ package runs
 import (
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -13,8 +14,10 @@ import (
 // Tail is the end of a run's output as process_wait shows it.
 type Tail struct {
 	Output string // last lines of the combined / interleaved output
-	Stderr string // framed runs: last lines of stderr
-	Lossy  bool
+	// OutputChunks is, for framed runs, Output by stream.
+	OutputChunks []logread.Chunk
+	Stderr       string // framed runs: last lines of stderr
+	Lossy        bool
 	// Since is where the caller said it had read to (since_offset): the
 	// tail begins no earlier.
 	Since int64
@@ -84,6 +87,7 @@ func framedTail(r io.ReaderAt, size, since int64) Tail {
 		return t
 	}
 	t.Output, t.OutputCut = lastLines(w.Content, waitTailLines, waitTailBytes)
+	t.OutputChunks = lastChunks(w.Chunks, len(t.Output))
 	t.Stderr, t.StderrCut = lastLines(w.Stderr, waitTailLines, waitTailBytes)
 	t.Lossy, t.OutputFrom, t.StderrFrom = w.Lossy, w.Offset, w.Offset
 	t.OutputWhole = w.Offset == t.Since && !t.OutputCut && trimNL(t.Output) == trimNL(w.Content)
@@ -120,6 +124,21 @@ func framedTail(r io.ReaderAt, size, since int64) Tail {
 }
 
 var anyLine = regexp.MustCompile(`^`)
+
+// lastChunks is the end of chunks that holds their last n bytes of text.
+func lastChunks(chunks []logread.Chunk, n int) []logread.Chunk {
+	var out []logread.Chunk
+	for i := len(chunks) - 1; i >= 0 && n > 0; i-- {
+		c := chunks[i]
+		if len(c.Text) > n {
+			c.Text = c.Text[len(c.Text)-n:]
+		}
+		n -= len(c.Text)
+		out = append(out, c)
+	}
+	slices.Reverse(out)
+	return out
+}
 
 // lineCount is the number of lines in s, the last one with or without
 // its newline.

@@ -41,6 +41,8 @@ func TestSchemaStatesTheRules(t *testing.T) {
 		{"tail_log", "wait_ms", "maximum", ms(runs.MaxWait)},
 		{"tail_log", "tail_lines", "maximum", int64(logread.MaxTailLines)},
 		{"tail_log", "grep", "maxLength", int64(runs.MaxGrepBytes)},
+		{"tail_log", "context", "minimum", int64(0)},
+		{"tail_log", "context", "maximum", int64(logread.MaxContext)},
 		{"process_wait", "timeout_ms", "maximum", ms(runs.MaxWaitTimeout)},
 		{"process_wait", "timeout_ms", "default", ms(runs.DefaultWaitPolicy.Default)},
 		{"process_wait", "names", "maxItems", int64(runs.MaxWaitNames)},
@@ -62,4 +64,17 @@ func TestSchemaStatesTheRules(t *testing.T) {
 			assert.JSONEq(t, string(want), string(got), fmt.Sprintf("%s: %s.%s", p.tool, p.path, p.key))
 		})
 	}
+}
+
+// The grep description states the cut of a line: the constant runs uses.
+func TestGrepDescriptionStatesTheLineCut(t *testing.T) {
+	s := server.NewMCPServer("t", "0")
+	(&Handlers{}).Register(s)
+	var in struct {
+		Properties map[string]struct {
+			Description string `json:"description"`
+		} `json:"properties"`
+	}
+	require.NoError(t, json.Unmarshal(s.GetTool("tail_log").Tool.RawInputSchema, &in))
+	assert.Contains(t, in.Properties["grep"].Description, fmt.Sprintf("cut at %d bytes", runs.GrepLineBytes))
 }

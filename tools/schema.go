@@ -138,12 +138,13 @@ const tailInput = `{
     "name": {"type": "string"},
     "run_id": {"type": "string", "description": "Default: the newest run of name."},
     "offset": {"type": "integer", "default": 0, "description": "Byte offset in the log to read from; negative counts from the end. Pass the previous answer's end_offset to continue exactly where it stopped."},
-    "max_bytes": {"type": "integer", "minimum": 1, "maximum": 1048576, "default": 65536, "description": "Log bytes to read at most. Framed runs: whole frames only, so a window holds at least one frame even when that frame is longer."},
+    "max_bytes": {"type": "integer", "minimum": 1, "maximum": 1048576, "default": 65536, "description": "Log bytes to read at most. Framed runs: whole frames, at least one even if longer."},
     "encoding": {"type": "string", "enum": ["text", "base64"], "default": "text", "description": "base64: exact bytes, for binary output."},
     "raw": {"type": "boolean", "default": false, "description": "Framed runs: return the frames as stored."},
-    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0, "description": "If nothing complete is past offset yet (no output, or only part of a UTF-8 character) and the log can still grow, wait up to this long for output (follow mode)."},
+    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0, "description": "If nothing complete is past offset yet and the log can still grow, wait up to this long for output."},
     "tail_lines": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Return the last N lines instead of reading from offset."},
-    "grep": {"type": "string", "maxLength": 4096, "description": "RE2 regular expression: return only matching lines, each with its byte offset. Scans on from offset past max_bytes of log (up to 64 MiB a call) until max_bytes of matching lines are found; skipped lists the bytes left out; call again from end_offset for the rest."}
+    "grep": {"type": "string", "maxLength": 4096, "description": "RE2: only matching lines, each with its byte offset, cut at 512 bytes (base64: whole). Scans past max_bytes of log (up to 64 MiB a call) until max_bytes of lines are found; skipped lists the bytes left out; call again from end_offset for the rest."},
+    "context": {"type": "integer", "minimum": 0, "maximum": 20, "default": 0, "description": "With grep: lines before and after each match."}
   },
   "required": ["name"],
   "additionalProperties": false
@@ -158,7 +159,7 @@ const tailOutputSchema = `{"type": "object", "properties": {
   "stdout": {"type": "string"},
   "stderr": {"type": "string"},
   "chunks": {"type": "array", "items": {"type": "object", "properties": {"stream": {"type": "string"}, "text": {"type": "string"}}}},
-  "matches": {"type": "array", "items": {"type": "object", "properties": {"offset": {"type": "integer"}, "stream": {"type": "string"}, "line": {"type": "string"}}}},
+  "matches": {"type": "array", "items": {"type": "object", "properties": {"offset": {"type": "integer"}, "stream": {"type": "string"}, "line": {"type": "string"}, "context": {"type": "boolean", "description": "a line around a match"}, "line_bytes": {"type": "integer", "description": "line was cut: its length in the log"}}}},
   "skipped": {"type": "array", "items": {"type": "object", "properties": {"from": {"type": "integer"}, "bytes": {"type": "integer"}}}, "description": "Log bytes left out of this answer, and the offset to fetch each range from."},
   "skipped_bytes": {"type": "integer"},
   "offset": {"type": "integer"},

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agent-box/agent-box/logread"
 	"github.com/agent-box/agent-box/runs"
 )
 
@@ -229,6 +230,10 @@ func tailText(o TailOutput) string {
 		fmt.Fprintf(&b, " more: offset=%d", o.EndOffset)
 		switch {
 		case o.EndOffset != o.Offset || len(o.Matches) > 0:
+		case o.grep && o.context:
+			// Or, with context, lines that a match yet to be written
+			// would return before it.
+			b.WriteString(" (nothing to return yet: a line is still being written, or the last lines wait for what follows them; wait_ms waits)")
 		case o.grep:
 			// An empty grep before the end: what follows is a line the
 			// process is still writing.
@@ -255,17 +260,27 @@ func tailText(o TailOutput) string {
 		fmt.Fprintf(&b, " (%d bytes of output missing from its end)", o.LogDropped)
 	}
 	body := o.Content
-	if len(o.Matches) > 0 {
-		var m strings.Builder
-		for _, x := range o.Matches {
-			if x.Stream != "" {
-				fmt.Fprintf(&m, "%d %s: %s\n", x.Offset, x.Stream, x.Line)
-			} else {
-				fmt.Fprintf(&m, "%d: %s\n", x.Offset, x.Line)
-			}
+	switch {
+	case o.grep:
+		var n int
+		body, n = grepText(o.Matches)
+		if n == 1 {
+			b.WriteString(" 1 matching line")
+		} else {
+			fmt.Fprintf(&b, " %d matching lines", n)
 		}
-		body = m.String()
-		fmt.Fprintf(&b, " %d matching line(s), each after its byte offset", len(o.Matches))
+		ctx := len(o.Matches) - n
+		if ctx > 0 {
+			fmt.Fprintf(&b, " and %d context lines", ctx)
+		}
+		if len(o.Matches) > 0 {
+			b.WriteString(", each after its byte offset")
+		}
+		if ctx > 0 {
+			b.WriteString(` (context: "offset-", groups split by "--")`)
+		}
+	case o.Chunks != nil:
+		body = markStderr(o.Chunks)
 	}
 	if o.Encoding == "base64" {
 		// Exact bytes are for programs, which read structured content;
@@ -275,6 +290,60 @@ func tailText(o TailOutput) string {
 	}
 	fmt.Fprintf(&b, "; %d bytes of %s follow]\n", len(body), o.Encoding)
 	b.WriteString(body)
+	return b.String()
+}
+
+// grepText is a grep answer as grep -b prints it: each line after its
+// offset (and stream), ": " for a match and "- " for context, "--"
+// between groups, and a cut line saying how long it is; n counts the
+// matches.
+func grepText(ms []logread.Match) (body string, n int) {
+	var b strings.Builder
+	for i, m := range ms {
+		if m.Group && i > 0 {
+			b.WriteString("--\n")
+		}
+		sep := ":"
+		if m.Context {
+			sep = "-"
+		} else {
+			n++
+		}
+		if m.Stream != "" {
+			fmt.Fprintf(&b, "%d %s%s %s", m.Offset, m.Stream, sep, m.Line)
+		} else {
+			fmt.Fprintf(&b, "%d%s %s", m.Offset, sep, m.Line)
+		}
+		if m.Bytes > 0 {
+			fmt.Fprintf(&b, " ...[cut: the line is %d bytes, from offset %d]", m.Bytes, m.Offset)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String(), n
+}
+
+// stderrMark starts each line of stderr in the text of a framed run's
+// output, so that a model reading only the text tells the streams apart.
+const stderrMark = "[stderr] "
+
+// markStderr is the chunks' text with stderrMark before each line (or
+// part of one) that stderr wrote.
+func markStderr(chunks []logread.Chunk) string {
+	var b strings.Builder
+	for _, c := range chunks {
+		if c.Stream != "stderr" {
+			b.WriteString(c.Text)
+			continue
+		}
+		for rest := c.Text; rest != ""; {
+			line, after, nl := strings.Cut(rest, "\n")
+			b.WriteString(stderrMark + line)
+			if nl {
+				b.WriteByte('\n')
+			}
+			rest = after
+		}
+	}
 	return b.String()
 }
 
@@ -339,7 +408,11 @@ func waitText(res runs.WaitResult, waited time.Duration) string {
 		fmt.Fprintf(&b, "[last lines of stderr%s%s%s; %d bytes follow]\n%s", capped, from(res.StderrFrom), cut(res.StderrCut), len(res.Stderr), res.Stderr)
 	}
 	if res.Output != "" {
-		fmt.Fprintf(&b, "[last lines of output%s%s%s; %d bytes follow]\n%s", capped, from(res.OutputFrom), cut(res.OutputCut), len(res.Output), res.Output)
+		out := res.Output
+		if res.OutputChunks != nil {
+			out = markStderr(res.OutputChunks)
+		}
+		fmt.Fprintf(&b, "[last lines of output%s%s%s; %d bytes follow]\n%s", capped, from(res.OutputFrom), cut(res.OutputCut), len(out), out)
 	}
 	return b.String()
 }

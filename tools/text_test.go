@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/agent-box/agent-box/logread"
 	"github.com/agent-box/agent-box/runs"
 )
 
@@ -61,4 +62,45 @@ func TestListTextShowsRunningRunsFirst(t *testing.T) {
 	assert.Contains(t, text, "job-299 ", "the newest")
 	assert.NotContains(t, text, "job-249 ", "older than the newest 49")
 	assert.Equal(t, listTextMax, strings.Count(text, " run_id="))
+}
+
+// A grep answer reads like grep -b -C: offset and ":" for a match, "-"
+// for context, "--" between groups, a cut line saying its length and
+// where it starts; none says "0 matching lines".
+func TestTailTextGrep(t *testing.T) {
+	o := TailOutput{Name: "t", RunID: "r", Encoding: "text", EOF: true, grep: true, Matches: []logread.Match{
+		{Offset: 2, Line: "x.go:7: want 2", Context: true, Group: true},
+		{Offset: 17, Line: "--- FAIL: T", Bytes: 900},
+		{Offset: 918, Line: "ok", Context: true},
+		{Offset: 990, Line: "--- FAIL: U", Group: true},
+	}}
+	text := tailText(o)
+	assert.Contains(t, text, ` 2 matching lines and 2 context lines, each after its byte offset (context: "offset-", groups split by "--");`)
+	assert.True(t, strings.HasSuffix(text, "]\n2- x.go:7: want 2\n17: --- FAIL: T ...[cut: the line is 900 bytes, from offset 17]\n918- ok\n--\n990: --- FAIL: U\n"), text)
+
+	o.Matches = nil
+	assert.Contains(t, tailText(o), " 0 matching lines;")
+	// Empty before the end: with context, the last lines may be waiting
+	// for a match to come, not only a line for its end.
+	o.EOF, o.Truncated, o.context = false, true, true
+	assert.Contains(t, tailText(o), "the last lines wait for what follows them")
+	o.EOF, o.Truncated, o.context = true, false, false
+	o.Matches = []logread.Match{{Offset: 4, Stream: "stderr", Line: "FAIL"}}
+	text = tailText(o)
+	assert.Contains(t, text, " 1 matching line, each after its byte offset;")
+	assert.True(t, strings.HasSuffix(text, "]\n4 stderr: FAIL\n"), text)
+}
+
+// The text of a framed run's output marks what stderr wrote, line by line;
+// structured content keeps the streams as they are.
+func TestFramedTextMarksStderr(t *testing.T) {
+	chunks := []logread.Chunk{{Stream: "stdout", Text: "building\n"}, {Stream: "stderr", Text: "warn: a\nerr"}, {Stream: "stdout", Text: "!\n"}, {Stream: "stderr", Text: "or\n"}}
+	want := "building\n[stderr] warn: a\n[stderr] err!\n[stderr] or\n"
+	o := TailOutput{Name: "t", RunID: "r", Encoding: "text", Content: "building\nwarn: a\nerr!\nor\n", Chunks: chunks}
+	text := tailText(o)
+	assert.True(t, strings.HasSuffix(text, fmt.Sprintf("; %d bytes of text follow]\n%s", len(want), want)), text)
+
+	res := runs.WaitResult{Run: runs.Run{Name: "t", State: "exited"}}
+	res.Output, res.OutputChunks, res.OutputWhole = o.Content, chunks, true
+	assert.Contains(t, waitText(res, 0), fmt.Sprintf("[last lines of output; %d bytes follow]\n%s", len(want), want))
 }

@@ -98,7 +98,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.kill)
 	add("tail_log", "Read a run's log",
-		"Read a window of a run's output by byte offset (max_bytes, default 64 KiB). Continue with offset = the returned end_offset to read on exactly; negative offset reads from the end; tail_lines gives the last lines; grep filters lines. wait_ms follows a running process: it waits for new output instead of you polling. To wait for the end, use process_wait, not repeated tail_log calls.",
+		"Read a window of a run's output by byte offset (max_bytes, default 64 KiB). Continue with offset = the returned end_offset to read on exactly; negative offset reads from the end; tail_lines gives the last lines; grep filters lines. wait_ms waits for new output instead of you polling; to wait for the end, use process_wait. Framed runs' text starts stderr lines with [stderr].",
 		tailInput, tailOutputSchema,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.tail)
@@ -320,7 +320,11 @@ func (h *Handlers) kill(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return fail(err), nil
 	}
-	return result(res, res.Message+"\n"+runLine(res.Run)), nil
+	text := res.Run.Name + ": " + res.Message
+	if !res.AlreadyEnd {
+		text += "; now " + stateOf(res.Run)
+	}
+	return result(res, text), nil
 }
 
 type tailArgs struct {
@@ -333,6 +337,7 @@ type tailArgs struct {
 	WaitMS    int64  `json:"wait_ms"`
 	TailLines *int   `json:"tail_lines"`
 	Grep      string `json:"grep"`
+	Context   int    `json:"context"`
 }
 
 // TailOutput is tail_log's structured result.
@@ -361,7 +366,8 @@ type TailOutput struct {
 	LogCapped    bool            `json:"log_capped,omitempty"`
 	LogError     string          `json:"log_error,omitempty"`
 
-	grep bool // the answer is of a grep: what waits is a line, not a character
+	grep    bool // the answer is of a grep: what waits is a line, not a character
+	context bool // a grep with context: what waits may be the lines before a match
 }
 
 func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -370,7 +376,7 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return fail(err), nil
 	}
 	tr := runs.TailRequest{Name: a.Name, RunID: a.RunID, Offset: a.Offset, MaxBytes: a.MaxBytes, TailLines: a.TailLines,
-		Grep: a.Grep, Raw: a.Raw, Wait: runs.Duration(a.WaitMS, time.Millisecond)}
+		Grep: a.Grep, Context: a.Context, Raw: a.Raw, Wait: runs.Duration(a.WaitMS, time.Millisecond)}
 	switch a.Encoding {
 	case "", "text":
 		a.Encoding = "text"
@@ -393,7 +399,7 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return fail(err), nil
 	}
 	out := tailOutput(res, a.Encoding, a.Raw)
-	out.grep = a.Grep != ""
+	out.grep, out.context = a.Grep != "", a.Context > 0
 	return result(out, tailText(out)), nil
 }
 
@@ -539,7 +545,7 @@ func (h *Handlers) write(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return fail(err), nil
 	}
-	text := fmt.Sprintf("wrote %d bytes to stdin of %s", res.Written, runLine(res.Run))
+	text := fmt.Sprintf("wrote %d bytes to %s's stdin", res.Written, res.Run.Name)
 	if res.Closed {
 		text += "; stdin closed"
 	}

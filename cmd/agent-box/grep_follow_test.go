@@ -124,7 +124,7 @@ func TestGrepFindsAMatchPastTheFirstWindow(t *testing.T) {
 			assert.Equal(t, true, r.Data["eof"], r.Text)
 			assert.Equal(t, size, abtest.Num(r.Data["end_offset"]))
 			assert.Equal(t, false, r.Data["truncated"])
-			assert.Contains(t, r.Text, "1 matching line(s)")
+			assert.Contains(t, r.Text, "1 matching line,")
 			stream := ""
 			if mode == "framed" {
 				stream = " stdout"
