@@ -33,14 +33,17 @@ const MaxGrepBytes = 4096
 type TailRequest struct {
 	Name      string
 	RunID     string
-	Offset    int64         // where to read from; negative: from the end
-	MaxBytes  *int          // log bytes to read at most; nil: DefaultTailBytes
-	TailLines *int          // the last lines instead of from Offset
-	Grep      string        // an RE2 pattern: only the lines it matches
-	Context   int           // with Grep: lines before and after each match
-	Exact     bool          // the bytes as written, not text
-	Raw       bool          // a framed log's frames as stored
-	Wait      time.Duration // block this long for output past Offset
+	Offset    int64  // where to read from; negative: from the end
+	MaxBytes  *int   // log bytes to read at most; nil: DefaultTailBytes
+	TailLines *int   // the last lines instead of from Offset
+	Grep      string // an RE2 pattern: only the lines it matches
+	Context   int    // with Grep: lines before and after each match
+	Exact     bool   // the bytes as written, not text
+	// Clean: text without terminal escapes, redraws collapsed
+	// (logread.Clean); nil: the run's default (cleanFor).
+	Clean *bool
+	Raw   bool          // a framed log's frames as stored
+	Wait  time.Duration // block this long for output past Offset
 }
 
 // window checks req's arguments and turns them into a logread request,
@@ -60,6 +63,9 @@ func (req TailRequest) window() (logread.Request, error) {
 			return lr, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		lr.TailLines = *req.TailLines
+	}
+	if req.Clean != nil && *req.Clean && (req.Exact || req.Raw) {
+		return lr, invalid("clean makes text for reading; base64 and raw answers are the bytes as written: leave clean out")
 	}
 	if req.Grep != "" {
 		if len(req.Grep) > MaxGrepBytes {
@@ -82,6 +88,9 @@ type TailResult struct {
 	Window logread.Window
 	Run    Run
 	EOF    bool // the log can no longer grow and the window reached its end
+	// Cleaned: the text is logread.Clean's; CleanedBytes it removed.
+	Cleaned      bool
+	CleanedBytes int
 }
 
 // emptyLog stands in for a log that was never created (start failed).
@@ -125,7 +134,11 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 		return TailResult{}, err
 	}
 	defer f.close()
-	return f.next(ctx, req.Wait)
+	res, err := f.next(ctx, req.Wait)
+	if err == nil && !req.Exact && !req.Raw && cleanFor(req.Clean, res.Run) {
+		res.Cleaned, res.CleanedBytes = true, cleanWindow(&res.Window)
+	}
+	return res, err
 }
 
 func mapReadErr(err error, run Run) error {

@@ -141,6 +141,9 @@ type WaitRequest struct {
 	// Survivors: a run whose leader exited is over only once the
 	// processes that outlived it are gone too.
 	Survivors bool
+	// Clean: the output tail without terminal escapes (logread.Clean);
+	// nil: the run's default (cleanFor).
+	Clean *bool
 }
 
 // WaitResult is what process_wait answers.
@@ -265,6 +268,9 @@ func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
 	}
 	if run.rec != nil {
 		res.Tail = outputTail(run, req.SinceOffset)
+		if cleanFor(req.Clean, run) {
+			res.Cleaned, res.CleanedBytes = true, res.Tail.clean()
+		}
 	}
 	return res, nil
 }

@@ -18,6 +18,10 @@ type Tail struct {
 	OutputChunks []logread.Chunk
 	Stderr       string // framed runs: last lines of stderr
 	Lossy        bool
+	// Cleaned: the text is logread.Clean's; CleanedBytes it removed
+	// from Output.
+	Cleaned      bool
+	CleanedBytes int
 	// Since is where the caller said it had read to (since_offset): the
 	// tail begins no earlier.
 	Since int64

@@ -144,7 +144,8 @@ const tailInput = `{
     "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0, "description": "If nothing complete is past offset yet and the log can still grow, wait up to this long for output."},
     "tail_lines": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Return the last N lines instead of reading from offset."},
     "grep": {"type": "string", "maxLength": 4096, "description": "RE2: only matching lines, each with its byte offset, cut at 512 bytes (base64: whole). Scans past max_bytes of log (up to 64 MiB a call) until max_bytes of lines are found; skipped lists the bytes left out; call again from end_offset for the rest."},
-    "context": {"type": "integer", "minimum": 0, "maximum": 20, "default": 0, "description": "With grep: lines before and after each match."}
+    "context": {"type": "integer", "minimum": 0, "maximum": 20, "default": 0, "description": "With grep: lines before and after each match."},
+    "clean": {"type": "boolean", "description": "Text without terminal escapes; \\r redraws collapsed."}
   },
   "required": ["name"],
   "additionalProperties": false
@@ -173,7 +174,8 @@ const tailOutputSchema = `{"type": "object", "properties": {
   "log_bytes": {"type": "integer"},
   "log_dropped": {"type": "integer"},
   "log_capped": {"type": "boolean"},
-  "log_error": {"type": "string"}
+  "log_error": {"type": "string"},
+  "cleaned_bytes": {"type": "integer", "description": "clean: bytes of escapes and redrawn text left out"}
 }, "required": ["content", "offset", "end_offset", "truncated", "eof", "state", "log_bytes"]}`
 
 const waitInput = `{
@@ -184,7 +186,8 @@ const waitInput = `{
     "run_id": {"type": "string"},
     "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 600000, "default": 30000, "description": "Without a progress token at most 50000."},
     "since_offset": {"type": "integer", "minimum": 0, "description": "Log offset you have read to: the tail starts no earlier."},
-    "survivors": {"type": "boolean", "default": false, "description": "Also wait for processes that outlive the leader."}
+    "survivors": {"type": "boolean", "default": false, "description": "Also wait for processes that outlive the leader."},
+    "clean": {"type": "boolean", "description": "The tail as tail_log's clean."}
   },
   "additionalProperties": false
 }`
@@ -201,6 +204,7 @@ var waitOutput = `{"type": "object", "properties": {
   "stderr_tail_offset": {"type": "integer", "description": "Framed runs: the frame holding stderr_tail's first byte."},
   "output_tail_whole": {"type": "boolean", "description": "output_tail is all of the output past since_offset: nothing was left out."},
   "output_tail_cut": {"type": "boolean", "description": "The tail's first line is longer than the bound: only its end is shown."},
+  "cleaned_bytes": {"type": "integer", "description": "clean: bytes of escapes and redrawn text left out"},
   "hint": {"type": "string"}
 }, "required": ["run", "wait_timed_out"]}`
 

@@ -259,6 +259,9 @@ func tailText(o TailOutput) string {
 	if o.LogDropped > 0 {
 		fmt.Fprintf(&b, " (%d bytes of output missing from its end)", o.LogDropped)
 	}
+	if o.CleanedBytes > 0 {
+		fmt.Fprintf(&b, " clean: %d bytes of escapes and redrawn text left out", o.CleanedBytes)
+	}
 	body := o.Content
 	switch {
 	case o.grep:
@@ -412,7 +415,11 @@ func waitText(res runs.WaitResult, waited time.Duration) string {
 		if res.OutputChunks != nil {
 			out = markStderr(res.OutputChunks)
 		}
-		fmt.Fprintf(&b, "[last lines of output%s%s%s; %d bytes follow]\n%s", capped, from(res.OutputFrom), cut(res.OutputCut), len(out), out)
+		cleaned := ""
+		if res.CleanedBytes > 0 {
+			cleaned = fmt.Sprintf(", clean: %d bytes of escapes and redrawn text left out", res.CleanedBytes)
+		}
+		fmt.Fprintf(&b, "[last lines of output%s%s%s%s; %d bytes follow]\n%s", capped, from(res.OutputFrom), cut(res.OutputCut), cleaned, len(out), out)
 	}
 	return b.String()
 }

@@ -338,6 +338,7 @@ type tailArgs struct {
 	TailLines *int   `json:"tail_lines"`
 	Grep      string `json:"grep"`
 	Context   int    `json:"context"`
+	Clean     *bool  `json:"clean"`
 }
 
 // TailOutput is tail_log's structured result.
@@ -365,6 +366,7 @@ type TailOutput struct {
 	LogDropped   int64           `json:"log_dropped,omitempty"`
 	LogCapped    bool            `json:"log_capped,omitempty"`
 	LogError     string          `json:"log_error,omitempty"`
+	CleanedBytes int             `json:"cleaned_bytes,omitempty"` // clean: bytes of escapes and redrawn text left out
 
 	grep    bool // the answer is of a grep: what waits is a line, not a character
 	context bool // a grep with context: what waits may be the lines before a match
@@ -376,7 +378,7 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return fail(err), nil
 	}
 	tr := runs.TailRequest{Name: a.Name, RunID: a.RunID, Offset: a.Offset, MaxBytes: a.MaxBytes, TailLines: a.TailLines,
-		Grep: a.Grep, Context: a.Context, Raw: a.Raw, Wait: runs.Duration(a.WaitMS, time.Millisecond)}
+		Grep: a.Grep, Context: a.Context, Clean: a.Clean, Raw: a.Raw, Wait: runs.Duration(a.WaitMS, time.Millisecond)}
 	switch a.Encoding {
 	case "", "text":
 		a.Encoding = "text"
@@ -410,7 +412,7 @@ func tailOutput(res runs.TailResult, encoding string, raw bool) TailOutput {
 		Offset: w.Offset, EndOffset: w.EndOffset, Truncated: w.Truncated, EOF: res.EOF,
 		State: string(run.State), Reason: run.Reason, ExitCode: run.ExitCode, Signal: run.Signal,
 		LogBytes: run.LogBytes, LogDropped: run.LogDropped, LogCapped: run.LogCapped, LogError: run.LogError,
-		Matches: w.Matches, Skipped: w.Skipped,
+		Matches: w.Matches, Skipped: w.Skipped, CleanedBytes: res.CleanedBytes,
 	}
 	for _, g := range w.Skipped {
 		out.SkippedBytes += g.Bytes
@@ -439,6 +441,7 @@ type waitArgs struct {
 	TimeoutMS   *int64   `json:"timeout_ms"`
 	SinceOffset int64    `json:"since_offset"`
 	Survivors   bool     `json:"survivors"`
+	Clean       *bool    `json:"clean"`
 }
 
 // untilGone returns ctx, cancelled also when the client goes away.
@@ -461,7 +464,7 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	wr := runs.WaitRequest{Name: a.Name, Names: a.Names, RunID: a.RunID, SinceOffset: a.SinceOffset, Survivors: a.Survivors}
+	wr := runs.WaitRequest{Name: a.Name, Names: a.Names, RunID: a.RunID, SinceOffset: a.SinceOffset, Survivors: a.Survivors, Clean: a.Clean}
 	wr.Timeout = optDuration(a.TimeoutMS, time.Millisecond)
 	wr.Watched, wr.Progress = progress(ctx, req)
 	if a.TimeoutMS == nil || *a.TimeoutMS > 0 {
@@ -505,6 +508,9 @@ func waitResult(res runs.WaitResult, waited time.Duration) map[string]any {
 	}
 	if res.OutputCut || res.StderrCut {
 		out["output_tail_cut"] = true
+	}
+	if res.CleanedBytes > 0 {
+		out["cleaned_bytes"] = res.CleanedBytes
 	}
 	if res.Stderr != "" {
 		out["stderr_tail"] = res.Stderr

@@ -1,0 +1,71 @@
+package logread_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/agent-box/agent-box/logread"
+)
+
+func TestClean(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, in, want string }{
+		{"plain text is left alone", "hello\n\tworld\n", "hello\n\tworld\n"},
+		{"colours go", "\x1b[1;31mFAIL\x1b[0m: x\n", "FAIL: x\n"},
+		{"a window title goes (OSC, BEL and ST)", "\x1b]0;title\x07a\x1b]2;t\x1b\\b", "ab"},
+		{"charset and keypad modes go", "\x1b(Bx\x1b=y\x1b>", "xy"},
+		{"private modes go", "\x1b[?25lhidden cursor\x1b[?25h", "hidden cursor"},
+		{"a progress bar collapses to its last state", "  0%\r 50%\r100%\n", "100%\n"},
+		{"a shorter redraw keeps the tail unless erased", "downloading\rdone", "doneloading"},
+		{"erase to the end of the line", "downloading\r\x1b[Kdone", "done"},
+		{"erase the whole line", "downloading\x1b[2Kdone", "done"},
+		{"erase to the start leaves blanks", "abcdef\x1b[3D\x1b[1K", "   def"},
+		{"backspace overwrites", "abc\b\bXY\n", "aXY\n"},
+		{"backspace at the start stays", "\b\bab", "ab"},
+		{"CRLF of a terminal is a newline", "one\r\ntwo\r\n", "one\ntwo\n"},
+		{"cursor up redraws the lines above", "a 1%\nb 1%\n\x1b[2Aa 9%\nb 9%\n", "a 9%\nb 9%\n"},
+		{"erase below after cursor up", "x\ny\nz\n\x1b[2A\x1b[Jdone\n", "x\ndone\n"},
+		{"cursor up past the first line stops there", "ab\nc\x1b[5AX", "aX\nc"},
+		{"a column past the end of the line stops at its end", "ab\x1b[9Gc", "abc"},
+		{"clear screen is ignored: output stays", "one\n\x1b[2Jtwo", "one\ntwo"},
+		{"bell and shift codes go", "a\x07b\x0ec\x0f", "abc"},
+		{"wide and combining characters are one cell each", "日本\r語", "語本"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, removed := logread.Clean(tc.in)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, len(tc.in)-len(tc.want), removed)
+		})
+	}
+}
+
+func FuzzClean(f *testing.F) {
+	for _, s := range []string{"", "a\rb", "\x1b[31mx\x1b[0m", "a\nb\x1b[Ac", "\x1b]0;t\x07", "\x1b[", "\x1b", "日\b本", "\x9b31m", "x\x1b[2K\x1b[1Ky\n\x1b[J"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		got, removed := logread.Clean(in)
+		if len(got) > len(in) {
+			t.Fatalf("Clean grew %q to %q", in, got)
+		}
+		if removed != len(in)-len(got) {
+			t.Fatalf("removed %d, but %d bytes went", removed, len(in)-len(got))
+		}
+		if !utf8.ValidString(in) {
+			return // logread's text is valid UTF-8; the rest only must not grow
+		}
+		if !utf8.ValidString(got) {
+			t.Fatalf("valid UTF-8 %q became invalid %q", in, got)
+		}
+		if i := strings.IndexFunc(got, func(r rune) bool { return r != '\t' && r != '\n' && (r < 0x20 || r == 0x7f) }); i >= 0 {
+			t.Fatalf("a control character is left in %q (from %q)", got, in)
+		}
+		again, n := logread.Clean(got)
+		if again != got || n != 0 {
+			t.Fatalf("not idempotent: %q -> %q -> %q", in, got, again)
+		}
+	})
+}
