@@ -214,6 +214,24 @@ func worthShowing(rs []runs.Run, n int) []runs.Run {
 // tailText puts our one header line first, then the output verbatim: the
 // header says how many bytes of output follow, so the output cannot pose
 // as a header.
+// grepCounts says how many matching and context lines a grep answer has.
+func grepCounts(matching, context int) string {
+	s := fmt.Sprintf(" %d matching lines", matching)
+	if matching == 1 {
+		s = " 1 matching line"
+	}
+	if context > 0 {
+		s += fmt.Sprintf(" and %d context lines", context)
+	}
+	if matching+context > 0 {
+		s += ", each after its byte offset"
+	}
+	if context > 0 {
+		s += ` (context: "offset-", groups split by "--")`
+	}
+	return s
+}
+
 func tailText(o TailOutput) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[%s run_id=%s state=%s log bytes %d..%d of %d", o.Name, o.RunID, o.State, o.Offset, o.EndOffset, o.LogBytes)
@@ -267,21 +285,7 @@ func tailText(o TailOutput) string {
 	case o.grep:
 		var n int
 		body, n = grepText(o.Matches)
-		if n == 1 {
-			b.WriteString(" 1 matching line")
-		} else {
-			fmt.Fprintf(&b, " %d matching lines", n)
-		}
-		ctx := len(o.Matches) - n
-		if ctx > 0 {
-			fmt.Fprintf(&b, " and %d context lines", ctx)
-		}
-		if len(o.Matches) > 0 {
-			b.WriteString(", each after its byte offset")
-		}
-		if ctx > 0 {
-			b.WriteString(` (context: "offset-", groups split by "--")`)
-		}
+		b.WriteString(grepCounts(n, len(o.Matches)-n))
 	case o.Chunks != nil:
 		body = markStderr(o.Chunks)
 	}
