@@ -42,6 +42,7 @@ func TestSSHExitInbox(t *testing.T) {
 	// fixed sleep could end before the first listing on a loaded machine,
 	// whose cursor then rightly holds brief's exit already.
 	gate := filepath.Join(t.TempDir(), "end-brief")
+	reapAtCleanup(t, state) // brief too, if the test fails before it opens the gate
 	s.ok("process_start", map[string]any{"name": "brief", "env": map[string]any{"GATE": gate},
 		"command": `until [ -e "$GATE" ]; do sleep 0.05; done`}, &runInfo{})
 	s.ok("process_start", map[string]any{"name": "server", "argv": []any{"sleep", "60"}}, &runInfo{})

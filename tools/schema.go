@@ -145,7 +145,7 @@ const tailInput = `{
     "tail_lines": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Return the last N lines instead of reading from offset."},
     "grep": {"type": "string", "maxLength": 4096, "description": "RE2: only matching lines, each with its byte offset, cut at 512 bytes (base64: whole). Scans past max_bytes of log (up to 64 MiB a call) until max_bytes of lines are found; skipped lists the bytes left out; call again from end_offset for the rest."},
     "context": {"type": "integer", "minimum": 0, "maximum": 20, "default": 0, "description": "With grep: lines before and after each match."},
-    "clean": {"type": "boolean", "description": "Text without terminal escapes; \\r redraws collapsed."}
+    "clean": {"type": "boolean", "description": "Text without terminal escapes, \\r redraws collapsed (not base64/raw)."}
   },
   "required": ["name"],
   "additionalProperties": false
@@ -187,7 +187,7 @@ const waitInput = `{
     "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 600000, "default": 30000, "description": "Without a progress token at most 50000."},
     "since_offset": {"type": "integer", "minimum": 0, "description": "Log offset you have read to: the tail starts no earlier."},
     "survivors": {"type": "boolean", "default": false, "description": "Also wait for processes that outlive the leader."},
-    "clean": {"type": "boolean", "description": "The tail as tail_log's clean."}
+    "clean": {"type": "boolean", "description": "The tail without terminal escapes, \\r redraws collapsed."}
   },
   "additionalProperties": false
 }`

@@ -211,9 +211,6 @@ func worthShowing(rs []runs.Run, n int) []runs.Run {
 	return out
 }
 
-// tailText puts our one header line first, then the output verbatim: the
-// header says how many bytes of output follow, so the output cannot pose
-// as a header.
 // grepCounts says how many matching and context lines a grep answer has.
 func grepCounts(matching, context int) string {
 	s := fmt.Sprintf(" %d matching lines", matching)
@@ -232,6 +229,9 @@ func grepCounts(matching, context int) string {
 	return s
 }
 
+// tailText puts our one header line first, then the output verbatim: the
+// header says how many bytes of output follow, so the output cannot pose
+// as a header.
 func tailText(o TailOutput) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[%s run_id=%s state=%s log bytes %d..%d of %d", o.Name, o.RunID, o.State, o.Offset, o.EndOffset, o.LogBytes)

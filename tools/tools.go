@@ -324,6 +324,11 @@ func (h *Handlers) kill(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if !res.AlreadyEnd {
 		text += "; now " + stateOf(res.Run)
 	}
+	if len(res.Run.Survivors) > 0 {
+		// Processes of the run still alive (after a USR1, a STOP, or
+		// before they handled the signal) must not read as gone.
+		text += fmt.Sprintf("; still running: pids %s", joinPids(res.Run.Survivors))
+	}
 	return result(res, text), nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,6 +143,22 @@ func TestSurvivingDescendantIsReportedAndKilled(t *testing.T) {
 	assert.Empty(t, l["survivors"])
 	again := s.OK("process_kill", map[string]any{"name": "bg"})
 	assert.Equal(t, true, again.Data["already_exited"], again.Text)
+}
+
+// process_kill's one-line answer names the run's processes that are still
+// alive after the signal: a STOP (or USR1) ends none, and the answer must
+// not read as if the run were over.
+func TestKillAnswerNamesWhatStillRuns(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "bg", "command": `sleep 300 > /dev/null 2>&1 & echo started`})
+	w := s.OK("process_wait", map[string]any{"name": "bg", "timeout_ms": 20000})
+	surv, _ := w.Data["run"].(map[string]any)["survivors"].([]any)
+	require.Len(t, surv, 1, w.Text)
+	pid := abtest.Num(surv[0])
+	k := s.OK("process_kill", map[string]any{"name": "bg", "signal": "STOP"})
+	assert.Contains(t, k.Text, fmt.Sprintf("still running: pids %d", pid))
+	s.OK("process_kill", map[string]any{"name": "bg", "signal": "KILL"})
 }
 
 func TestTailLinesGrepAndSkippedMarkers(t *testing.T) {

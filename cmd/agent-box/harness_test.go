@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,11 +51,16 @@ func TestMain(m *testing.M) {
 func connect(t *testing.T, stateDir string, env ...string) *abtest.Server {
 	t.Helper()
 	environ := withEnv(os.Environ(), env...)
+	// Registered first, so run last: after ConnectServe's cleanup has
+	// stopped the server, a handler still finishing (Serve stops waiting
+	// for them after a grace) must not log to a test that has ended.
+	logs := &testLog{t: t}
+	t.Cleanup(logs.close)
 	w := wiring{
 		getenv:  func(k string) string { return lookup(environ, k) },
 		environ: environ,
 		exe:     binary,
-		stderr:  &testLog{t},
+		stderr:  logs,
 	}
 	m, err := w.manager(stateDir)
 	require.NoError(t, err)
@@ -92,12 +98,27 @@ func lookup(environ []string, key string) string {
 	return ""
 }
 
-// testLog writes the server's diagnostics to the test's log.
-type testLog struct{ t *testing.T }
+// testLog writes the server's diagnostics to the test's log until the
+// test ends, and drops them after.
+type testLog struct {
+	t      *testing.T
+	mu     sync.Mutex
+	closed bool
+}
 
 func (l *testLog) Write(p []byte) (int, error) {
-	l.t.Logf("server: %s", strings.TrimRight(string(p), "\n"))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.t.Logf("server: %s", strings.TrimRight(string(p), "\n"))
+	}
 	return len(p), nil
+}
+
+func (l *testLog) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
 }
 
 // firstBytes follows run name's log (stdout of a framed run) with exact
