@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"time"
 
 	"github.com/agent-box/agent-box/logframe"
@@ -41,6 +40,7 @@ type TailRequest struct {
 	Exact     bool          // the bytes as written, not text
 	Raw       bool          // a framed log's frames as stored
 	Wait      time.Duration // block this long for output past Offset
+	Await     Await         // with Wait: what ends it besides the first output
 }
 
 // window checks req's arguments and turns them into a logread request,
@@ -62,14 +62,14 @@ func (req TailRequest) window() (logread.Request, error) {
 		lr.TailLines = *req.TailLines
 	}
 	if req.Grep != "" {
-		if len(req.Grep) > MaxGrepBytes {
-			return lr, invalid("grep pattern is %d bytes, at most %d", len(req.Grep), MaxGrepBytes)
-		}
-		re, err := regexp.Compile(req.Grep)
+		re, err := compilePattern("grep", req.Grep)
 		if err != nil {
-			return lr, fmt.Errorf("%w: grep: %w", ErrInvalid, err)
+			return lr, err
 		}
 		lr.Grep = re
+	}
+	if req.Await.given() && (req.Grep != "" || req.TailLines != nil || req.Offset < 0) {
+		return lr, invalid("until and idle_ms return the output from offset up to the answer: give offset >= 0, without grep or tail_lines")
 	}
 	if err := lr.Check(); err != nil {
 		return lr, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -82,6 +82,9 @@ type TailResult struct {
 	Window logread.Window
 	Run    Run
 	EOF    bool // the log can no longer grow and the window reached its end
+	// Matched: the wait ended on a line that Await.Until matched; the
+	// window ends with that line (unless max_bytes cut it first).
+	Matched bool
 }
 
 // emptyLog stands in for a log that was never created (start failed).
@@ -120,11 +123,18 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 	if err != nil {
 		return TailResult{}, err
 	}
+	until, err := req.Await.check(m, req.Wait)
+	if err != nil {
+		return TailResult{}, err
+	}
 	f, err := m.follow(req.Name, req.RunID, lr)
 	if err != nil {
 		return TailResult{}, err
 	}
 	defer f.close()
+	if req.Await.given() {
+		return f.await(ctx, req.Wait, until, req.Await.Idle)
+	}
 	return f.next(ctx, req.Wait)
 }
 
