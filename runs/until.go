@@ -179,7 +179,9 @@ func (f *follower) await(ctx context.Context, wait time.Duration, until *regexp.
 		}
 		idleFor := idle - now.Sub(quiet)
 		left := time.Until(deadline)
-		if end >= 0 || (idle > 0 && !quiet.IsZero() && idleFor <= 0) || final || left <= 0 || ctx.Err() != nil {
+		// An offset past the end is refused by the read at once, not after
+		// the wait.
+		if end >= 0 || (idle > 0 && !quiet.IsZero() && idleFor <= 0) || final || left <= 0 || ctx.Err() != nil || size < from {
 			res, err := f.readTo(r, size, end, final)
 			closeLog()
 			return res, err

@@ -219,3 +219,13 @@ func TestAwaitChecks(t *testing.T) {
 		assert.ErrorContains(t, err, c.want)
 	}
 }
+
+// An offset past the end of the log is refused at once, not after the wait.
+func TestTailUntilOffsetPastTheEnd(t *testing.T) {
+	t.Parallel()
+	m, _, rec := runningLog(t, false, []byte("a\n"))
+	start := time.Now()
+	_, err := m.Tail(context.Background(), TailRequest{Name: rec.Name, Offset: 10, Wait: 10 * time.Second, Await: Await{Until: "x"}})
+	assert.ErrorIs(t, err, ErrInvalid)
+	assert.Less(t, time.Since(start), 5*time.Second)
+}

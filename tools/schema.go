@@ -230,7 +230,8 @@ var writeOutput = `{"type": "object", "properties": {
   "output": {"type": "string", "description": "with wait_ms: the output that followed the write, as tail_log's text"},
   "offset": {"type": "integer"},
   "end_offset": {"type": "integer"},
-  "matched": {"type": "boolean"}
+  "matched": {"type": "boolean"},
+  "truncated": {"type": "boolean", "description": "more output is past end_offset"}
 }, "required": ["run", "written", "closed"]}`
 
 const removeInput = `{

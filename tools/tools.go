@@ -542,6 +542,7 @@ type writeReply struct {
 	Offset    *int64  `json:"offset,omitempty"`
 	EndOffset *int64  `json:"end_offset,omitempty"`
 	Matched   *bool   `json:"matched,omitempty"`
+	Truncated bool    `json:"truncated,omitempty"` // more output is past end_offset
 }
 
 func (h *Handlers) write(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -593,9 +594,13 @@ func (h *Handlers) write(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 			out.Matched = &r.Matched
 			text += untilText(r.Matched)
 		}
-		if o.EOF {
+		switch {
+		case o.EOF:
 			text += " eof"
+		case o.Truncated:
+			text += fmt.Sprintf(" more: tail_log offset=%d", o.EndOffset)
 		}
+		out.Truncated = o.Truncated
 		text += ":\n" + body
 	}
 	return result(out, text), nil

@@ -78,3 +78,17 @@ func TestTailIdleAndUnmatchedUntil(t *testing.T) {
 	assert.Contains(t, r.Text, "until is not a valid RE2 regular expression")
 	s.OK("process_kill", map[string]any{"name": "burst", "signal": "KILL"})
 }
+
+// An answer longer than a window says where the rest is.
+func TestProcessWriteLongAnswerSaysMore(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "long", "command": "read x; head -c 100000 /dev/zero | tr '\\0' a; echo; echo END; sleep 30", "stdin": "pipe"})
+	r := s.OK("process_write", map[string]any{"name": "long", "data": "go\n", "wait_ms": 20000, "until": "^END$"})
+	assert.Equal(t, true, r.Data["matched"], r.Text)
+	assert.Equal(t, true, r.Data["truncated"], r.Text)
+	end := abtest.Num(r.Data["end_offset"])
+	assert.Equal(t, int64(65536), end)
+	assert.Contains(t, r.Text, "more: tail_log offset=65536")
+	s.OK("process_kill", map[string]any{"name": "long", "signal": "KILL"})
+}
