@@ -83,9 +83,13 @@ func newUntilScan(re *regexp.Regexp, from int64, framed bool) *untilScan {
 // scan reads r from where the last scan stopped to size, and returns the
 // log offset where the first matching line ends: past its newline, or,
 // for an unterminated last line (a prompt), the end of what was read. -1:
-// no match yet.
-func (s *untilScan) scan(r io.ReaderAt, size int64) (int64, error) {
+// no match yet. A scan of a long log stops between reads once stop says
+// so (the wait is over), to go on from there if asked again.
+func (s *untilScan) scan(r io.ReaderAt, size int64, stop func() bool) (int64, error) {
 	for s.pos < size {
+		if stop() {
+			return -1, nil
+		}
 		n, err := r.ReadAt(s.buf[:min(size-s.pos, int64(len(s.buf)))], s.pos)
 		if n == 0 && err != nil {
 			return -1, err
@@ -157,6 +161,7 @@ func (f *follower) await(ctx context.Context, wait time.Duration, until *regexp.
 		scan = newUntilScan(until, from, f.req.Framed)
 	}
 	seen, quiet := from, time.Time{} // the size last seen, and since when
+	stopped := func() bool { return ctx.Err() != nil || !time.Now().Before(deadline) }
 	for {
 		if err := f.refresh(); err != nil {
 			return TailResult{}, err
@@ -172,7 +177,7 @@ func (f *follower) await(ctx context.Context, wait time.Duration, until *regexp.
 		}
 		end := int64(-1)
 		if scan != nil && size > from {
-			if end, err = scan.scan(r, size); err != nil {
+			if end, err = scan.scan(r, size, stopped); err != nil {
 				closeLog()
 				return TailResult{}, fmt.Errorf("reading log of run %s: %w", f.run.RunID, err)
 			}

@@ -23,6 +23,8 @@ func (g *growing) ReadAt(p []byte, off int64) (int, error) {
 	return copy(p, g.b[off:g.size]), nil
 }
 
+func never() bool { return false }
+
 // The scanner matches a line whatever the reads split it into: a byte at
 // a time, a character cut in two, the prompt that ends no line, and a
 // framed log's stderr frame between two halves of a stdout line. The
@@ -63,7 +65,7 @@ func TestUntilScanAcrossReads(t *testing.T) {
 				for g.size < len(c.log) && got < 0 {
 					g.size = min(g.size+step, len(c.log))
 					var err error
-					got, err = s.scan(g, int64(g.size))
+					got, err = s.scan(g, int64(g.size), never)
 					require.NoError(t, err)
 				}
 				assert.Equal(t, want, got, "reads of %d bytes", step)
@@ -77,7 +79,7 @@ func TestUntilScanLongLine(t *testing.T) {
 	t.Parallel()
 	log := []byte(strings.Repeat("x", 3*UntilLineBytes) + "END")
 	s := newUntilScan(regexp.MustCompile(`xEND$`), 0, false)
-	end, err := s.scan(&growing{b: log, size: len(log)}, int64(len(log)))
+	end, err := s.scan(&growing{b: log, size: len(log)}, int64(len(log)), never)
 	require.NoError(t, err)
 	assert.Equal(t, int64(len(log)), end)
 	assert.LessOrEqual(t, cap(s.line[0]), 2*UntilLineBytes+len(s.buf))
@@ -228,4 +230,20 @@ func TestTailUntilOffsetPastTheEnd(t *testing.T) {
 	_, err := m.Tail(context.Background(), TailRequest{Name: rec.Name, Offset: 10, Wait: 10 * time.Second, Await: Await{Until: "x"}})
 	assert.ErrorIs(t, err, ErrInvalid)
 	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+// A long scan stops between reads when told, and goes on from there.
+func TestUntilScanStopsAndGoesOn(t *testing.T) {
+	t.Parallel()
+	log := []byte(strings.Repeat("x\n", 100<<10) + "END\n")
+	g := &growing{b: log, size: len(log)}
+	s := newUntilScan(regexp.MustCompile(`^END$`), 0, false)
+	reads := 0
+	end, err := s.scan(g, int64(len(log)), func() bool { reads++; return reads > 1 })
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), end, "stopped after one read")
+	assert.Equal(t, int64(len(s.buf)), s.pos)
+	end, err = s.scan(g, int64(len(log)), never)
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(log)), end)
 }
