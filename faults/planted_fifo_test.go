@@ -123,14 +123,16 @@ func TestServerExitsSoonAfterTheClientGoes(t *testing.T) {
 			}
 			send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 			send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-			send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"process_start","arguments":{"name":"long","argv":["sleep","300"]}}}`)
+			send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"process_start","arguments":{"name":"long","argv":["sleep","300"],"stdin":"pipe"}}}`)
 			abtest.WaitFor(t, "the run", 10*time.Second, func() bool {
 				ids, _ := runIDs(state, "long")
 				return len(ids) == 1
 			})
 			send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process_wait","arguments":{"name":"long","timeout_ms":600000}}}`)
 			send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"tail_log","arguments":{"name":"long","wait_ms":60000}}}`)
-			time.Sleep(200 * time.Millisecond) // let both calls block: what is measured is the exit with them in flight
+			send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"tail_log","arguments":{"name":"long","wait_ms":60000,"until":"never","idle_ms":100}}}`)
+			send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"process_write","arguments":{"name":"long","data":"x\n","wait_ms":60000,"until":"never"}}}`)
+			time.Sleep(200 * time.Millisecond) // let the calls block: what is measured is the exit with them in flight
 			start := time.Now()
 			if how == "eof" {
 				require.NoError(t, in.Close())

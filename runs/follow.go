@@ -40,6 +40,19 @@ func (m *Manager) follow(name, runID string, req logread.Request) (*follower, er
 	return &follower{m: m, name: name, run: run, fresh: true, req: req}, nil
 }
 
+// refresh reads the run again, unless it was just read.
+func (f *follower) refresh() error {
+	if !f.fresh {
+		run, err := f.m.Get(f.name, f.run.RunID)
+		if err != nil {
+			return err
+		}
+		f.run = run
+	}
+	f.fresh = false
+	return nil
+}
+
 // close releases the follower's watch.
 func (f *follower) close() { f.watch.Close() }
 
@@ -51,14 +64,9 @@ func (f *follower) close() { f.watch.Close() }
 func (f *follower) next(ctx context.Context, wait time.Duration) (TailResult, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		if !f.fresh {
-			run, err := f.m.Get(f.name, f.run.RunID)
-			if err != nil {
-				return TailResult{}, err
-			}
-			f.run = run
+		if err := f.refresh(); err != nil {
+			return TailResult{}, err
 		}
-		f.fresh = false
 		final := f.run.LogFinal() // decided before the size is read
 		r, closeLog, size, err := openLog(f.run)
 		if err != nil {

@@ -1,17 +1,34 @@
 package runs
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agent-box/agent-box/supervisor"
 )
+
+// WriteRequest is process_write's arguments.
+type WriteRequest struct {
+	Name  string
+	RunID string // "" is the newest run of Name
+	Data  []byte
+	Close bool
+	// Wait, when not 0, reads the output that follows the write: from the
+	// log's end as it was just before it, waiting as tail_log's wait_ms
+	// does, and for Await as tail_log's until and idle_ms do.
+	Wait  time.Duration
+	Await Await
+}
 
 // WriteResult says what process_write did.
 type WriteResult struct {
 	Run     Run  `json:"run"`
 	Written int  `json:"written"`
 	Closed  bool `json:"closed"`
+	// Output is the output that followed the write, when Wait asked.
+	Output *TailResult `json:"-"`
 }
 
 // Write sends data to a piped run's stdin through its supervisor, which is
@@ -20,23 +37,68 @@ type WriteResult struct {
 // A write can fail after part of the data went in (the child stops reading
 // and the write times out, or it exits): the error then says how many
 // bytes of how many were written, and the result's Written is that count.
-func (m *Manager) Write(name, runID string, data []byte, closeIt bool) (WriteResult, error) {
-	if len(data) == 0 && !closeIt {
+//
+// With Wait, the output that followed the write is read as tail_log reads
+// it, so that one call answers one prompt.
+func (m *Manager) Write(ctx context.Context, req WriteRequest) (WriteResult, error) {
+	if len(req.Data) == 0 && !req.Close {
 		return WriteResult{}, invalid("nothing to do: give data, close=true, or both")
 	}
-	run, err := m.Get(name, runID)
+	if err := inRange(m.arg("wait_ms"), req.Wait, time.Millisecond, MaxWait); err != nil {
+		return WriteResult{}, err
+	}
+	until, err := req.Await.check(m, req.Wait)
 	if err != nil {
 		return WriteResult{}, err
 	}
+	res, from, err := m.write(req)
+	if err != nil || req.Wait <= 0 {
+		return res, err
+	}
+	lr, err := TailRequest{Offset: from}.window()
+	if err != nil {
+		return res, err
+	}
+	f, err := m.follow(res.Run.Name, res.Run.RunID, lr)
+	if err != nil {
+		return res, fmt.Errorf("wrote %d bytes, then reading the output: %w", res.Written, err)
+	}
+	defer f.close()
+	var out TailResult
+	if req.Await.given() {
+		out, err = f.await(ctx, req.Wait, until, req.Await.Idle)
+	} else {
+		out, err = f.next(ctx, req.Wait)
+	}
+	if err != nil {
+		return res, fmt.Errorf("wrote %d bytes, then reading the output: %w", res.Written, err)
+	}
+	res.Output = &out
+	return res, nil
+}
+
+// write sends req's data, and says where the log ended just before.
+func (m *Manager) write(req WriteRequest) (WriteResult, int64, error) {
+	name, data, closeIt := req.Name, req.Data, req.Close
+	run, err := m.Get(name, req.RunID)
+	if err != nil {
+		return WriteResult{}, 0, err
+	}
 	if run.rec == nil {
-		return WriteResult{}, fmt.Errorf("%w: %s", ErrNotFound, run.Reason)
+		return WriteResult{}, 0, fmt.Errorf("%w: %s", ErrNotFound, run.Reason)
 	}
 	if run.rec.Stdin != "pipe" {
-		return WriteResult{}, fmt.Errorf("%w: run %q (run id %s) was started with stdin %q; start it with stdin: \"pipe\" to write to it",
+		return WriteResult{}, 0, fmt.Errorf("%w: run %q (run id %s) was started with stdin %q; start it with stdin: \"pipe\" to write to it",
 			ErrNoStdin, name, run.RunID, run.rec.Stdin)
 	}
 	if run.Ended() || !run.supAlive {
-		return WriteResult{}, stdinGone(run)
+		return WriteResult{}, 0, stdinGone(run)
+	}
+	var from int64
+	if req.Wait > 0 {
+		if from, err = logEnd(run); err != nil {
+			return WriteResult{}, 0, err
+		}
 	}
 	reply, err := supervisor.WriteStdin(m.Store.RunDir(name, run.RunID), run.rec.SupervisorPID, data, closeIt, m.waitPolicy().StdinWrite)
 	res := WriteResult{Run: run, Written: reply.Written, Closed: reply.Closed}
@@ -51,19 +113,29 @@ func (m *Manager) Write(name, runID string, data []byte, closeIt bool) (WriteRes
 					// Sent, and not answered: it may have gone in before.
 					gone = fmt.Errorf("%w; it is not known whether the %d bytes reached it before that", gone, len(data))
 				}
-				return WriteResult{Run: now}, gone
+				return WriteResult{Run: now}, 0, gone
 			}
 		}
 		if errors.Is(err, supervisor.ErrStdinClosed) {
-			return res, fmt.Errorf("%w: stdin of run %q (run id %s) was closed by an earlier process_write; nothing was written", ErrNoStdin, name, run.RunID)
+			return res, 0, fmt.Errorf("%w: stdin of run %q (run id %s) was closed by an earlier process_write; nothing was written", ErrNoStdin, name, run.RunID)
 		}
 		var we *supervisor.WriteError
 		if errors.As(err, &we) {
-			return res, partialWriteError(name, we)
+			return res, 0, partialWriteError(name, we)
 		}
-		return res, fmt.Errorf("writing to stdin of run %q: %w", name, err)
+		return res, 0, fmt.Errorf("writing to stdin of run %q: %w", name, err)
 	}
-	return res, nil
+	return res, from, nil
+}
+
+// logEnd is the size of run's log now.
+func logEnd(run Run) (int64, error) {
+	_, closeLog, size, err := openLog(run)
+	if err != nil {
+		return 0, err
+	}
+	closeLog()
+	return size, nil
 }
 
 func stdinGone(run Run) error {

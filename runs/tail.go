@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"time"
 
 	"github.com/agent-box/agent-box/logframe"
@@ -33,17 +32,18 @@ const MaxGrepBytes = 4096
 type TailRequest struct {
 	Name      string
 	RunID     string
-	Offset    int64  // where to read from; negative: from the end
-	MaxBytes  *int   // log bytes to read at most; nil: DefaultTailBytes
-	TailLines *int   // the last lines instead of from Offset
-	Grep      string // an RE2 pattern: only the lines it matches
-	Context   int    // with Grep: lines before and after each match
-	Exact     bool   // the bytes as written, not text
+	Offset    int64         // where to read from; negative: from the end
+	MaxBytes  *int          // log bytes to read at most; nil: DefaultTailBytes
+	TailLines *int          // the last lines instead of from Offset
+	Grep      string        // an RE2 pattern: only the lines it matches
+	Context   int           // with Grep: lines before and after each match
+	Exact     bool          // the bytes as written, not text
+	Raw       bool          // a framed log's frames as stored
+	Wait      time.Duration // block this long for output past Offset
+	Await     Await         // with Wait: what ends it besides the first output
 	// Clean: text without terminal escapes, redraws collapsed
 	// (logread.Clean); nil: the run's default (cleanFor).
 	Clean *bool
-	Raw   bool          // a framed log's frames as stored
-	Wait  time.Duration // block this long for output past Offset
 }
 
 // window checks req's arguments and turns them into a logread request,
@@ -68,14 +68,14 @@ func (req TailRequest) window() (logread.Request, error) {
 		return lr, invalid("clean makes text for reading; base64 and raw answers are the bytes as written: leave clean out")
 	}
 	if req.Grep != "" {
-		if len(req.Grep) > MaxGrepBytes {
-			return lr, invalid("grep pattern is %d bytes, at most %d", len(req.Grep), MaxGrepBytes)
-		}
-		re, err := regexp.Compile(req.Grep)
+		re, err := compilePattern("grep", req.Grep)
 		if err != nil {
-			return lr, fmt.Errorf("%w: grep: %w", ErrInvalid, err)
+			return lr, err
 		}
 		lr.Grep = re
+	}
+	if req.Await.given() && (req.Grep != "" || req.TailLines != nil || req.Offset < 0) {
+		return lr, invalid("until and idle_ms return the output from offset up to the answer: give offset >= 0, without grep or tail_lines")
 	}
 	if err := lr.Check(); err != nil {
 		return lr, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -88,6 +88,9 @@ type TailResult struct {
 	Window logread.Window
 	Run    Run
 	EOF    bool // the log can no longer grow and the window reached its end
+	// Matched: the wait ended on a line that Await.Until matched; the
+	// window ends with that line (unless max_bytes cut it first).
+	Matched bool
 	// Cleaned: the text is logread.Clean's; CleanedBytes it removed.
 	Cleaned      bool
 	CleanedBytes int
@@ -129,12 +132,21 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 	if err != nil {
 		return TailResult{}, err
 	}
+	until, err := req.Await.check(m, req.Wait)
+	if err != nil {
+		return TailResult{}, err
+	}
 	f, err := m.follow(req.Name, req.RunID, lr)
 	if err != nil {
 		return TailResult{}, err
 	}
 	defer f.close()
-	res, err := f.next(ctx, req.Wait)
+	var res TailResult
+	if req.Await.given() {
+		res, err = f.await(ctx, req.Wait, until, req.Await.Idle)
+	} else {
+		res, err = f.next(ctx, req.Wait)
+	}
 	if err == nil && !req.Exact && !req.Raw && cleanFor(req.Clean, res.Run) {
 		res.Cleaned, res.CleanedBytes = true, cleanWindow(&res.Window)
 	}

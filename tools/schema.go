@@ -137,14 +137,16 @@ const tailInput = `{
   "properties": {
     "name": {"type": "string"},
     "run_id": {"type": "string", "description": "Default: the newest run of name."},
-    "offset": {"type": "integer", "default": 0, "description": "Byte offset in the log to read from; negative counts from the end. Pass the previous answer's end_offset to continue exactly where it stopped."},
-    "max_bytes": {"type": "integer", "minimum": 1, "maximum": 1048576, "default": 65536, "description": "Log bytes to read at most. Framed runs: whole frames, at least one even if longer."},
+    "offset": {"type": "integer", "default": 0, "description": "Log byte offset to read from; negative: from the end. Pass end_offset to continue exactly."},
+    "max_bytes": {"type": "integer", "minimum": 1, "maximum": 1048576, "default": 65536, "description": "Log bytes to read at most (framed: whole frames, at least one)."},
     "encoding": {"type": "string", "enum": ["text", "base64"], "default": "text", "description": "base64: exact bytes, for binary output."},
     "raw": {"type": "boolean", "default": false, "description": "Framed runs: return the frames as stored."},
-    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0, "description": "If nothing complete is past offset yet and the log can still grow, wait up to this long for output."},
+    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0, "description": "If nothing complete is past offset and the log can grow, wait up to this long for output."},
     "tail_lines": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Return the last N lines instead of reading from offset."},
-    "grep": {"type": "string", "maxLength": 4096, "description": "RE2: only matching lines, each with its byte offset, cut at 512 bytes (base64: whole). Scans past max_bytes of log (up to 64 MiB a call) until max_bytes of lines are found; skipped lists the bytes left out; call again from end_offset for the rest."},
+    "grep": {"type": "string", "maxLength": 4096, "description": "RE2: only matching lines, each with its byte offset, cut at 512 bytes (base64: whole). Scans up to 64 MiB a call for max_bytes of lines; skipped lists bytes left out; continue from end_offset."},
     "context": {"type": "integer", "minimum": 0, "maximum": 20, "default": 0, "description": "With grep: lines before and after each match."},
+    "until": {"type": "string", "maxLength": 4096, "description": "RE2, with wait_ms: return once a new line (or an unfinished one: a prompt) matches."},
+    "idle_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "description": "With wait_ms: return once output was quiet this long after new bytes."},
     "clean": {"type": "boolean", "description": "Text without terminal escapes, \\r redraws collapsed (not base64/raw)."}
   },
   "required": ["name"],
@@ -175,6 +177,7 @@ const tailOutputSchema = `{"type": "object", "properties": {
   "log_dropped": {"type": "integer"},
   "log_capped": {"type": "boolean"},
   "log_error": {"type": "string"},
+  "matched": {"type": "boolean", "description": "given until: whether a line matched it"},
   "cleaned_bytes": {"type": "integer", "description": "clean: bytes of escapes and redrawn text left out"}
 }, "required": ["content", "offset", "end_offset", "truncated", "eof", "state", "log_bytes"]}`
 
@@ -213,9 +216,12 @@ const writeInput = `{
   "properties": {
     "name": {"type": "string"},
     "run_id": {"type": "string"},
-    "data": {"type": "string", "maxLength": 1048576, "description": "Bytes to write to the run's stdin (include the newline an interactive prompt waits for)."},
+    "data": {"type": "string", "maxLength": 1048576, "description": "Bytes to write (with the newline a prompt waits for)."},
     "encoding": {"type": "string", "enum": ["text", "base64"], "default": "text"},
-    "close": {"type": "boolean", "default": false, "description": "Close stdin after writing (EOF for the child)."}
+    "close": {"type": "boolean", "default": false, "description": "Close stdin after writing (EOF for the child)."},
+    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
+    "until": {"type": "string", "maxLength": 4096},
+    "idle_ms": {"type": "integer", "minimum": 0, "maximum": 60000}
   },
   "required": ["name"],
   "additionalProperties": false
@@ -224,7 +230,12 @@ const writeInput = `{
 var writeOutput = `{"type": "object", "properties": {
   "run": ` + runSchema + `,
   "written": {"type": "integer"},
-  "closed": {"type": "boolean"}
+  "closed": {"type": "boolean"},
+  "output": {"type": "string", "description": "with wait_ms: the output that followed the write, as tail_log's text"},
+  "offset": {"type": "integer"},
+  "end_offset": {"type": "integer"},
+  "matched": {"type": "boolean"},
+  "truncated": {"type": "boolean", "description": "more output is past end_offset"}
 }, "required": ["run", "written", "closed"]}`
 
 const removeInput = `{

@@ -241,6 +241,9 @@ func tailText(o TailOutput) string {
 	if o.Signal != "" {
 		fmt.Fprintf(&b, " signal=%s", o.Signal)
 	}
+	if o.Matched != nil {
+		b.WriteString(untilText(*o.Matched))
+	}
 	switch {
 	case o.EOF:
 		b.WriteString(" eof")

@@ -98,7 +98,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.kill)
 	add("tail_log", "Read a run's log",
-		"Read a window of a run's output by byte offset (max_bytes, default 64 KiB). Continue with offset = the returned end_offset to read on exactly; negative offset reads from the end; tail_lines gives the last lines; grep filters lines. wait_ms waits for new output instead of you polling; to wait for the end, use process_wait. Framed runs' text starts stderr lines with [stderr].",
+		"Read a window of a run's output by byte offset (max_bytes, default 64 KiB). Continue from the returned end_offset exactly; negative offset reads from the end; tail_lines gives the last lines; grep filters lines. wait_ms waits for new output instead of you polling; to wait for the end, use process_wait. Framed runs' text starts stderr lines with [stderr].",
 		tailInput, tailOutputSchema,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.tail)
@@ -108,7 +108,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.wait)
 	add("process_write", "Write to a process's stdin",
-		"Write data to the stdin of a run started with stdin \"pipe\" (for example an answer to a prompt, with its newline); close=true sends EOF. Works from any connection, not only the one that started the run.",
+		"Write data to the stdin of a run started with stdin \"pipe\" (e.g. an answer to a prompt, with its newline); close=true sends EOF. Works from any connection. With wait_ms (until, idle_ms as tail_log's) it returns the output that followed the write.",
 		writeInput, writeOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.write)
@@ -343,6 +343,8 @@ type tailArgs struct {
 	TailLines *int   `json:"tail_lines"`
 	Grep      string `json:"grep"`
 	Context   int    `json:"context"`
+	Until     string `json:"until"`
+	IdleMS    int64  `json:"idle_ms"`
 	Clean     *bool  `json:"clean"`
 }
 
@@ -372,6 +374,7 @@ type TailOutput struct {
 	LogCapped    bool            `json:"log_capped,omitempty"`
 	LogError     string          `json:"log_error,omitempty"`
 	CleanedBytes int             `json:"cleaned_bytes,omitempty"` // clean: bytes of escapes and redrawn text left out
+	Matched      *bool           `json:"matched,omitempty"`       // given until: whether it matched
 
 	grep    bool // the answer is of a grep: what waits is a line, not a character
 	context bool // a grep with context: what waits may be the lines before a match
@@ -383,7 +386,8 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return fail(err), nil
 	}
 	tr := runs.TailRequest{Name: a.Name, RunID: a.RunID, Offset: a.Offset, MaxBytes: a.MaxBytes, TailLines: a.TailLines,
-		Grep: a.Grep, Context: a.Context, Clean: a.Clean, Raw: a.Raw, Wait: runs.Duration(a.WaitMS, time.Millisecond)}
+		Grep: a.Grep, Context: a.Context, Clean: a.Clean, Raw: a.Raw, Wait: runs.Duration(a.WaitMS, time.Millisecond),
+		Await: runs.Await{Until: a.Until, Idle: runs.Duration(a.IdleMS, time.Millisecond)}}
 	switch a.Encoding {
 	case "", "text":
 		a.Encoding = "text"
@@ -407,6 +411,9 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	}
 	out := tailOutput(res, a.Encoding, a.Raw)
 	out.grep, out.context = a.Grep != "", a.Context > 0
+	if a.Until != "" {
+		out.Matched = &res.Matched
+	}
 	return result(out, tailText(out)), nil
 }
 
@@ -533,6 +540,20 @@ type writeArgs struct {
 	Data     string `json:"data"`
 	Encoding string `json:"encoding"`
 	Close    bool   `json:"close"`
+	WaitMS   int64  `json:"wait_ms"`
+	Until    string `json:"until"`
+	IdleMS   int64  `json:"idle_ms"`
+}
+
+// writeReply is process_write's structured result: with wait_ms, the
+// output that followed the write, from offset to end_offset of the log.
+type writeReply struct {
+	runs.WriteResult
+	Output    *string `json:"output,omitempty"`
+	Offset    *int64  `json:"offset,omitempty"`
+	EndOffset *int64  `json:"end_offset,omitempty"`
+	Matched   *bool   `json:"matched,omitempty"`
+	Truncated bool    `json:"truncated,omitempty"` // more output is past end_offset
 }
 
 func (h *Handlers) write(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -552,15 +573,56 @@ func (h *Handlers) write(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	default:
 		return fail(fmt.Errorf("%w: encoding %q is not one of text, base64", runs.ErrInvalid, a.Encoding)), nil
 	}
-	res, err := h.M.Write(a.Name, a.RunID, data, a.Close)
+	wr := runs.WriteRequest{Name: a.Name, RunID: a.RunID, Data: data, Close: a.Close, Wait: runs.Duration(a.WaitMS, time.Millisecond),
+		Await: runs.Await{Until: a.Until, Idle: runs.Duration(a.IdleMS, time.Millisecond)}}
+	if a.WaitMS > 0 {
+		release, err := h.waitSlot()
+		if err != nil {
+			return fail(err), nil
+		}
+		defer release()
+	}
+	ctx, cancel := h.untilGone(ctx)
+	defer cancel()
+	res, err := h.M.Write(ctx, wr)
 	if err != nil {
 		return fail(err), nil
 	}
+	out := writeReply{WriteResult: res}
 	text := fmt.Sprintf("wrote %d bytes to %s's stdin", res.Written, res.Run.Name)
 	if res.Closed {
 		text += "; stdin closed"
 	}
-	return result(res, text), nil
+	if r := res.Output; r != nil {
+		o := tailOutput(*r, "text", false)
+		body := o.Content
+		if o.Chunks != nil {
+			body = markStderr(o.Chunks)
+		}
+		out.Output, out.Offset, out.EndOffset = &body, &o.Offset, &o.EndOffset
+		text += fmt.Sprintf("; output %d..%d", o.Offset, o.EndOffset)
+		if a.Until != "" {
+			out.Matched = &r.Matched
+			text += untilText(r.Matched)
+		}
+		switch {
+		case o.EOF:
+			text += " eof"
+		case o.Truncated:
+			text += fmt.Sprintf(" more: tail_log offset=%d", o.EndOffset)
+		}
+		out.Truncated = o.Truncated
+		text += ":\n" + body
+	}
+	return result(out, text), nil
+}
+
+// untilText says, shortly, whether until matched.
+func untilText(matched bool) string {
+	if matched {
+		return " (until matched)"
+	}
+	return " (until not matched)"
 }
 
 type removeArgs struct {
