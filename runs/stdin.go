@@ -64,12 +64,7 @@ func (m *Manager) Write(ctx context.Context, req WriteRequest) (WriteResult, err
 		return res, fmt.Errorf("wrote %d bytes, then reading the output: %w", res.Written, err)
 	}
 	defer f.close()
-	var out TailResult
-	if req.Await.given() {
-		out, err = f.await(ctx, req.Wait, until, req.Await.Idle)
-	} else {
-		out, err = f.next(ctx, req.Wait)
-	}
+	out, err := f.read(ctx, req.Wait, req.Await, until, nil)
 	if err != nil {
 		return res, fmt.Errorf("wrote %d bytes, then reading the output: %w", res.Written, err)
 	}

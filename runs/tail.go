@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/agent-box/agent-box/logframe"
@@ -141,13 +142,22 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 		return TailResult{}, err
 	}
 	defer f.close()
+	return f.read(ctx, req.Wait, req.Await, until, req.Clean)
+}
+
+// read is the follower's next window: waiting up to wait for the first
+// output past its offset, or, when a is given, for what a waits for
+// (until, the pattern a checked, or quiet). A text window is cleaned
+// when clean says so or, nil, the run's default (cleanFor).
+func (f *follower) read(ctx context.Context, wait time.Duration, a Await, until *regexp.Regexp, clean *bool) (TailResult, error) {
 	var res TailResult
-	if req.Await.given() {
-		res, err = f.await(ctx, req.Wait, until, req.Await.Idle)
+	var err error
+	if a.given() {
+		res, err = f.await(ctx, wait, until, a.Idle)
 	} else {
-		res, err = f.next(ctx, req.Wait)
+		res, err = f.next(ctx, wait)
 	}
-	if err == nil && !req.Exact && !req.Raw && cleanFor(req.Clean, res.Run) {
+	if err == nil && !f.req.Exact && !f.req.Raw && cleanFor(clean, res.Run) {
 		res.Cleaned, res.CleanedBytes = true, cleanWindow(&res.Window)
 	}
 	return res, err
