@@ -30,6 +30,9 @@ const runProps = `{
   "cwd": {"type": "string"},
   "capture_mode": {"type": "string"},
   "stdin": {"type": "string"},
+  "pty": {"type": "boolean", "description": "runs on a terminal of cols x rows"},
+  "cols": {"type": "integer"},
+  "rows": {"type": "integer"},
   "started_at": {"type": "string"},
   "finished_at": {"type": "string"},
   "log_path": {"type": "string"},
@@ -50,8 +53,11 @@ const startInput = `{
     "cwd": {"type": "string", "description": "Working directory (must exist): absolute, or from the home directory (the default; ~ works)."},
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 1024, "description": "Variables set over the inherited environment."},
     "secret_env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 64, "description": "Variables whose values are masked as [redacted] in the log, tail_log, process_list and the record."},
-    "capture_mode": {"type": "string", "enum": ["combined", "framed"], "default": "combined", "description": "combined: one byte stream as a terminal shows it, in the exact order written. framed: stdout and stderr kept apart, each byte-exact (tail_log returns them separately); writes to the two that come close together may swap places in the interleaved view."},
+    "capture_mode": {"type": "string", "enum": ["combined", "framed"], "default": "combined", "description": "combined: one byte stream, in the exact order written. framed: stdout and stderr kept apart, each byte-exact; writes to the two close together may swap places in the interleaved view."},
     "stdin": {"type": "string", "enum": ["null", "pipe"], "default": "null", "description": "pipe: keep stdin open for process_write."},
+    "pty": {"type": "boolean", "description": "On a terminal (TERM=xterm-256color), stdin its input; combined only."},
+    "cols": {"type": "integer", "default": 120},
+    "rows": {"type": "integer", "default": 40},
     "timeout_s": {"type": "integer", "minimum": 0, "maximum": 604800, "description": "Kill every process of the run after this many seconds (TERM, 5 s grace, KILL), also those that outlive the leader. 0: no timeout."},
     "max_log_bytes": {"type": "integer", "minimum": 0, "maximum": 1099511627776, "description": "Stop writing the log past this size (output is still drained). Default 1 GiB."},
     "if_running": {"type": "string", "enum": ["error", "reuse"], "default": "error", "description": "reuse: if this name runs with the same command/argv, cwd and env, return that run (reused)."},
@@ -209,7 +215,7 @@ const writeInput = `{
   "properties": {
     "name": {"type": "string"},
     "run_id": {"type": "string"},
-    "data": {"type": "string", "maxLength": 1048576, "description": "Bytes to write to the run's stdin (include the newline an interactive prompt waits for)."},
+    "data": {"type": "string", "maxLength": 1048576, "description": "Bytes for the run's stdin."},
     "encoding": {"type": "string", "enum": ["text", "base64"], "default": "text"},
     "close": {"type": "boolean", "default": false, "description": "Close stdin after writing (EOF for the child)."}
   },
@@ -222,6 +228,20 @@ var writeOutput = `{"type": "object", "properties": {
   "written": {"type": "integer"},
   "closed": {"type": "boolean"}
 }, "required": ["run", "written", "closed"]}`
+
+const resizeInput = `{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string"},
+    "run_id": {"type": "string"},
+    "cols": {"type": "integer", "minimum": 10, "maximum": 1000},
+    "rows": {"type": "integer", "minimum": 5, "maximum": 500}
+  },
+  "required": ["name", "cols", "rows"],
+  "additionalProperties": false
+}`
+
+var resizeOutput = `{"type": "object", "properties": {"run": ` + runSchema + `}, "required": ["run"]}`
 
 const removeInput = `{
   "type": "object",
