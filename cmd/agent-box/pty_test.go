@@ -150,3 +150,20 @@ func TestPtyRefusals(t *testing.T) {
 	assert.True(t, r.IsError, r.Text)
 	assert.Contains(t, r.Text, "its terminal is gone")
 }
+
+// timeout_s reaches a pty run's processes: the supervisor signals the
+// group of a leader that leads a session of its own.
+func TestPtyTimeoutReachesItsGroup(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir(), "AGENT_BOX_TIMEOUT_GRACE_MS=300")
+	s.OK("process_start", map[string]any{"name": "slow", "pty": true, "timeout_s": 1,
+		"command": `trap '' HUP TERM; sleep 300 & echo "bg=$!"; exec sleep 301`})
+	out, _ := ptyOutput(t, s, "slow", 0, `bg=\d+\r\n`)
+	bg := regexp.MustCompile(`bg=(\d+)`).FindStringSubmatch(out)[1]
+	w := s.OK("process_wait", map[string]any{"name": "slow", "survivors": true, "timeout_ms": 20000})
+	run := w.Data["run"].(map[string]any)
+	assert.Equal(t, true, run["timed_out"], w.Text)
+	assert.Nil(t, run["survivors"], w.Text)
+	_, err := os.Stat("/proc/" + bg)
+	assert.True(t, os.IsNotExist(err), "the background sleep %s outlived the timeout", bg)
+}
