@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -9,9 +10,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/internal/abtest"
 	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
 )
 
 // ptyOutput follows run name's log from offset from (tail_log wait_ms)
@@ -166,4 +169,40 @@ func TestPtyTimeoutReachesItsGroup(t *testing.T) {
 	assert.Nil(t, run["survivors"], w.Text)
 	_, err := os.Stat("/proc/" + bg)
 	assert.True(t, os.IsNotExist(err), "the background sleep %s outlived the timeout", bg)
+}
+
+// The supervisor holds the terminal: when it dies the master closes, the
+// kernel hangs the terminal up, and the session's leader gets SIGHUP.
+func TestPtySupervisorDeathHangsUp(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	s := connect(t, state)
+	r := s.OK("process_start", map[string]any{"name": "hup", "pty": true, "argv": []any{"sleep", "300"}})
+	pid := int(abtest.Num(r.Data["pid"]))
+	rec, err := (&runrecord.Store{Root: state}).Read("hup", abtest.Str(r.Data["run_id"]))
+	require.NoError(t, err)
+	require.NoError(t, unix.Kill(rec.SupervisorPID, unix.SIGKILL))
+	abtest.WaitFor(t, "the hangup to end the sleep", 30*time.Second, func() bool {
+		st, err := proc.ReadStat(pid)
+		return err != nil || st.Dead()
+	})
+	run := abtest.RunOf(t, s.OK("process_list", nil), "hup")
+	assert.Equal(t, "unknown", run["state"], "nobody recorded the exit: %v", run)
+}
+
+// A pty run's output is captured whole, up to the leader's last write
+// before it exits (the master reads EIO only once the buffer is read), as
+// the terminal wrote it: each "\n" as "\r\n".
+func TestPtyOutputIsWholeAfterAFastExit(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "burst", "pty": true, "command": `seq 1 20000`})
+	w := s.OK("process_wait", map[string]any{"name": "burst", "timeout_ms": 20000})
+	require.Equal(t, float64(0), w.Data["run"].(map[string]any)["exit_code"], w.Text)
+	var want strings.Builder
+	for i := 1; i <= 20000; i++ {
+		fmt.Fprintf(&want, "%d\r\n", i)
+	}
+	all, _, _ := s.ReadAll("burst", 1<<20, false)
+	abtest.SameBytes(t, []byte(want.String()), all, "the terminal's output")
 }
