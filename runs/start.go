@@ -361,10 +361,10 @@ func specDiff(rec *runrecord.Record, req *StartRequest) string {
 		return fmt.Sprintf("another argv: %s (asked: %s)", quoteShort(strings.Join(rec.Argv, " ")), quoteShort(strings.Join(argv, " ")))
 	case filepath.Clean(rec.Cwd) != red.String(req.Cwd):
 		return fmt.Sprintf("another cwd: %s (asked: %s)", quoteShort(rec.Cwd), quoteShort(red.String(req.Cwd)))
-	case rec.Stdin != req.Stdin:
-		return fmt.Sprintf("stdin %s (asked: %s)", quoteShort(rec.Stdin), quoteShort(req.Stdin))
 	case rec.Pty != req.Pty:
 		return fmt.Sprintf("pty %t (asked: %t)", rec.Pty, req.Pty)
+	case rec.Stdin != req.Stdin:
+		return fmt.Sprintf("stdin %s (asked: %s)", quoteShort(rec.Stdin), quoteShort(req.Stdin))
 	case rec.CaptureMode != req.CaptureMode:
 		return fmt.Sprintf("capture_mode %s (asked: %s)", quoteShort(rec.CaptureMode), quoteShort(req.CaptureMode))
 	case !maps.Equal(rec.Env, env) && len(rec.Env)+len(env) > 0:

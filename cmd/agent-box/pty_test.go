@@ -206,3 +206,23 @@ func TestPtyOutputIsWholeAfterAFastExit(t *testing.T) {
 	all, _, _ := s.ReadAll("burst", 1<<20, false)
 	abtest.SameBytes(t, []byte(want.String()), all, "the terminal's output")
 }
+
+// process_restart runs a pty run's spec again on a terminal of the size it
+// had last; if_running reuse tells a pty run from one on pipes.
+func TestPtyRestartKeepsTheTerminal(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "r", "pty": true, "cols": 80, "rows": 24, "command": `stty size; exec sleep 300`})
+	s.OK("process_resize", map[string]any{"name": "r", "cols": 90, "rows": 25})
+	r := s.Call("process_start", map[string]any{"name": "r", "command": `stty size; exec sleep 300`, "if_running": "reuse"})
+	assert.True(t, r.IsError, r.Text)
+	assert.Contains(t, r.Text, "pty true (asked: false)")
+	r = s.OK("process_restart", map[string]any{"name": "r", "grace_ms": 0})
+	run := r.Data
+	if inner, ok := r.Data["run"].(map[string]any); ok {
+		run = inner
+	}
+	assert.Equal(t, true, run["pty"], r.Text)
+	ptyOutput(t, s, "r", 0, `^25 90\r\n`)
+	s.OK("process_kill", map[string]any{"name": "r", "signal": "KILL"})
+}
