@@ -69,14 +69,14 @@ func (s *supervisor) terminal() *terminal {
 	if s.pty == nil {
 		return nil
 	}
-	return &terminal{eof: veof(s.pty), resize: s.resize}
+	return &terminal{eof: func() []byte { return veof(s.pty) }, resize: s.resize}
 }
 
-// terminal: close sends eof (the terminal's VEOF, ^D: the reader's read
-// returns what the line holds, or 0 bytes at a line's start), and resize
-// sets the window size.
+// terminal: close sends eof (the terminal's VEOF as the program has it
+// now, ^D by default: the reader's read returns what the line holds, or 0
+// bytes at a line's start), and resize sets the window size.
 type terminal struct {
-	eof    []byte
+	eof    func() []byte
 	resize func(cols, rows int) error
 }
 

@@ -22,7 +22,7 @@ func ptyServer(t *testing.T) (dir string, slave *os.File, sizes chan Size) {
 	require.NoError(t, err)
 	ptm.Close()
 	sizes = make(chan Size, 4)
-	term := &terminal{eof: veof(master), resize: func(cols, rows int) error {
+	term := &terminal{eof: func() []byte { return veof(master) }, resize: func(cols, rows int) error {
 		if err := setSize(master, cols, rows); err != nil {
 			return err
 		}
@@ -66,4 +66,22 @@ func TestResizeOfARunOnPipesIsRefused(t *testing.T) {
 	err := Resize(dir, os.Getpid(), Size{Cols: 80, Rows: 24})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no terminal")
+}
+
+// The EOF sent is the terminal's VEOF as the program set it, read at the
+// close: in non-canonical mode it arrives as the byte itself.
+func TestCloseSendsTheTerminalsOwnVEOF(t *testing.T) {
+	t.Parallel()
+	dir, slave, _ := ptyServer(t)
+	tio, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+	require.NoError(t, err)
+	tio.Lflag &^= unix.ICANON | unix.ECHO
+	tio.Cc[unix.VEOF] = 'Q'
+	require.NoError(t, unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, tio))
+	_, err = WriteStdin(dir, os.Getpid(), nil, true, time.Second)
+	require.NoError(t, err)
+	buf := make([]byte, 8)
+	n, err := slave.Read(buf)
+	require.NoError(t, err)
+	assert.Equal(t, "Q", string(buf[:n]))
 }

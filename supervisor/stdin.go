@@ -281,7 +281,7 @@ func (s *stdinServer) write(req WriteRequest, deadline time.Time, timeout time.D
 	if req.Close && s.term != nil {
 		// A terminal has no end of its own: ^D is its reader's EOF.
 		s.w.SetWriteDeadline(deadline)
-		if _, err := s.w.Write(s.term.eof); err != nil {
+		if _, err := s.w.Write(s.term.eof()); err != nil {
 			reply.Error = fmt.Sprintf("sending EOF (^D) to the terminal failed: %v", err)
 			return reply
 		}
