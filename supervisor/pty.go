@@ -17,7 +17,7 @@ import (
 // keeps the master: the log is read from it and process_write writes to
 // it, so the terminal outlives agent-box and every connection; when the
 // supervisor dies the master closes and the kernel hangs the terminal up
-// (SIGHUP to its foreground group). The child leads a session of its own
+// (SIGHUP to the session's leader). The child leads a session of its own
 // whose controlling terminal is the slave (setsid + TIOCSCTTY): its group
 // is then the foreground group, which the line discipline's ^C reaches.
 //
