@@ -226,3 +226,15 @@ func TestPtyRestartKeepsTheTerminal(t *testing.T) {
 	ptyOutput(t, s, "r", 0, `^25 90\r\n`)
 	s.OK("process_kill", map[string]any{"name": "r", "signal": "KILL"})
 }
+
+// agent-box ps marks a pty run with its terminal's size.
+func TestPsShowsAPtyRun(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	s := connect(t, state)
+	s.OK("process_start", map[string]any{"name": "tty", "pty": true, "cols": 81, "rows": 22, "argv": []any{"sleep", "300"}})
+	out, _, code := agentBox(t, state, "ps")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "[pty 81x22] sleep 300")
+	s.OK("process_kill", map[string]any{"name": "tty", "signal": "KILL"})
+}
