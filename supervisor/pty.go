@@ -59,7 +59,7 @@ func (s *supervisor) startOnPty(log *capture.Log) (*exec.Cmd, []output, *os.File
 		log.Close()
 		return nil, nil, nil, err
 	}
-	s.pty = master
+	s.pty, s.ptyIn = master, stdinW
 	return cmd, []output{{master, log.Stdout()}}, stdinW, nil
 }
 
