@@ -213,8 +213,12 @@ func (c *cmd) ps(args []string) int {
 		if r.StartedAt != nil {
 			started = r.StartedAt.Local().Format("01-02 15:04:05")
 		}
+		command := commandOf(r)
+		if r.Pty {
+			command = fmt.Sprintf("[pty %dx%d] %s", r.Cols, r.Rows, command)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", visible(r.Name, 0), visible(r.RunID, 0), visible(stateWord(r), 0),
-			r.PID, started, logSize(r), commandOf(r))
+			r.PID, started, logSize(r), command)
 	}
 	tw.Flush()
 	return 0

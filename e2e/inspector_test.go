@@ -207,7 +207,7 @@ func TestInspectorStrict(t *testing.T) {
 	require.NotRegexp(t, lint, string(stderr), "agent-box's tool schemas are not portable")
 	var list struct{ Tools []map[string]any }
 	require.NoError(t, json.Unmarshal(stdout, &list), "%s", stdout)
-	require.Len(t, list.Tools, 8, "the lint saw every tool")
+	require.Len(t, list.Tools, 9, "the lint saw every tool")
 	for _, tool := range list.Tools {
 		require.NotNil(t, tool["outputSchema"], "%s has no output schema to lint", tool["name"])
 	}

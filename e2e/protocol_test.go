@@ -95,7 +95,7 @@ func testRevision(t *testing.T, srv *sshServer, version string, stateless bool) 
 		require.NoError(t, err, "output schema of %s", tool.Name)
 		schemas[tool.Name] = rs
 	}
-	require.Len(t, schemas, 8, "tools/list")
+	require.Len(t, schemas, 9, "tools/list")
 
 	// call makes a tools/call with params (name, arguments, _meta) and
 	// checks the answer's structuredContent against the tool's schema.

@@ -129,6 +129,7 @@ func TestHostileNamesAreRefusedEverywhere(t *testing.T) {
 			{"process_wait", map[string]any{"name": name, "timeout_ms": 0}},
 			{"process_kill", map[string]any{"name": name, "signal": "KILL"}},
 			{"process_write", map[string]any{"name": name, "data": "x"}},
+			{"process_resize", map[string]any{"name": name, "cols": 80, "rows": 24}},
 			{"process_remove", map[string]any{"name": name}},
 		}
 		for _, call := range calls {
@@ -161,6 +162,7 @@ func TestHostileRunIDsAreRefused(t *testing.T) {
 			{"process_wait", map[string]any{"name": "ok", "run_id": id, "timeout_ms": 0}},
 			{"process_kill", map[string]any{"name": "ok", "run_id": id}},
 			{"process_write", map[string]any{"name": "ok", "run_id": id, "data": "x"}},
+			{"process_resize", map[string]any{"name": "ok", "run_id": id, "cols": 80, "rows": 24}},
 			{"process_remove", map[string]any{"name": "ok", "run_id": id}},
 		} {
 			bad("run_id")

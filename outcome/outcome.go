@@ -77,6 +77,9 @@ type Run struct {
 	SupervisorPID int    // the recorded supervisor pid; 0 when none is recorded
 	ExitRecorded  bool
 	StartFailed   bool
+	// Pty: the leader leads a session of its own, on the terminal its
+	// supervisor holds, rather than being in the supervisor's session.
+	Pty bool
 }
 
 // Facts are probed from the live system just before deciding.
@@ -84,6 +87,7 @@ type Facts struct {
 	BootID     string
 	Child      Liveness // meaningless unless a child pid is recorded
 	ChildSID   int      // the session id of the live child; meaningless unless Child is Same
+	ChildPPID  int      // the parent of the live child; meaningless unless Child is Same
 	Supervisor Liveness // meaningless unless a supervisor pid is recorded
 	Survivors  int      // live members of the child's process group besides the leader; counted once the leader is gone
 	Self       Self     // the deciding process, whose own pids no record may name
@@ -235,7 +239,7 @@ func identify(run Run, facts Facts) identity {
 	// lives, also after a SIGKILLed supervisor. A live process with the
 	// recorded start time elsewhere is someone else's.
 	child := facts.Child
-	if hasChild && child == Same && !(childOK && supOK && vouched && facts.ChildSID == run.SupervisorPID) {
+	if hasChild && child == Same && !(childOK && supOK && vouched && childTied(run, facts, supervised)) {
 		child = Foreign
 	}
 
@@ -248,4 +252,17 @@ func identify(run Run, facts Facts) identity {
 	// ours (else the members found would be our own session's).
 	groupOK := target && supOK && me.MayBeRun(run.SupervisorPID)
 	return identity{sameBoot: sameBoot, sup: sup, child: child, supervised: supervised, target: target, groupOK: groupOK}
+}
+
+// childTied reports whether the live child is tied to the run's
+// supervisor: in its session (see identity), or, for a pty run, whose
+// leader made a session of its own for its terminal, the leader of that
+// session and a child of the live, verified supervisor, which forked it
+// and has not reaped it. A pty run's leader is not the run's once its
+// supervisor is gone: its session is its own, and nothing else ties it.
+func childTied(run Run, facts Facts, supervised bool) bool {
+	if run.Pty {
+		return supervised && facts.ChildSID == run.PID && facts.ChildPPID == run.SupervisorPID
+	}
+	return facts.ChildSID == run.SupervisorPID
 }

@@ -15,6 +15,7 @@ const (
 // Change the two together.
 func TestDecide(t *testing.T) {
 	child := Run{BootID: bootA, PID: 100, SupervisorPID: 50}
+	ptyRun := Run{BootID: bootA, PID: 100, SupervisorPID: 50, Pty: true}
 	noChild := Run{BootID: bootA, SupervisorPID: 50}
 	withExit := func(r Run) Run { r.ExitRecorded = true; return r }
 	failed := func(r Run) Run { r.StartFailed = true; return r }
@@ -147,6 +148,19 @@ func TestDecide(t *testing.T) {
 			Verdict{Unknown, ReasonForeignRecord, false, false, false}},
 		{"leader in its gone supervisor's session (a session id outlives its leader)", child, Facts{BootID: bootA, Child: Same, ChildSID: 50, Supervisor: Gone},
 			Verdict{Running, ReasonUnsupervised, true, true, true}},
+
+		// A pty run's leader leads its own session (the terminal's): it is
+		// the run's only as the live, verified supervisor's child.
+		{"pty: leader of its own session, child of the live supervisor", ptyRun, Facts{BootID: bootA, Child: Same, ChildSID: 100, ChildPPID: 50, Supervisor: Same},
+			Verdict{Running, ReasonRunning, true, true, true}},
+		{"pty: leader in the supervisor's session instead", ptyRun, Facts{BootID: bootA, Child: Same, ChildSID: 50, ChildPPID: 50, Supervisor: Same},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
+		{"pty: a session leader that is not the supervisor's child", ptyRun, Facts{BootID: bootA, Child: Same, ChildSID: 100, ChildPPID: 1, Supervisor: Same},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
+		{"pty: supervisor gone, nothing ties the leader to the run", ptyRun, Facts{BootID: bootA, Child: Same, ChildSID: 100, ChildPPID: 50, Supervisor: Gone},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
+		{"pty: exiting", ptyRun, Facts{BootID: bootA, Child: Gone, Supervisor: Same},
+			Verdict{Running, ReasonExiting, true, false, false}},
 
 		// No child pid recorded, same boot.
 		{"start failed", failed(noChild), Facts{BootID: bootA, Supervisor: Gone},

@@ -99,6 +99,12 @@ func (d *fastDecoder) record(r *Record) bool {
 			return 1 << 27, d.str(&r.LogError)
 		case "status_of":
 			return 1 << 28, d.str(&r.StatusOf)
+		case "pty":
+			return 1 << 29, d.bool(&r.Pty)
+		case "cols":
+			return 1 << 30, d.int(&r.Cols)
+		case "rows":
+			return 1 << 31, d.int(&r.Rows)
 		}
 		return 0, true
 	})

@@ -122,11 +122,16 @@ type Record struct {
 	CaptureMode string            `json:"capture_mode"`         // "combined" or "framed"
 	LogFormat   string            `json:"log_format"`           // "raw" or logframe.FormatName
 	Stdin       string            `json:"stdin"`                // "null" or "pipe"
-	TimeoutS    int               `json:"timeout_s,omitempty"`
-	MaxLogBytes int64             `json:"max_log_bytes,omitempty"`
-	BootID      string            `json:"boot_id"`
-	StartedAt   time.Time         `json:"started_at"`
-	LogPath     string            `json:"log_path"`
+	// Pty: the child runs on a pseudo-terminal the supervisor holds, of
+	// Cols×Rows (the latest size process_resize set); stdin is the terminal.
+	Pty         bool      `json:"pty,omitempty"`
+	Cols        int       `json:"cols,omitempty"`
+	Rows        int       `json:"rows,omitempty"`
+	TimeoutS    int       `json:"timeout_s,omitempty"`
+	MaxLogBytes int64     `json:"max_log_bytes,omitempty"`
+	BootID      string    `json:"boot_id"`
+	StartedAt   time.Time `json:"started_at"`
+	LogPath     string    `json:"log_path"`
 
 	SupervisorPID       int    `json:"supervisor_pid,omitempty"`
 	SupervisorStartTime uint64 `json:"supervisor_start_time,omitempty"`

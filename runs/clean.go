@@ -3,13 +3,14 @@ package runs
 import "github.com/agent-box/agent-box/logread"
 
 // cleanFor is whether text read from run is cleaned (logread.Clean):
-// what the caller asked, else the run's default, which is raw text: the
-// bytes as written.
+// what the caller asked, else the run's default: clean for a pty run,
+// whose output is a terminal's (colours, redraws, CRLF), the bytes as
+// written for the others.
 func cleanFor(asked *bool, run Run) bool {
 	if asked != nil {
 		return *asked
 	}
-	return false
+	return run.Pty
 }
 
 // cleanWindow cleans the text of w in place and returns how many bytes of

@@ -22,6 +22,7 @@ var (
 	ErrNameInUse     = errors.New("name in use")
 	ErrNotSignalable = errors.New("refusing to signal")
 	ErrNoStdin       = errors.New("run has no stdin pipe")
+	ErrNoTerminal    = errors.New("run has no terminal")
 	ErrRunning       = errors.New("run is still running")
 )
 

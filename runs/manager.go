@@ -104,6 +104,9 @@ type Run struct {
 	Cwd         string          `json:"cwd,omitempty"`
 	CaptureMode string          `json:"capture_mode,omitempty"`
 	Stdin       string          `json:"stdin,omitempty"`
+	Pty         bool            `json:"pty,omitempty"` // on a terminal of Cols×Rows
+	Cols        int             `json:"cols,omitempty"`
+	Rows        int             `json:"rows,omitempty"`
 	StartedAt   *time.Time      `json:"started_at,omitempty"`
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
 	LogPath     string          `json:"log_path,omitempty"`
@@ -287,6 +290,9 @@ func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 	run.Cwd = rec.Cwd
 	run.CaptureMode = rec.CaptureMode
 	run.Stdin = rec.Stdin
+	if rec.Pty {
+		run.Pty, run.Cols, run.Rows = true, rec.Cols, rec.Rows
+	}
 	started := rec.StartedAt
 	run.StartedAt = &started
 	run.FinishedAt = rec.FinishedAt
@@ -318,6 +324,7 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 		SupervisorPID: max(rec.SupervisorPID, 0),
 		ExitRecorded:  rec.Exit != nil,
 		StartFailed:   rec.StartError != "",
+		Pty:           rec.Pty,
 	}
 	facts := outcome.Facts{BootID: m.Sys.BootID(), Self: m.Sys.Self()}
 	run.supAlive, run.Survivors = false, nil
@@ -328,7 +335,7 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 	if hasChild {
 		var st proc.Stat
 		facts.Child, st = idx.probe(rec.PID, rec.PIDStartTime, !in.ExitRecorded)
-		facts.ChildSID = st.SID
+		facts.ChildSID, facts.ChildPPID = st.SID, st.PPID
 	}
 	// After the exit the supervisor lives on while it may still write the
 	// log, and while processes of the run outlive the leader (it is their

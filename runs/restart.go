@@ -98,7 +98,7 @@ func respec(prev Run, secretEnv map[string]string) (StartRequest, error) {
 	}
 	spec := StartRequest{
 		Name: prev.Name, Command: rec.Command, Argv: rec.Argv, Cwd: rec.Cwd, Env: rec.Env, SecretEnv: secretEnv,
-		CaptureMode: rec.CaptureMode, Stdin: rec.Stdin, TimeoutS: rec.TimeoutS, MaxLogBytes: rec.MaxLogBytes,
+		CaptureMode: rec.CaptureMode, Stdin: rec.Stdin, Pty: rec.Pty, Cols: rec.Cols, Rows: rec.Rows, TimeoutS: rec.TimeoutS, MaxLogBytes: rec.MaxLogBytes,
 	}
 	if len(want) > 0 {
 		// A secret's value inside the command, argv, cwd or env was

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,16 @@ const MaxMaxLogBytes int64 = 1 << 40
 // MaxTimeoutS bounds timeout_s (one week).
 const MaxTimeoutS = 7 * 24 * 3600
 
+// A pty run's terminal size: its default and bounds (process_start and
+// process_resize).
+const (
+	DefaultCols, MinCols, MaxCols = 120, 10, 1000
+	DefaultRows, MinRows, MaxRows = 40, 5, 500
+)
+
+// ptyTerm is a pty run's TERM unless its env sets one.
+const ptyTerm = "xterm-256color"
+
 // StartRequest is process_start's arguments.
 type StartRequest struct {
 	Name        string
@@ -39,6 +50,10 @@ type StartRequest struct {
 	SecretEnv   map[string]string
 	CaptureMode string
 	Stdin       string
+	// Pty runs the child on a terminal of Cols×Rows (0: the defaults),
+	// whose input is the run's stdin.
+	Pty         bool
+	Cols, Rows  int
 	TimeoutS    int
 	MaxLogBytes int64
 	// IfRunning says what a running run of the same name means: "" or
@@ -243,6 +258,34 @@ func (req *StartRequest) checkEnv() error {
 	return nil
 }
 
+// checkPty checks pty, cols and rows (after capture_mode and stdin have
+// their defaults): a terminal is one stream, and it is the run's stdin.
+func (req *StartRequest) checkPty() error {
+	if !req.Pty {
+		if req.Cols != 0 || req.Rows != 0 {
+			return invalid("cols and rows are the size of a terminal: give them with pty: true")
+		}
+		return nil
+	}
+	if req.CaptureMode == string(capture.Framed) {
+		return invalid("capture_mode framed cannot be used with pty: true: a terminal merges stdout and stderr into one stream; use combined")
+	}
+	req.Stdin = "pipe" // the terminal's input
+	req.Cols, req.Rows = cmp.Or(req.Cols, DefaultCols), cmp.Or(req.Rows, DefaultRows)
+	return CheckSize(req.Cols, req.Rows)
+}
+
+// CheckSize checks a terminal size: process_start's and process_resize's.
+func CheckSize(cols, rows int) error {
+	if cols < MinCols || cols > MaxCols {
+		return invalid("cols %d is out of range %d..%d", cols, MinCols, MaxCols)
+	}
+	if rows < MinRows || rows > MaxRows {
+		return invalid("rows %d is out of range %d..%d", rows, MinRows, MaxRows)
+	}
+	return nil
+}
+
 // checkModes checks the enumerations and limits of req, filling the
 // defaults of those not given.
 func (req *StartRequest) checkModes(arg func(string) string) error {
@@ -259,6 +302,9 @@ func (req *StartRequest) checkModes(arg func(string) string) error {
 	case "null", "pipe":
 	default:
 		return invalid("stdin %q is not one of null, pipe", req.Stdin)
+	}
+	if err := req.checkPty(); err != nil {
+		return err
 	}
 	if req.TimeoutS < 0 || req.TimeoutS > MaxTimeoutS {
 		return invalid("%s %d is out of range 0..%d", arg("timeout_s"), req.TimeoutS, MaxTimeoutS)
@@ -315,6 +361,8 @@ func specDiff(rec *runrecord.Record, req *StartRequest) string {
 		return fmt.Sprintf("another argv: %s (asked: %s)", quoteShort(strings.Join(rec.Argv, " ")), quoteShort(strings.Join(argv, " ")))
 	case filepath.Clean(rec.Cwd) != red.String(req.Cwd):
 		return fmt.Sprintf("another cwd: %s (asked: %s)", quoteShort(rec.Cwd), quoteShort(red.String(req.Cwd)))
+	case rec.Pty != req.Pty:
+		return fmt.Sprintf("pty %t (asked: %t)", rec.Pty, req.Pty)
 	case rec.Stdin != req.Stdin:
 		return fmt.Sprintf("stdin %s (asked: %s)", quoteShort(rec.Stdin), quoteShort(req.Stdin))
 	case rec.CaptureMode != req.CaptureMode:
@@ -382,6 +430,9 @@ func (m *Manager) home() string { return lookEnv(m.Env, "HOME") }
 // childEnv is the inherited environment with env and secrets laid over it.
 func childEnv(inherited []string, req *StartRequest, name, runID string) []string {
 	over := map[string]string{"AGENT_BOX_NAME": name, "AGENT_BOX_RUN_ID": runID}
+	if req.Pty {
+		over["TERM"] = ptyTerm // a terminal program reads its kind here
+	}
 	for k, v := range req.Env {
 		over[k] = v
 	}
@@ -535,6 +586,9 @@ func (m *Manager) newRecord(req *StartRequest, runID string, now time.Time, stat
 		CaptureMode: req.CaptureMode,
 		LogFormat:   "raw",
 		Stdin:       req.Stdin,
+		Pty:         req.Pty,
+		Cols:        req.Cols,
+		Rows:        req.Rows,
 		TimeoutS:    req.TimeoutS,
 		MaxLogBytes: req.MaxLogBytes,
 		BootID:      m.Sys.BootID(),
@@ -617,6 +671,9 @@ func (m *Manager) spec(req *StartRequest, runID, path string, argv []string) *su
 		MaxLogBytes: req.MaxLogBytes,
 		Secrets:     slices.Collect(maps.Values(req.SecretEnv)),
 		Stdin:       req.Stdin,
+		Pty:         req.Pty,
+		Cols:        req.Cols,
+		Rows:        req.Rows,
 		TimeoutS:    req.TimeoutS,
 		KillGraceMS: int(m.waitPolicy().TimeoutGrace.Milliseconds()),
 	}

@@ -34,7 +34,12 @@ type Spec struct {
 	MaxLogBytes int64    `json:"max_log_bytes"`
 	Secrets     []string `json:"secrets,omitempty"`
 	Stdin       string   `json:"stdin"` // "null" or "pipe"
-	TimeoutS    int      `json:"timeout_s,omitempty"`
+	// Pty: the child runs on a pseudo-terminal of Cols×Rows, which the
+	// supervisor holds; stdin is then the terminal's input.
+	Pty      bool `json:"pty,omitempty"`
+	Cols     int  `json:"cols,omitempty"`
+	Rows     int  `json:"rows,omitempty"`
+	TimeoutS int  `json:"timeout_s,omitempty"`
 	// KillGraceMS is how long the supervisor waits after SIGTERM at the
 	// timeout before it sends SIGKILL to the group.
 	KillGraceMS int `json:"kill_grace_ms,omitempty"`

@@ -20,7 +20,7 @@ func pipeServer(t *testing.T) (dir string, r *os.File) {
 	dir = t.TempDir()
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
-	s, err := serveStdin(dir, w)
+	s, err := serveStdin(dir, w, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close(); r.Close() })
 	return dir, r
@@ -174,7 +174,7 @@ func TestCloseCutsShortABlockedWrite(t *testing.T) {
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	defer r.Close()
-	s, err := serveStdin(dir, w)
+	s, err := serveStdin(dir, w, nil)
 	require.NoError(t, err)
 	data := make([]byte, 4*pipeCapacity(t, r))
 	type result struct {

@@ -92,6 +92,8 @@ type supervisor struct {
 	store  *runrecord.Store
 	rec    *runrecord.Record
 	log    *capture.Log
+	pty    *os.File   // the terminal's master, for a pty run
+	ptyIn  *os.File   // the master's descriptor the stdin server writes to
 	mu     sync.Mutex // guards rec and record writes
 	// reserve is the path of the space kept for the record, "" once used.
 	reserve string
@@ -241,9 +243,12 @@ func (s *supervisor) run(report *os.File) error {
 	var stdin *stdinServer
 	if stdinW != nil {
 		var err error
-		if stdin, err = serveStdin(s.store.RunDir(sp.Name, sp.RunID), stdinW); err != nil {
+		if stdin, err = serveStdin(s.store.RunDir(sp.Name, sp.RunID), stdinW, s.terminal()); err != nil {
 			// The run goes on; process_write will say the pipe is unreachable.
-			stdinW.Close()
+			// (A terminal's input stays open to the end: see closeInput.)
+			if s.ptyIn == nil {
+				stdinW.Close()
+			}
 			s.logf("supervise: stdin socket: %v", err)
 		}
 	}
@@ -279,6 +284,9 @@ func (s *supervisor) startChild() (*exec.Cmd, []output, *os.File, error) {
 	}
 	s.log = log
 
+	if sp.Pty {
+		return s.startOnPty(log)
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, nil, err

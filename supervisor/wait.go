@@ -80,6 +80,9 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	// in the record. Until here a write still reaches a descendant that
 	// holds stdin, as it would have while the leader lived.
 	stdin.Close()
+	if s.ptyIn != nil {
+		s.ptyIn.Close() // the stdin server leaves a terminal's input open
+	}
 	// Processes of the run that outlive the leader and let go of the
 	// output (a daemon it started, a job in a session of its own) are
 	// still ours: as their subreaper we are their parent, so agent-box can

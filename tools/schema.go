@@ -30,6 +30,9 @@ const runProps = `{
   "cwd": {"type": "string"},
   "capture_mode": {"type": "string"},
   "stdin": {"type": "string"},
+  "pty": {"type": "boolean", "description": "runs on a terminal of cols x rows"},
+  "cols": {"type": "integer"},
+  "rows": {"type": "integer"},
   "started_at": {"type": "string"},
   "finished_at": {"type": "string"},
   "log_path": {"type": "string"},
@@ -44,15 +47,18 @@ var runSchema = `{"type": "object", "properties": ` + runProps + `, "required": 
 const startInput = `{
   "type": "object",
   "properties": {
-    "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "Your name for the run, used by the other tools. Reusing the name of a finished run starts a new run and keeps the old one."},
+    "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "Your name for the run. Reusing a finished run's name starts a new run; the old one stays."},
     "command": {"type": "string", "maxLength": 131072, "description": "Shell command, run with /bin/sh -c. A single simple command is exec'd: pid and exit status are the program's, else the shell's (status_of). Give this or argv."},
     "argv": {"type": "array", "items": {"type": "string"}, "maxItems": 4096, "description": "Program and arguments, run without a shell. Give this or command."},
     "cwd": {"type": "string", "description": "Working directory (must exist): absolute, or from the home directory (the default; ~ works)."},
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 1024, "description": "Variables set over the inherited environment."},
-    "secret_env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 64, "description": "Variables whose values are masked as [redacted] in the log, tail_log, process_list and the record."},
-    "capture_mode": {"type": "string", "enum": ["combined", "framed"], "default": "combined", "description": "combined: one byte stream as a terminal shows it, in the exact order written. framed: stdout and stderr kept apart, each byte-exact (tail_log returns them separately); writes to the two that come close together may swap places in the interleaved view."},
+    "secret_env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 64, "description": "Variables whose values are [redacted] in the log, every answer and the record."},
+    "capture_mode": {"type": "string", "enum": ["combined", "framed"], "default": "combined", "description": "combined: one stream, in the order written. framed: stdout and stderr apart, each byte-exact; close writes to both may swap in the interleaved view."},
     "stdin": {"type": "string", "enum": ["null", "pipe"], "default": "null", "description": "pipe: keep stdin open for process_write."},
-    "timeout_s": {"type": "integer", "minimum": 0, "maximum": 604800, "description": "Kill every process of the run after this many seconds (TERM, 5 s grace, KILL), also those that outlive the leader. 0: no timeout."},
+    "pty": {"type": "boolean", "description": "On a terminal (TERM=xterm-256color), stdin its input; combined only."},
+    "cols": {"type": "integer", "default": 120},
+    "rows": {"type": "integer", "default": 40},
+    "timeout_s": {"type": "integer", "minimum": 0, "maximum": 604800, "description": "Kill every process of the run (also those outliving the leader) after this many seconds: TERM, 5 s, KILL. 0: none."},
     "max_log_bytes": {"type": "integer", "minimum": 0, "maximum": 1099511627776, "description": "Stop writing the log past this size (output is still drained). Default 1 GiB."},
     "if_running": {"type": "string", "enum": ["error", "reuse"], "default": "error", "description": "reuse: if this name runs with the same command/argv, cwd and env, return that run (reused)."},
     "ready": {"type": "object", "properties": {"log": {"type": "string", "description": "RE2 matching a line"}, "tcp_port": {"type": "integer"}, "http": {"type": "string", "description": "URL answering below 500"}}, "additionalProperties": false, "description": "Return once this one probe passes, the run ends, or ready_timeout_s."},
@@ -147,7 +153,7 @@ const tailInput = `{
     "context": {"type": "integer", "minimum": 0, "maximum": 20, "default": 0, "description": "With grep: lines before and after each match."},
     "until": {"type": "string", "maxLength": 4096, "description": "RE2, with wait_ms: return once a new line (or an unfinished one: a prompt) matches."},
     "idle_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "description": "With wait_ms: return once output was quiet this long after new bytes."},
-    "clean": {"type": "boolean", "description": "Text without terminal escapes, \\r redraws collapsed (not base64/raw)."}
+    "clean": {"type": "boolean", "description": "Text without terminal escapes, \\r redraws collapsed (not base64/raw). Default: on for pty runs."}
   },
   "required": ["name"],
   "additionalProperties": false
@@ -216,7 +222,7 @@ const writeInput = `{
   "properties": {
     "name": {"type": "string"},
     "run_id": {"type": "string"},
-    "data": {"type": "string", "maxLength": 1048576, "description": "Bytes to write (with the newline a prompt waits for)."},
+    "data": {"type": "string", "maxLength": 1048576, "description": "Bytes for the run's stdin."},
     "encoding": {"type": "string", "enum": ["text", "base64"], "default": "text"},
     "close": {"type": "boolean", "default": false, "description": "Close stdin after writing (EOF for the child)."},
     "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
@@ -237,6 +243,20 @@ var writeOutput = `{"type": "object", "properties": {
   "matched": {"type": "boolean"},
   "truncated": {"type": "boolean", "description": "more output is past end_offset"}
 }, "required": ["run", "written", "closed"]}`
+
+const resizeInput = `{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string"},
+    "run_id": {"type": "string"},
+    "cols": {"type": "integer", "minimum": 10, "maximum": 1000},
+    "rows": {"type": "integer", "minimum": 5, "maximum": 500}
+  },
+  "required": ["name", "cols", "rows"],
+  "additionalProperties": false
+}`
+
+var resizeOutput = `{"type": "object", "properties": {"run": ` + runSchema + `}, "required": ["run"]}`
 
 const removeInput = `{
   "type": "object",

@@ -89,6 +89,9 @@ func runLine(r runs.Run) string {
 	if r.StatusOf == runs.StatusOfShell {
 		b.WriteString(" status_of=shell")
 	}
+	if r.Pty {
+		fmt.Fprintf(&b, " pty=%dx%d", r.Cols, r.Rows)
+	}
 	if len(r.Survivors) > 0 {
 		fmt.Fprintf(&b, " survivors=%v", r.Survivors)
 	}

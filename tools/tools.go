@@ -78,7 +78,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		s.AddTool(t, fn)
 	}
 	add("process_start", "Start a process",
-		"Start a long-running process (build, test suite, server) on this machine. It keeps running and its output keeps being logged when the connection drops; a later connection sees it in process_list. Returns at once with its pid; then use process_wait to block until it ends, or tail_log to read output. Give command (shell string) or argv (no shell).",
+		"Start a process (build, tests, server) on this machine that keeps running and logging when the connection drops; later connections see it in process_list. Returns at once with its pid; process_wait blocks until it ends, tail_log reads output.",
 		startInput, startOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
 		h.start)
@@ -98,7 +98,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.kill)
 	add("tail_log", "Read a run's log",
-		"Read a window of a run's output by byte offset (max_bytes, default 64 KiB). Continue from the returned end_offset exactly; negative offset reads from the end; tail_lines gives the last lines; grep filters lines. wait_ms waits for new output instead of you polling; to wait for the end, use process_wait. Framed runs' text starts stderr lines with [stderr].",
+		"Read a window of a run's output by byte offset; continue from the returned end_offset. tail_lines gives the last lines, grep filters them. wait_ms waits for new output instead of you polling; to wait for the end use process_wait. Framed runs' text starts stderr lines with [stderr].",
 		tailInput, tailOutputSchema,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.tail)
@@ -108,10 +108,15 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.wait)
 	add("process_write", "Write to a process's stdin",
-		"Write data to the stdin of a run started with stdin \"pipe\" (e.g. an answer to a prompt, with its newline); close=true sends EOF. Works from any connection. With wait_ms (until, idle_ms as tail_log's) it returns the output that followed the write.",
+		"Write data to the stdin of a run started with stdin \"pipe\" or pty (e.g. an answer to a prompt, with its newline; on a pty \"\\u0003\" is Ctrl-C); close=true sends EOF (a pty's ^D). Works from any connection. With wait_ms (until, idle_ms as tail_log's) it returns the output that followed the write.",
 		writeInput, writeOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.write)
+	add("process_resize", "Resize a pty run's terminal",
+		"Resize a pty run's terminal (sends SIGWINCH), from any connection.",
+		resizeInput, resizeOutput,
+		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
+		h.resize)
 	add("process_remove", "Remove finished runs",
 		"Delete the records and logs of finished runs: one (name, optional run_id) or, with all_finished, every finished run. Refuses running ones. A run whose record cannot be read is removed only when named by its run_id.",
 		removeInput, removeOutput,
@@ -185,6 +190,9 @@ type startArgs struct {
 	SecretEnv     map[string]string `json:"secret_env"`
 	CaptureMode   string            `json:"capture_mode"`
 	Stdin         string            `json:"stdin"`
+	Pty           bool              `json:"pty"`
+	Cols          int               `json:"cols"`
+	Rows          int               `json:"rows"`
 	TimeoutS      int               `json:"timeout_s"`
 	MaxLogBytes   int64             `json:"max_log_bytes"`
 	IfRunning     string            `json:"if_running"`
@@ -234,7 +242,7 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	}
 	sr := runs.StartRequest{
 		Name: a.Name, Command: a.Command, Argv: a.Argv, Cwd: a.Cwd, Env: a.Env, SecretEnv: a.SecretEnv,
-		CaptureMode: a.CaptureMode, Stdin: a.Stdin, TimeoutS: a.TimeoutS, MaxLogBytes: a.MaxLogBytes,
+		CaptureMode: a.CaptureMode, Stdin: a.Stdin, Pty: a.Pty, Cols: a.Cols, Rows: a.Rows, TimeoutS: a.TimeoutS, MaxLogBytes: a.MaxLogBytes,
 		IfRunning: a.IfRunning, ReadyTimeout: optDuration(a.ReadyTimeoutS, time.Second),
 	}
 	if a.Ready != nil {
@@ -623,6 +631,30 @@ func untilText(matched bool) string {
 		return " (until matched)"
 	}
 	return " (until not matched)"
+}
+
+type resizeArgs struct {
+	Name  string `json:"name"`
+	RunID string `json:"run_id"`
+	Cols  int    `json:"cols"`
+	Rows  int    `json:"rows"`
+}
+
+func (h *Handlers) resize(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a resizeArgs
+	if err := decode(req, &a); err != nil {
+		return fail(err), nil
+	}
+	run, err := h.M.Resize(a.Name, a.RunID, a.Cols, a.Rows)
+	if err != nil {
+		return fail(err), nil
+	}
+	return result(resizeResult{Run: run}, fmt.Sprintf("resized %s's terminal to %dx%d", run.Name, run.Cols, run.Rows)), nil
+}
+
+// resizeResult is process_resize's answer: the run, with its new size.
+type resizeResult struct {
+	Run runs.Run `json:"run"`
 }
 
 type removeArgs struct {

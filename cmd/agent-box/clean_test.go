@@ -39,3 +39,18 @@ func TestCleanCollapsesAProgressBar(t *testing.T) {
 	require.True(t, bad.IsError)
 	assert.Contains(t, bad.Text, "clean makes text for reading")
 }
+
+// A pty run's text is clean unless asked otherwise: a terminal's output
+// is colours, redraws and CRLF; base64 is still the bytes as written.
+func TestPtyTextIsCleanByDefault(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "tty", "pty": true, "command": `printf '\033[31mred\033[0m\n'`})
+	w := s.OK("process_wait", map[string]any{"name": "tty"})
+	assert.Equal(t, "red\n", w.Data["output_tail"])
+	assert.Equal(t, "red\n", s.OK("tail_log", map[string]any{"name": "tty"}).Data["content"])
+	raw := s.OK("tail_log", map[string]any{"name": "tty", "clean": false})
+	assert.Equal(t, "\x1b[31mred\x1b[0m\r\n", raw.Data["content"], "the terminal's bytes: ONLCR made the newline CRLF")
+	exact := s.OK("tail_log", map[string]any{"name": "tty", "encoding": "base64"})
+	assert.Equal(t, "\x1b[31mred\x1b[0m\r\n", string(abtest.B64(t, abtest.Str(exact.Data["content"]))))
+}
