@@ -126,7 +126,7 @@ func TestInspectorCLI(t *testing.T) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	require.Equal(t, []string{"process_kill", "process_list", "process_remove", "process_restart", "process_start", "process_wait", "process_write", "tail_log"}, names)
+	require.Equal(t, []string{"process_kill", "process_list", "process_remove", "process_resize", "process_restart", "process_start", "process_wait", "process_write", "tail_log"}, names)
 	for name, tool := range byName {
 		require.NotEmpty(t, tool["description"], "%s has no description", name)
 		for _, key := range []string{"inputSchema", "outputSchema"} {

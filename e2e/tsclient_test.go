@@ -142,7 +142,7 @@ func (c *tsClient) connect(cmd *exec.Cmd, extra map[string]any) {
 		require.Equal(c.t, true, tool["hasOutputSchema"], "%s has no output schema: the SDK would not check its answers", tool["name"])
 	}
 	sort.Strings(names)
-	require.Equal(c.t, []string{"process_kill", "process_list", "process_remove", "process_restart", "process_start", "process_wait", "process_write", "tail_log"}, names)
+	require.Equal(c.t, []string{"process_kill", "process_list", "process_remove", "process_resize", "process_restart", "process_start", "process_wait", "process_write", "tail_log"}, names)
 }
 
 // TestTSClient runs agent-box's reason to exist with the official MCP
