@@ -221,6 +221,67 @@ func owedContext(r io.ReaderAt, off int64, req Request, mem []byte) (int, error)
 	return 0, nil
 }
 
+// owedFramed is, per stream, how many lines from off (a frame boundary) on
+// are the context after a match before off, as owedContext is for a
+// combined log. It decodes the frames before off, from a block that doubles
+// up to MaxBytes, until each stream's last Context lines are known whole.
+func owedFramed(r io.ReaderAt, off int64, req Request) ([3]int, error) {
+	var owed [3]int
+	if req.Context == 0 || off == 0 {
+		return owed, nil
+	}
+	for n := min(int64(firstBlock), int64(req.MaxBytes)); ; n = min(2*n, int64(req.MaxBytes)) {
+		from := max(0, off-n)
+		if from > 0 {
+			var err error
+			if from, err = alignFrame(r, from, off); err != nil {
+				return owed, err
+			}
+		}
+		buf := make([]byte, off-from)
+		if err := readAt(r, buf, from); err != nil {
+			return owed, err
+		}
+		d, err := decodeFrames(buf, decodeOpts{base: from})
+		if err != nil {
+			return owed, err
+		}
+		known := true
+		for _, s := range []logframe.Stream{logframe.Stdout, logframe.Stderr} {
+			k, ok := owedLines(*d.buf(s), from == 0, req)
+			owed[s], known = k, known && ok
+		}
+		if known || n >= int64(req.MaxBytes) || from == 0 {
+			return owed, nil
+		}
+	}
+}
+
+// owedLines is how many lines after b, a stream's output before a call's
+// offset, are the context after a match in its last req.Context lines, and
+// whether that is known: a line that reaches b's start may have begun
+// before it, unless b is the stream's whole output (whole).
+func owedLines(b []byte, whole bool, req Request) (int, bool) {
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		return 0, len(b) == 0 || whole // not a line start: a line's part
+	}
+	end := len(b) - 1
+	for k := 1; k <= req.Context; k++ {
+		nl := bytes.LastIndexByte(b[:end], '\n')
+		if nl < 0 && !whole {
+			return 0, false
+		}
+		if req.Grep.Match(b[nl+1 : end]) {
+			return req.Context - k + 1, true
+		}
+		if nl < 0 {
+			break
+		}
+		end = nl
+	}
+	return 0, true
+}
+
 // textLine takes the line buf[a:e] (next past its newline) of the window
 // at pos into the answer, its gaps or the held lines, and reports whether
 // the answer is full: it then ends before the line (or the lines held
@@ -349,6 +410,11 @@ func textWindow(r io.ReaderAt, pos, size int64, req Request, mem []byte) ([]byte
 func grepFramed(r io.ReaderAt, size int64, req Request, w *Window) error {
 	g := grepScan{req: req, w: w, start: w.Offset}
 	defer g.finish()
+	owed, err := owedFramed(r, w.Offset, req)
+	if err != nil {
+		return err
+	}
+	g.after = owed
 	for pos := w.Offset; g.scanning(pos, size); {
 		end, done, err := g.framedWindow(r, pos, size)
 		if err != nil || done || end == pos {
@@ -495,7 +561,8 @@ func (g *grepScan) frameContext(s logframe.Stream, b []byte, h frameHit, hit boo
 		g.after[s], g.joined[s] = g.req.Context, true
 	case g.after[s] > 0:
 		h.m.Context, h.need = true, -1
-		h.m.Group = !g.joined[s]
+		h.m.Group = !g.joined[s] // only the first line a call owes
+		g.joined[s] = true
 		g.fill(&h, b)
 		hits = append(hits, h)
 		g.after[s]--
