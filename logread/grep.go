@@ -29,6 +29,9 @@ type grepScan struct {
 	// lines still to return after the last match, per stream.
 	held  []heldLine
 	after [3]int
+	// owing, per stream, that the lines after count down a match before
+	// the request's Offset: they are marked Continues.
+	owing [3]bool
 	// prevEnd is where the last returned line of a combined log ends;
 	// joined, per stream of a framed log, that the last line was returned.
 	prevEnd int64
@@ -154,7 +157,7 @@ func grepText(r io.ReaderAt, size int64, req Request, w *Window) error {
 	if err != nil {
 		return err
 	}
-	g.after[0] = owed
+	g.after[0], g.owing[0] = owed, owed > 0
 	for pos := w.Offset; g.scanning(pos, size); {
 		buf, err := textWindow(r, pos, size, req, mem)
 		if err != nil {
@@ -295,7 +298,7 @@ func (g *grepScan) textLine(buf []byte, a, e, next int, pos int64) (full bool) {
 			// (at most Context lines), so that no call cuts it off.
 			g.after[0]--
 			m, c, lossy := g.line(buf[a:e], next > e, off)
-			m.Context = true
+			m.Context, m.Continues = true, g.owing[0]
 			g.addLine(m, c, lossy, span)
 		case g.req.Context > 0:
 			if len(g.held) == g.req.Context {
@@ -325,7 +328,7 @@ func (g *grepScan) textLine(buf []byte, a, e, next int, pos int64) (full bool) {
 	}
 	g.held = g.held[:0]
 	g.addLine(m, c, lossy, span)
-	g.after[0] = g.req.Context
+	g.after[0], g.owing[0] = g.req.Context, false
 	return false
 }
 
@@ -415,6 +418,9 @@ func grepFramed(r io.ReaderAt, size int64, req Request, w *Window) error {
 		return err
 	}
 	g.after = owed
+	for i, n := range owed {
+		g.owing[i] = n > 0
+	}
 	for pos := w.Offset; g.scanning(pos, size); {
 		end, done, err := g.framedWindow(r, pos, size)
 		if err != nil || done || end == pos {
@@ -472,7 +478,7 @@ type frameHit struct {
 // fill makes the text of h, a line of the stream buffer b.
 func (g *grepScan) fill(h *frameHit, b []byte) {
 	m, c, lossy := g.line(b[h.a:h.e], h.nl, h.m.Offset)
-	m.Stream, m.Context, m.Group = h.m.Stream, h.m.Context, h.m.Group
+	m.Stream, m.Context, m.Group, m.Continues = h.m.Stream, h.m.Context, h.m.Group, h.m.Continues
 	h.m, h.cost, h.lossy = m, c, lossy
 }
 
@@ -558,9 +564,9 @@ func (g *grepScan) frameContext(s logframe.Stream, b []byte, h frameHit, hit boo
 		h.m.Group = g.req.Context > 0 && len(held) == 0 && !g.joined[s]
 		hits = append(append(hits, held...), h)
 		held = held[:0]
-		g.after[s], g.joined[s] = g.req.Context, true
+		g.after[s], g.joined[s], g.owing[s] = g.req.Context, true, false
 	case g.after[s] > 0:
-		h.m.Context, h.need = true, -1
+		h.m.Context, h.m.Continues, h.need = true, g.owing[s], -1
 		h.m.Group = !g.joined[s] // only the first line a call owes
 		g.joined[s] = true
 		g.fill(&h, b)

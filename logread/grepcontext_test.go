@@ -53,8 +53,12 @@ func TestGrepContextCombined(t *testing.T) {
 			logread.Window{EndOffset: 11, Truncated: true, Matches: []logread.Match{{Offset: 0, Line: "FAIL 1", Group: true}, ctx(7, "a")},
 				Skipped: []logread.Gap{{9, 2}}}},
 		{"resumed after a match: the lines after it are its context", "FAIL 1\na\nb\nc\n", logread.Request{MaxBytes: 100, Grep: fail, Context: 2, Offset: 7, Final: true},
-			logread.Window{Offset: 7, EndOffset: 13, Matches: []logread.Match{{Offset: 7, Line: "a", Context: true, Group: true}, ctx(9, "b")},
+			logread.Window{Offset: 7, EndOffset: 13, Matches: []logread.Match{{Offset: 7, Line: "a", Context: true, Group: true, Continues: true}, {Offset: 9, Line: "b", Context: true, Continues: true}},
 				Skipped: []logread.Gap{{11, 2}}}},
+		// From an offset that no grep returned (a plain tail_log's end),
+		// the line is context without its match, and says so.
+		{"the lines owed continue a match before the offset", "FAIL x\nnext\nFAIL y\nz\n", logread.Request{MaxBytes: 100, Grep: fail, Context: 1, Offset: 7, Final: true},
+			logread.Window{Offset: 7, EndOffset: 21, Matches: []logread.Match{{Offset: 7, Line: "next", Context: true, Group: true, Continues: true}, {Offset: 12, Line: "FAIL y"}, ctx(19, "z")}}},
 		{"a line cut to LineMax says its length", long + "ok\n", logread.Request{MaxBytes: 100, Grep: fail, Context: 1, LineMax: 10, Final: true},
 			logread.Window{EndOffset: 29, Matches: []logread.Match{{Offset: 0, Line: "FAIL éé", Bytes: 25, Group: true}, ctx(26, "ok")}}},
 		{"a character longer than LineMax is not cut into", "🎀 FAIL\n", logread.Request{MaxBytes: 100, Grep: fail, LineMax: 3, Final: true},
@@ -161,7 +165,7 @@ func TestGrepContextFollow(t *testing.T) {
 		c.follow(log, true)
 		c.tiles(log)
 		for i := range c.matches {
-			c.matches[i].Group = false
+			c.matches[i].Group, c.matches[i].Continues = false, false
 		}
 		require.Equal(t, refContext(log, re, n, lineMax), c.matches, "trial %d: -C %d, cut %d, pattern %q, log %q", trial, n, lineMax, re, log)
 	}
@@ -207,8 +211,8 @@ func TestGrepContextFramedResumed(t *testing.T) {
 	req.Offset, req.Final = w.EndOffset, true
 	w = mustRead(t, log, req)
 	assert.Equal(t, []logread.Match{
-		{Offset: f0 + f1, Stream: "stderr", Line: "stack 1", Context: true, Group: true},
-		{Offset: f0 + f1, Stream: "stderr", Line: "stack 2", Context: true},
+		{Offset: f0 + f1, Stream: "stderr", Line: "stack 1", Context: true, Group: true, Continues: true},
+		{Offset: f0 + f1, Stream: "stderr", Line: "stack 2", Context: true, Continues: true},
 	}, w.Matches)
 	assert.Equal(t, []logread.Gap{{f0, f1}, {f0 + f1 + f2, flen("exit 1\n")}}, w.Skipped)
 	assert.Empty(t, checkWindow(log, req, w))
@@ -219,7 +223,7 @@ func TestGrepContextFramedResumed(t *testing.T) {
 	assert.Empty(t, w.Matches, "the match is 2 lines back: its context is complete")
 	req.Context = 3
 	w = mustRead(t, log, req)
-	assert.Equal(t, []logread.Match{{Offset: f0 + f1 + f2, Stream: "stderr", Line: "exit 1", Context: true, Group: true}}, w.Matches)
+	assert.Equal(t, []logread.Match{{Offset: f0 + f1 + f2, Stream: "stderr", Line: "exit 1", Context: true, Group: true, Continues: true}}, w.Matches)
 }
 
 // A client that follows one stream of a growing framed log, written a line

@@ -232,6 +232,22 @@ func grepCounts(matching, context int) string {
 	return s
 }
 
+// continuesText says how many context lines are the lines after a match
+// before offset, which the answer does not hold: a grep resumed from its
+// end offset owes them; from another offset they have no match to follow.
+func continuesText(ms []logread.Match, offset int64) string {
+	n := 0
+	for _, m := range ms {
+		if m.Continues {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of the context lines follow a match before offset %d, not in this answer)", n, offset)
+}
+
 func tailText(o TailOutput) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[%s run_id=%s state=%s log bytes %d..%d of %d", o.Name, o.RunID, o.State, o.Offset, o.EndOffset, o.LogBytes)
@@ -286,6 +302,7 @@ func tailText(o TailOutput) string {
 		var n int
 		body, n = grepText(o.Matches)
 		b.WriteString(grepCounts(n, len(o.Matches)-n))
+		b.WriteString(continuesText(o.Matches, o.Offset))
 	case o.Chunks != nil:
 		body = markStderr(o.Chunks)
 	}

@@ -80,6 +80,7 @@ func TestTailTextGrep(t *testing.T) {
 
 	o.Matches = nil
 	assert.Contains(t, tailText(o), " 0 matching lines;")
+
 	// Empty before the end: with context, the last lines may be waiting
 	// for a match to come, not only a line for its end.
 	o.EOF, o.Truncated, o.context = false, true, true
@@ -89,6 +90,10 @@ func TestTailTextGrep(t *testing.T) {
 	text = tailText(o)
 	assert.Contains(t, text, " 1 matching line, each after its byte offset;")
 	assert.True(t, strings.HasSuffix(text, "]\n4 stderr: FAIL\n"), text)
+	// From an offset just after a match (not only a grep's end offset),
+	// the lines after it are context whose match is not in the answer.
+	o.Offset, o.Matches = 7, []logread.Match{{Offset: 7, Line: "next", Context: true, Group: true, Continues: true}}
+	assert.Contains(t, tailText(o), ` 0 matching lines and 1 context lines, each after its byte offset (context: "offset-", groups split by "--") (1 of the context lines follow a match before offset 7, not in this answer);`)
 }
 
 // The text of a framed run's output marks what stderr wrote, line by line;

@@ -43,6 +43,13 @@ func TestGrepContextAndCutLines(t *testing.T) {
 	assert.EqualValues(t, 3005, last["line_bytes"], "structured content says the line was cut")
 	assert.Len(t, abtest.Str(last["line"]), 512)
 
+	// From an offset no grep returned, just after a match, the line after
+	// it is context whose match the answer does not hold, and says so.
+	r = s.OK("tail_log", map[string]any{"name": "gotest", "grep": "^--- FAIL", "context": 1, "offset": 70, "max_bytes": 30})
+	assert.Contains(t, r.Text, " 0 matching lines and 1 context lines", r.Text)
+	assert.Contains(t, r.Text, "(1 of the context lines follow a match before offset 70, not in this answer)", r.Text)
+	assert.Equal(t, true, r.Data["matches"].([]any)[0].(map[string]any)["continues"])
+
 	r = s.OK("tail_log", map[string]any{"name": "gotest", "grep": "panic:"})
 	assert.Contains(t, r.Text, " 0 matching lines;", r.Text)
 
