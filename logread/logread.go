@@ -80,6 +80,9 @@ type Match struct {
 	// from its end offset owes it; from any other offset, it is context
 	// without its match).
 	Continues bool `json:"continues,omitempty"`
+	// Part: the line is longer than a window and this is one of the parts
+	// it was matched in, from Offset; Bytes, when set, is the part's length.
+	Part bool `json:"part,omitempty"`
 	// Group: with Context, the line before this one (in its stream) is
 	// not in the answer, so that grep would print "--" before it.
 	Group bool `json:"-"`

@@ -319,7 +319,8 @@ func tailText(o TailOutput) string {
 
 // grepText is a grep answer as grep -b prints it: each line after its
 // offset (and stream), ": " for a match and "- " for context, "--"
-// between groups, and a cut line saying how long it is; n counts the
+// between groups, a cut line saying how long it is, and a part of a line
+// longer than a window saying so (its length is not known); n counts the
 // matches.
 func grepText(ms []logread.Match) (body string, n int) {
 	var b strings.Builder
@@ -338,7 +339,12 @@ func grepText(ms []logread.Match) (body string, n int) {
 		} else {
 			fmt.Fprintf(&b, "%d%s %s", m.Offset, sep, m.Line)
 		}
-		if m.Bytes > 0 {
+		switch {
+		case m.Part && m.Bytes > 0:
+			fmt.Fprintf(&b, " ...[cut: part of a line longer than a window; this part is %d bytes, from offset %d]", m.Bytes, m.Offset)
+		case m.Part:
+			fmt.Fprintf(&b, " [part of a line longer than a window, from offset %d]", m.Offset)
+		case m.Bytes > 0:
 			fmt.Fprintf(&b, " ...[cut: the line is %d bytes, from offset %d]", m.Bytes, m.Offset)
 		}
 		b.WriteByte('\n')

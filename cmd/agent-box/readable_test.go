@@ -50,6 +50,13 @@ func TestGrepContextAndCutLines(t *testing.T) {
 	assert.Contains(t, r.Text, "(1 of the context lines follow a match before offset 70, not in this answer)", r.Text)
 	assert.Equal(t, true, r.Data["matches"].([]any)[0].(map[string]any)["continues"])
 
+	// A line longer than the window is matched in parts: each says it is
+	// a part, not that the line is as long as the part.
+	r = s.OK("tail_log", map[string]any{"name": "gotest", "grep": "^dump", "max_bytes": 1000, "offset": 167})
+	assert.Contains(t, r.Text, "...[cut: part of a line longer than a window; this part is 1000 bytes, from offset 167]\n", r.Text)
+	assert.NotContains(t, r.Text, "the line is 1000 bytes", r.Text)
+	assert.Equal(t, true, r.Data["matches"].([]any)[0].(map[string]any)["part"])
+
 	r = s.OK("tail_log", map[string]any{"name": "gotest", "grep": "panic:"})
 	assert.Contains(t, r.Text, " 0 matching lines;", r.Text)
 
