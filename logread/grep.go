@@ -29,6 +29,14 @@ type grepScan struct {
 	// lines still to return after the last match, per stream.
 	held  []heldLine
 	after [3]int
+	// owing, per stream, that the lines after count down a match before
+	// the request's Offset: they are marked Continues.
+	owing [3]bool
+	// cont, per stream, that the window starts inside a line (the part
+	// before was in an earlier window); cutEnd that a combined window's
+	// last line goes on past it. Such lines are Parts.
+	cont   [3]bool
+	cutEnd bool
 	// prevEnd is where the last returned line of a combined log ends;
 	// joined, per stream of a framed log, that the last line was returned.
 	prevEnd int64
@@ -42,6 +50,7 @@ type heldLine struct {
 	off, span int64 // log offset, and bytes with its newline
 	a, e      int   // its bytes in the current window's buffer, until kept
 	kept      bool
+	part      bool
 	m         Match
 	cost      int
 	lossy     bool
@@ -154,7 +163,10 @@ func grepText(r io.ReaderAt, size int64, req Request, w *Window) error {
 	if err != nil {
 		return err
 	}
-	g.after[0] = owed
+	g.after[0], g.owing[0] = owed, owed > 0
+	if g.cont[0], err = midLine(r, w.Offset); err != nil {
+		return err
+	}
 	for pos := w.Offset; g.scanning(pos, size); {
 		buf, err := textWindow(r, pos, size, req, mem)
 		if err != nil {
@@ -164,6 +176,7 @@ func grepText(r io.ReaderAt, size int64, req Request, w *Window) error {
 			break // nothing complete yet: the writer is inside the last line
 		}
 		mem = buf[:0]
+		g.cutEnd = buf[len(buf)-1] != '\n' && !(req.Final && pos+int64(len(buf)) == size)
 		for a := 0; a < len(buf); {
 			e, next := len(buf), len(buf)
 			if i := bytes.IndexByte(buf[a:], '\n'); i >= 0 {
@@ -175,6 +188,7 @@ func grepText(r io.ReaderAt, size int64, req Request, w *Window) error {
 			a = next
 		}
 		g.keep(buf)
+		g.cont[0] = buf[len(buf)-1] != '\n'
 		pos += int64(len(buf))
 		w.EndOffset = pos
 	}
@@ -186,6 +200,17 @@ func grepText(r io.ReaderAt, size int64, req Request, w *Window) error {
 	}
 	g.release(len(g.held))
 	return nil
+}
+
+// midLine reports whether off is inside a line of a combined log: the part
+// of the line before it was in an earlier answer.
+func midLine(r io.ReaderAt, off int64) (bool, error) {
+	if off == 0 {
+		return false, nil
+	}
+	var b [1]byte
+	err := readAt(r, b[:], off-1)
+	return err == nil && b[0] != '\n', err
 }
 
 // owedContext is how many lines from off on are the context after a match
@@ -221,12 +246,80 @@ func owedContext(r io.ReaderAt, off int64, req Request, mem []byte) (int, error)
 	return 0, nil
 }
 
+// owedFramed is, per stream, how many lines from off (a frame boundary) on
+// are the context after a match before off, as owedContext is for a
+// combined log, and whether off is inside a line (mid). It decodes the
+// frames before off, from a block that doubles up to MaxBytes, until each
+// stream's last Context lines are known whole (a stream with no frame in
+// MaxBytes before off owes none, and is taken to be at a line start).
+func owedFramed(r io.ReaderAt, off int64, req Request) (owed [3]int, mid [3]bool, err error) {
+	if off == 0 {
+		return owed, mid, nil
+	}
+	for n := min(int64(firstBlock), int64(req.MaxBytes)); ; n = min(2*n, int64(req.MaxBytes)) {
+		from := max(0, off-n)
+		if from > 0 {
+			var err error
+			if from, err = alignFrame(r, from, off); err != nil {
+				return owed, mid, err
+			}
+		}
+		buf := make([]byte, off-from)
+		if err := readAt(r, buf, from); err != nil {
+			return owed, mid, err
+		}
+		d, err := decodeFrames(buf, decodeOpts{base: from})
+		if err != nil {
+			return owed, mid, err
+		}
+		known := true
+		for _, s := range []logframe.Stream{logframe.Stdout, logframe.Stderr} {
+			b := *d.buf(s)
+			k, ok := owedLines(b, from == 0, req)
+			owed[s], known = k, known && ok
+			mid[s] = len(b) > 0 && b[len(b)-1] != '\n'
+		}
+		if known || n >= int64(req.MaxBytes) || from == 0 {
+			return owed, mid, nil
+		}
+	}
+}
+
+// owedLines is how many lines after b, a stream's output before a call's
+// offset, are the context after a match in its last req.Context lines, and
+// whether that is known: a line that reaches b's start may have begun
+// before it, unless b is the stream's whole output (whole).
+func owedLines(b []byte, whole bool, req Request) (int, bool) {
+	switch {
+	case len(b) == 0:
+		return 0, whole || req.Context == 0
+	case b[len(b)-1] != '\n':
+		return 0, true // not a line start: a line's part
+	}
+	end := len(b) - 1
+	for k := 1; k <= req.Context; k++ {
+		nl := bytes.LastIndexByte(b[:end], '\n')
+		if nl < 0 && !whole {
+			return 0, false
+		}
+		if req.Grep.Match(b[nl+1 : end]) {
+			return req.Context - k + 1, true
+		}
+		if nl < 0 {
+			break
+		}
+		end = nl
+	}
+	return 0, true
+}
+
 // textLine takes the line buf[a:e] (next past its newline) of the window
 // at pos into the answer, its gaps or the held lines, and reports whether
 // the answer is full: it then ends before the line (or the lines held
 // before it), which are left for the next call.
 func (g *grepScan) textLine(buf []byte, a, e, next int, pos int64) (full bool) {
 	off, span := pos+int64(a), int64(next-a)
+	part := (a == 0 && g.cont[0]) || (next == e && g.cutEnd)
 	if !g.req.Grep.Match(buf[a:e]) {
 		switch {
 		case g.after[0] > 0:
@@ -234,19 +327,20 @@ func (g *grepScan) textLine(buf []byte, a, e, next int, pos int64) (full bool) {
 			// (at most Context lines), so that no call cuts it off.
 			g.after[0]--
 			m, c, lossy := g.line(buf[a:e], next > e, off)
-			m.Context = true
+			m.Context, m.Continues, m.Part = true, g.owing[0], part
 			g.addLine(m, c, lossy, span)
 		case g.req.Context > 0:
 			if len(g.held) == g.req.Context {
 				g.release(1)
 			}
-			g.held = append(g.held, heldLine{off: off, span: span, a: a, e: e})
+			g.held = append(g.held, heldLine{off: off, span: span, a: a, e: e, part: part})
 		default:
 			g.w.Skipped = addGap(g.w.Skipped, off, span)
 		}
 		return false
 	}
 	m, c, lossy := g.line(buf[a:e], next > e, off)
+	m.Part = part
 	need := c
 	for i := range g.held {
 		g.keepLine(&g.held[i], buf)
@@ -264,7 +358,7 @@ func (g *grepScan) textLine(buf []byte, a, e, next int, pos int64) (full bool) {
 	}
 	g.held = g.held[:0]
 	g.addLine(m, c, lossy, span)
-	g.after[0] = g.req.Context
+	g.after[0], g.owing[0] = g.req.Context, false
 	return false
 }
 
@@ -275,7 +369,7 @@ func (g *grepScan) keepLine(h *heldLine, buf []byte) {
 	}
 	newline := h.span > int64(h.e-h.a)
 	h.m, h.cost, h.lossy = g.line(buf[h.a:h.e], newline, h.off)
-	h.m.Context = true
+	h.m.Context, h.m.Part = true, h.part
 	h.kept = true
 }
 
@@ -349,6 +443,14 @@ func textWindow(r io.ReaderAt, pos, size int64, req Request, mem []byte) ([]byte
 func grepFramed(r io.ReaderAt, size int64, req Request, w *Window) error {
 	g := grepScan{req: req, w: w, start: w.Offset}
 	defer g.finish()
+	owed, mid, err := owedFramed(r, w.Offset, req)
+	if err != nil {
+		return err
+	}
+	g.after, g.cont = owed, mid
+	for i, n := range owed {
+		g.owing[i] = n > 0
+	}
 	for pos := w.Offset; g.scanning(pos, size); {
 		end, done, err := g.framedWindow(r, pos, size)
 		if err != nil || done || end == pos {
@@ -375,8 +477,14 @@ func (g *grepScan) framedWindow(r io.ReaderAt, pos, size int64) (end int64, done
 	if err != nil {
 		return 0, false, err
 	}
+	g.cutEnd = to != reachFinal
 	if end, done := g.match(d, pos, to == reachGrowing); done {
 		return end, true, nil
+	}
+	for _, s := range []logframe.Stream{logframe.Stdout, logframe.Stderr} {
+		if b := *d.buf(s); len(b) > 0 {
+			g.cont[s] = b[len(b)-1] != '\n'
+		}
 	}
 	w := g.w
 	w.EndOffset = d.end
@@ -406,7 +514,7 @@ type frameHit struct {
 // fill makes the text of h, a line of the stream buffer b.
 func (g *grepScan) fill(h *frameHit, b []byte) {
 	m, c, lossy := g.line(b[h.a:h.e], h.nl, h.m.Offset)
-	m.Stream, m.Context, m.Group = h.m.Stream, h.m.Context, h.m.Group
+	m.Stream, m.Context, m.Group, m.Continues, m.Part = h.m.Stream, h.m.Context, h.m.Group, h.m.Continues, h.m.Part
 	h.m, h.cost, h.lossy = m, c, lossy
 }
 
@@ -448,7 +556,8 @@ func (g *grepScan) match(d *decoded, pos int64, growing bool) (end int64, done b
 			for d.frames[fl[fj]].end < next {
 				fj++
 			}
-			h := frameHit{m: Match{Offset: d.frames[fl[fi]].off, Stream: s.Name()}, first: fi, last: fj, a: a, e: e, nl: next > e}
+			part := (a == 0 && g.cont[s]) || (next == e && g.cutEnd)
+			h := frameHit{m: Match{Offset: d.frames[fl[fi]].off, Stream: s.Name(), Part: part}, first: fi, last: fj, a: a, e: e, nl: next > e}
 			hits[s], held = g.frameContext(s, b, h, hit, hits[s], held)
 			a = next
 		}
@@ -492,10 +601,11 @@ func (g *grepScan) frameContext(s logframe.Stream, b []byte, h frameHit, hit boo
 		h.m.Group = g.req.Context > 0 && len(held) == 0 && !g.joined[s]
 		hits = append(append(hits, held...), h)
 		held = held[:0]
-		g.after[s], g.joined[s] = g.req.Context, true
+		g.after[s], g.joined[s], g.owing[s] = g.req.Context, true, false
 	case g.after[s] > 0:
-		h.m.Context, h.need = true, -1
-		h.m.Group = !g.joined[s]
+		h.m.Context, h.m.Continues, h.need = true, g.owing[s], -1
+		h.m.Group = !g.joined[s] // only the first line a call owes
+		g.joined[s] = true
 		g.fill(&h, b)
 		hits = append(hits, h)
 		g.after[s]--

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
 )
 
@@ -52,8 +53,12 @@ func TestGrepContextCombined(t *testing.T) {
 			logread.Window{EndOffset: 11, Truncated: true, Matches: []logread.Match{{Offset: 0, Line: "FAIL 1", Group: true}, ctx(7, "a")},
 				Skipped: []logread.Gap{{9, 2}}}},
 		{"resumed after a match: the lines after it are its context", "FAIL 1\na\nb\nc\n", logread.Request{MaxBytes: 100, Grep: fail, Context: 2, Offset: 7, Final: true},
-			logread.Window{Offset: 7, EndOffset: 13, Matches: []logread.Match{{Offset: 7, Line: "a", Context: true, Group: true}, ctx(9, "b")},
+			logread.Window{Offset: 7, EndOffset: 13, Matches: []logread.Match{{Offset: 7, Line: "a", Context: true, Group: true, Continues: true}, {Offset: 9, Line: "b", Context: true, Continues: true}},
 				Skipped: []logread.Gap{{11, 2}}}},
+		// From an offset that no grep returned (a plain tail_log's end),
+		// the line is context without its match, and says so.
+		{"the lines owed continue a match before the offset", "FAIL x\nnext\nFAIL y\nz\n", logread.Request{MaxBytes: 100, Grep: fail, Context: 1, Offset: 7, Final: true},
+			logread.Window{Offset: 7, EndOffset: 21, Matches: []logread.Match{{Offset: 7, Line: "next", Context: true, Group: true, Continues: true}, {Offset: 12, Line: "FAIL y"}, ctx(19, "z")}}},
 		{"a line cut to LineMax says its length", long + "ok\n", logread.Request{MaxBytes: 100, Grep: fail, Context: 1, LineMax: 10, Final: true},
 			logread.Window{EndOffset: 29, Matches: []logread.Match{{Offset: 0, Line: "FAIL éé", Bytes: 25, Group: true}, ctx(26, "ok")}}},
 		{"a character longer than LineMax is not cut into", "🎀 FAIL\n", logread.Request{MaxBytes: 100, Grep: fail, LineMax: 3, Final: true},
@@ -160,7 +165,7 @@ func TestGrepContextFollow(t *testing.T) {
 		c.follow(log, true)
 		c.tiles(log)
 		for i := range c.matches {
-			c.matches[i].Group = false
+			c.matches[i].Group, c.matches[i].Continues = false, false
 		}
 		require.Equal(t, refContext(log, re, n, lineMax), c.matches, "trial %d: -C %d, cut %d, pattern %q, log %q", trial, n, lineMax, re, log)
 	}
@@ -187,4 +192,76 @@ func TestGrepContextFramedFollow(t *testing.T) {
 	w = mustRead(t, other, logread.Request{MaxBytes: 1000, Framed: true, Grep: fail, Context: 1})
 	assert.Equal(t, int64(len(other)), w.EndOffset, "stderr's match is not held back for stdout's line")
 	assert.Equal(t, []logread.Match{{Offset: flen("building\n"), Stream: "stderr", Line: "FAIL x", Group: true}}, w.Matches)
+}
+
+// A follower of a framed log that got a match at the end of what was
+// written gets the lines after it, which arrive later, as its context on
+// the next call, per stream: a stdout line written in between neither
+// counts against stderr's context nor is returned as it.
+func TestGrepContextFramedResumed(t *testing.T) {
+	fail := regexp.MustCompile("FAIL")
+	first := frames(er, "FAIL x\n")
+	req := logread.Request{MaxBytes: 1000, Framed: true, Grep: fail, Context: 2}
+	w := mustRead(t, first, req)
+	require.Equal(t, []logread.Match{{Offset: 0, Stream: "stderr", Line: "FAIL x", Group: true}}, w.Matches)
+	require.Equal(t, int64(len(first)), w.EndOffset)
+
+	log := append(append([]byte{}, first...), frames(out, "progress\n", er, "stack 1\nstack 2\n", er, "exit 1\n")...)
+	f0, f1, f2 := flen("FAIL x\n"), flen("progress\n"), flen("stack 1\nstack 2\n")
+	req.Offset, req.Final = w.EndOffset, true
+	w = mustRead(t, log, req)
+	assert.Equal(t, []logread.Match{
+		{Offset: f0 + f1, Stream: "stderr", Line: "stack 1", Context: true, Group: true, Continues: true},
+		{Offset: f0 + f1, Stream: "stderr", Line: "stack 2", Context: true, Continues: true},
+	}, w.Matches)
+	assert.Equal(t, []logread.Gap{{f0, f1}, {f0 + f1 + f2, flen("exit 1\n")}}, w.Skipped)
+	assert.Empty(t, checkWindow(log, req, w))
+
+	// Two lines back, the match owes one more; three back, none.
+	req.Offset = f0 + f1 + f2
+	w = mustRead(t, log, req)
+	assert.Empty(t, w.Matches, "the match is 2 lines back: its context is complete")
+	req.Context = 3
+	w = mustRead(t, log, req)
+	assert.Equal(t, []logread.Match{{Offset: f0 + f1 + f2, Stream: "stderr", Line: "exit 1", Context: true, Group: true, Continues: true}}, w.Matches)
+}
+
+// A client that follows one stream of a growing framed log, written a line
+// at a time, with grep and context, from each end offset, gets what grep -C
+// gets from the whole stream: the lines after a match too when a call
+// ended at the match.
+func TestGrepContextFramedFollow1Stream(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	for trial := range 200 {
+		// A line a write: a frame holding a line after a match and one
+		// before the next is returned whole or not at all, which this does
+		// not test.
+		var ws []write
+		for _, l := range bytes.SplitAfter(randText(rng, rng.IntN(1500)), []byte("\n")) {
+			if len(l) > 0 {
+				ws = append(ws, write{er, l})
+			}
+		}
+		re := regexp.MustCompile(grepPatterns[rng.IntN(len(grepPatterns))])
+		n := 1 + rng.IntN(3)
+		c := newGrepClient(t, logread.Request{Framed: true, Grep: re, Context: n}, func() int { return 64 << 10 })
+		var log, stderr []byte
+		for _, w := range ws {
+			log, stderr = logframe.AppendFrames(log, w.s, w.p), append(stderr, w.p...)
+			c.follow(log, false)
+		}
+		c.follow(log, true)
+		type line struct {
+			text    string
+			context bool
+		}
+		var got, want []line
+		for _, m := range c.matches {
+			got = append(got, line{m.Line, m.Context})
+		}
+		for _, m := range refContext(stderr, re, n, 0) {
+			want = append(want, line{m.Line, m.Context})
+		}
+		require.Equal(t, want, got, "trial %d: -C %d, pattern %q, stderr %q", trial, n, re, stderr)
+	}
 }

@@ -42,11 +42,11 @@ func TestGrepScanCombined(t *testing.T) {
 		// A line longer than max_bytes is matched in parts as long as a
 		// window's end cuts it before the end of the log.
 		{"a long line not at the end progresses, in parts", "0123456789\nfoo\n", logread.Request{MaxBytes: 4, Grep: regexp.MustCompile("5")},
-			logread.Window{EndOffset: 15, Matches: []logread.Match{{Offset: 4, Line: "4567"}}, Skipped: []logread.Gap{{0, 4}, {8, 7}}}},
+			logread.Window{EndOffset: 15, Matches: []logread.Match{{Offset: 4, Line: "4567", Part: true}}, Skipped: []logread.Gap{{0, 4}, {8, 7}}}},
 		{"growing: a long last line: its parts, then its last part waits", "x\n0123456789", logread.Request{MaxBytes: 4, Grep: regexp.MustCompile("9")},
 			logread.Window{EndOffset: 10, Truncated: true, Skipped: []logread.Gap{{0, 10}}}},
 		{"final: a long last line: all its parts", "x\n0123456789", logread.Request{MaxBytes: 4, Grep: regexp.MustCompile("9"), Final: true},
-			logread.Window{EndOffset: 12, Matches: []logread.Match{{Offset: 10, Line: "89"}}, Skipped: []logread.Gap{{0, 10}}}},
+			logread.Window{EndOffset: 12, Matches: []logread.Match{{Offset: 10, Line: "89", Part: true}}, Skipped: []logread.Gap{{0, 10}}}},
 		{"multi-window: a match past the first window", okFail, logread.Request{MaxBytes: 16, Grep: fail},
 			logread.Window{EndOffset: 307, Matches: []logread.Match{{Offset: 300, Line: "FAIL x"}}, Skipped: []logread.Gap{{0, 300}}}},
 		// Each match counts with its newline: foo1 and foo2 fill 10 bytes.
@@ -66,7 +66,7 @@ func TestGrepScanCombined(t *testing.T) {
 		{"negative offset in the partial last line of a growing log", "x\nERR", logread.Request{MaxBytes: 100, Grep: errRe, Offset: -2},
 			logread.Window{Offset: 2, EndOffset: 2, Truncated: true, Skipped: []logread.Gap{{0, 2}}}},
 		{"negative offset in a line longer than max_bytes: a character boundary", "0123456789\n", logread.Request{MaxBytes: 2, Grep: regexp.MustCompile("9"), Offset: -3},
-			logread.Window{Offset: 8, EndOffset: 11, Matches: []logread.Match{{Offset: 8, Line: "89"}}, Skipped: []logread.Gap{{0, 8}, {10, 1}}}},
+			logread.Window{Offset: 8, EndOffset: 11, Matches: []logread.Match{{Offset: 8, Line: "89", Part: true}}, Skipped: []logread.Gap{{0, 8}, {10, 1}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,7 +114,7 @@ func TestGrepScanFramed(t *testing.T) {
 		{"growing: completed, the line is matched whole", whole, logread.Request{MaxBytes: 1000, Framed: true, Grep: errRe},
 			logread.Window{EndOffset: c0 + c1 + c2, Matches: []logread.Match{{Offset: 0, Stream: "stdout", Line: "ERROR here"}, {Offset: c0, Stream: "stderr", Line: "warn"}}}},
 		{"a window cut by max_bytes with no line end matches parts", whole, logread.Request{MaxBytes: int(c0), Framed: true, Grep: regexp.MustCompile("ERR")},
-			logread.Window{EndOffset: c0 + c1 + c2, Matches: []logread.Match{{Offset: 0, Stream: "stdout", Line: "ERR"}}, Skipped: []logread.Gap{{c0, c1 + c2}}}},
+			logread.Window{EndOffset: c0 + c1 + c2, Matches: []logread.Match{{Offset: 0, Stream: "stdout", Line: "ERR", Part: true}}, Skipped: []logread.Gap{{c0, c1 + c2}}}},
 		{"multi-window: a match past the first window", many, logread.Request{MaxBytes: 30, Framed: true, Grep: regexp.MustCompile("FAIL")},
 			logread.Window{EndOffset: int64(len(many)), Matches: []logread.Match{{Offset: m0, Stream: "stderr", Line: "FAIL x"}}, Skipped: []logread.Gap{{0, m0}}}},
 		// foo2 would fit, foo3 in the same frame not: the request ends
@@ -246,7 +246,8 @@ func newGrepClient(t *testing.T, req logread.Request, size func() int) *grepClie
 // the patterns, and max_bytes (which both sizes the windows and bounds the
 // matches of one answer, so that answers often end at the bound). With
 // windows smaller than some lines, those lines are matched in parts, but
-// every line that fits the smallest window is still matched whole.
+// every line that fits the smallest window is still matched whole, and
+// every line not marked a Part is whole.
 func TestGrepFollowExactlyOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	for trial := range 400 {
@@ -277,6 +278,11 @@ func TestGrepFollowExactlyOnce(t *testing.T) {
 			for _, m := range want {
 				if len(m.Line) < clients[1].minSize && !strings.ContainsRune(m.Line, '\uFFFD') {
 					require.Contains(t, clients[1].matches, m, "trial %d growing %v pattern %q log %q", trial, growing, re, log)
+				}
+			}
+			for _, m := range clients[1].matches {
+				if !m.Part && !strings.ContainsRune(m.Line, '\uFFFD') {
+					require.Contains(t, want, m, "trial %d growing %v: a line not marked a part is whole", trial, growing)
 				}
 			}
 		}

@@ -75,6 +75,14 @@ type Match struct {
 	Line    string `json:"line"`                 // without its newline
 	Context bool   `json:"context,omitempty"`    // a line around a match, not one
 	Bytes   int    `json:"line_bytes,omitempty"` // Line was cut (LineMax): the line's length in the log
+	// Continues: with Context, a line after a match before the request's
+	// Offset, which this answer does not hold (a call that resumes a grep
+	// from its end offset owes it; from any other offset, it is context
+	// without its match).
+	Continues bool `json:"continues,omitempty"`
+	// Part: the line is longer than a window and this is one of the parts
+	// it was matched in, from Offset; Bytes, when set, is the part's length.
+	Part bool `json:"part,omitempty"`
 	// Group: with Context, the line before this one (in its stream) is
 	// not in the answer, so that grep would print "--" before it.
 	Group bool `json:"-"`

@@ -521,9 +521,9 @@ func TestGrepCombined(t *testing.T) {
 			logread.Window{Offset: 2, EndOffset: 2, Truncated: true}},
 		// "foof", then "oofo" and "o\n", which do not match.
 		{"line longer than max_bytes is matched in parts", "foofoofoo\n", logread.Request{MaxBytes: 4, Grep: foo},
-			logread.Window{EndOffset: 10, Matches: []logread.Match{{Offset: 0, Line: "foof"}}, Skipped: []logread.Gap{{4, 6}}}},
+			logread.Window{EndOffset: 10, Matches: []logread.Match{{Offset: 0, Line: "foof", Part: true}}, Skipped: []logread.Gap{{4, 6}}}},
 		{"long line split before a character", "xfo\u20ac\n", logread.Request{MaxBytes: 5, Grep: regexp.MustCompile("fo")},
-			logread.Window{EndOffset: 7, Matches: []logread.Match{{Offset: 0, Line: "xfo"}}, Skipped: []logread.Gap{{3, 4}}}},
+			logread.Window{EndOffset: 7, Matches: []logread.Match{{Offset: 0, Line: "xfo", Part: true}}, Skipped: []logread.Gap{{3, 4}}}},
 		{"negative offset gap merges with the first gap", "zzz\nbar\nfoo\n", logread.Request{MaxBytes: 100, Grep: foo, Offset: -8},
 			logread.Window{Offset: 4, EndOffset: 12, Matches: []logread.Match{{Offset: 8, Line: "foo"}}, Skipped: []logread.Gap{{0, 8}}}},
 		{"invalid bytes in a match", "foo\xff\n", logread.Request{MaxBytes: 100, Grep: foo},
@@ -565,12 +565,12 @@ func TestGrepFramed(t *testing.T) {
 		// The first window ends after "a\n"; the second, cut by max_bytes
 		// inside "foobar", matches its part "foo"; the third "bar".
 		{"windows end where both streams end a line", held, logread.Request{MaxBytes: int(h0 + h1 + 1), Framed: true, Grep: regexp.MustCompile("a")},
-			logread.Window{EndOffset: h0 + h1 + h2, Matches: []logread.Match{{Offset: 0, Stream: "stdout", Line: "a"}, {Offset: h0 + h1, Stream: "stdout", Line: "bar"}},
+			logread.Window{EndOffset: h0 + h1 + h2, Matches: []logread.Match{{Offset: 0, Stream: "stdout", Line: "a"}, {Offset: h0 + h1, Stream: "stdout", Line: "bar", Part: true}},
 				Skipped: []logread.Gap{{h0, h1}}}},
 		{"next window holds the whole line", held, logread.Request{MaxBytes: int(h1 + h2), Framed: true, Grep: regexp.MustCompile("foobar"), Offset: h0},
 			logread.Window{Offset: h0, EndOffset: h0 + h1 + h2, Matches: []logread.Match{{Offset: h0, Stream: "stdout", Line: "foobar"}}}},
 		{"no line end in window: parts are matched", held, logread.Request{MaxBytes: 1, Framed: true, Grep: regexp.MustCompile("foo"), Offset: h0},
-			logread.Window{Offset: h0, EndOffset: h0 + h1 + h2, Matches: []logread.Match{{Offset: h0, Stream: "stdout", Line: "foo"}}, Skipped: []logread.Gap{{h0 + h1, h2}}}},
+			logread.Window{Offset: h0, EndOffset: h0 + h1 + h2, Matches: []logread.Match{{Offset: h0, Stream: "stdout", Line: "foo", Part: true}}, Skipped: []logread.Gap{{h0 + h1, h2}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -168,7 +168,7 @@ const tailOutputSchema = `{"type": "object", "properties": {
   "stdout": {"type": "string"},
   "stderr": {"type": "string"},
   "chunks": {"type": "array", "items": {"type": "object", "properties": {"stream": {"type": "string"}, "text": {"type": "string"}}}},
-  "matches": {"type": "array", "items": {"type": "object", "properties": {"offset": {"type": "integer"}, "stream": {"type": "string"}, "line": {"type": "string"}, "context": {"type": "boolean", "description": "a line around a match"}, "line_bytes": {"type": "integer", "description": "line was cut: its length in the log"}}}},
+  "matches": {"type": "array", "items": {"type": "object", "properties": {"offset": {"type": "integer"}, "stream": {"type": "string"}, "line": {"type": "string"}, "context": {"type": "boolean", "description": "a line around a match"}, "line_bytes": {"type": "integer", "description": "line was cut: its length in the log (part: the part's)"}, "continues": {"type": "boolean", "description": "context after a match before offset, not in this answer"}, "part": {"type": "boolean", "description": "the line is longer than a window: this is a part of it, from offset"}}}},
   "skipped": {"type": "array", "items": {"type": "object", "properties": {"from": {"type": "integer"}, "bytes": {"type": "integer"}}}, "description": "Log bytes left out of this answer, and the offset to fetch each range from."},
   "skipped_bytes": {"type": "integer"},
   "offset": {"type": "integer"},

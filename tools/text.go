@@ -232,6 +232,22 @@ func grepCounts(matching, context int) string {
 	return s
 }
 
+// continuesText says how many context lines are the lines after a match
+// before offset, which the answer does not hold: a grep resumed from its
+// end offset owes them; from another offset they have no match to follow.
+func continuesText(ms []logread.Match, offset int64) string {
+	n := 0
+	for _, m := range ms {
+		if m.Continues {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of the context lines follow a match before offset %d, not in this answer)", n, offset)
+}
+
 // tailText puts our one header line first, then the output verbatim: the
 // header says how many bytes of output follow, so the output cannot pose
 // as a header.
@@ -292,6 +308,7 @@ func tailText(o TailOutput) string {
 		var n int
 		body, n = grepText(o.Matches)
 		b.WriteString(grepCounts(n, len(o.Matches)-n))
+		b.WriteString(continuesText(o.Matches, o.Offset))
 	case o.Chunks != nil:
 		body = markStderr(o.Chunks)
 	}
@@ -308,7 +325,8 @@ func tailText(o TailOutput) string {
 
 // grepText is a grep answer as grep -b prints it: each line after its
 // offset (and stream), ": " for a match and "- " for context, "--"
-// between groups, and a cut line saying how long it is; n counts the
+// between groups, a cut line saying how long it is, and a part of a line
+// longer than a window saying so (its length is not known); n counts the
 // matches.
 func grepText(ms []logread.Match) (body string, n int) {
 	var b strings.Builder
@@ -327,7 +345,12 @@ func grepText(ms []logread.Match) (body string, n int) {
 		} else {
 			fmt.Fprintf(&b, "%d%s %s", m.Offset, sep, m.Line)
 		}
-		if m.Bytes > 0 {
+		switch {
+		case m.Part && m.Bytes > 0:
+			fmt.Fprintf(&b, " ...[cut: part of a line longer than a window; this part is %d bytes, from offset %d]", m.Bytes, m.Offset)
+		case m.Part:
+			fmt.Fprintf(&b, " [part of a line longer than a window, from offset %d]", m.Offset)
+		case m.Bytes > 0:
 			fmt.Fprintf(&b, " ...[cut: the line is %d bytes, from offset %d]", m.Bytes, m.Offset)
 		}
 		b.WriteByte('\n')

@@ -80,6 +80,7 @@ func TestTailTextGrep(t *testing.T) {
 
 	o.Matches = nil
 	assert.Contains(t, tailText(o), " 0 matching lines;")
+
 	// Empty before the end: with context, the last lines may be waiting
 	// for a match to come, not only a line for its end.
 	o.EOF, o.Truncated, o.context = false, true, true
@@ -89,6 +90,17 @@ func TestTailTextGrep(t *testing.T) {
 	text = tailText(o)
 	assert.Contains(t, text, " 1 matching line, each after its byte offset;")
 	assert.True(t, strings.HasSuffix(text, "]\n4 stderr: FAIL\n"), text)
+	// From an offset just after a match (not only a grep's end offset),
+	// the lines after it are context whose match is not in the answer.
+	o.Offset, o.Matches = 7, []logread.Match{{Offset: 7, Line: "next", Context: true, Group: true, Continues: true}}
+	assert.Contains(t, tailText(o), ` 0 matching lines and 1 context lines, each after its byte offset (context: "offset-", groups split by "--") (1 of the context lines follow a match before offset 7, not in this answer);`)
+
+	// A part of a line longer than a window says so, not that the line is
+	// as long as the part.
+	o.Offset, o.Matches = 0, []logread.Match{{Offset: 0, Line: "FAIL 000", Bytes: 1000, Part: true}, {Offset: 1000, Line: "0000", Part: true}}
+	text = tailText(o)
+	assert.True(t, strings.HasSuffix(text, "]\n0: FAIL 000 ...[cut: part of a line longer than a window; this part is 1000 bytes, from offset 0]\n"+
+		"1000: 0000 [part of a line longer than a window, from offset 1000]\n"), text)
 }
 
 // The text of a framed run's output marks what stderr wrote, line by line;

@@ -43,6 +43,20 @@ func TestGrepContextAndCutLines(t *testing.T) {
 	assert.EqualValues(t, 3005, last["line_bytes"], "structured content says the line was cut")
 	assert.Len(t, abtest.Str(last["line"]), 512)
 
+	// From an offset no grep returned, just after a match, the line after
+	// it is context whose match the answer does not hold, and says so.
+	r = s.OK("tail_log", map[string]any{"name": "gotest", "grep": "^--- FAIL", "context": 1, "offset": 70, "max_bytes": 30})
+	assert.Contains(t, r.Text, " 0 matching lines and 1 context lines", r.Text)
+	assert.Contains(t, r.Text, "(1 of the context lines follow a match before offset 70, not in this answer)", r.Text)
+	assert.Equal(t, true, r.Data["matches"].([]any)[0].(map[string]any)["continues"])
+
+	// A line longer than the window is matched in parts: each says it is
+	// a part, not that the line is as long as the part.
+	r = s.OK("tail_log", map[string]any{"name": "gotest", "grep": "^dump", "max_bytes": 1000, "offset": 167})
+	assert.Contains(t, r.Text, "...[cut: part of a line longer than a window; this part is 1000 bytes, from offset 167]\n", r.Text)
+	assert.NotContains(t, r.Text, "the line is 1000 bytes", r.Text)
+	assert.Equal(t, true, r.Data["matches"].([]any)[0].(map[string]any)["part"])
+
 	r = s.OK("tail_log", map[string]any{"name": "gotest", "grep": "panic:"})
 	assert.Contains(t, r.Text, " 0 matching lines;", r.Text)
 
@@ -120,6 +134,15 @@ func TestGrepContextFollowKeepsTheLineBefore(t *testing.T) {
 			r = <-done
 			require.False(t, r.IsError, r.Text)
 			assert.Regexp(t, `\]\n\d+( stdout)?-     x_test.go:3: bad\n\d+( stdout)?: --- FAIL: TestX\n`, r.Text)
+
+			// The wait may return before "after" is written: the next
+			// call from its end offset owes it as the match's context.
+			text := r.Text
+			if !strings.Contains(text, "- after") {
+				r = s.OK("tail_log", map[string]any{"name": "slow", "grep": "FAIL", "context": 1, "offset": r.Data["end_offset"], "wait_ms": 30000})
+				text += r.Text
+			}
+			assert.Regexp(t, `\n\d+( stdout)?- after\n`, text)
 		})
 	}
 }
