@@ -184,6 +184,26 @@ func (s *supervisor) redact(text string) string {
 	return capture.NewRedactor(secrets).String(text)
 }
 
+// listenStdin serves the run's stdin socket for the child's input w (nil:
+// the run has no stdin), or nil when it cannot: the run goes on, and
+// process_write says the pipe is unreachable.
+func (s *supervisor) listenStdin(w *os.File) *stdinServer {
+	if w == nil {
+		return nil
+	}
+	sp := &s.spec
+	stdin, err := serveStdin(s.store.RunDir(sp.Name, sp.RunID), w, s.terminal())
+	if err != nil {
+		// A terminal's input stays open to the end: see closeInput.
+		if s.ptyIn == nil {
+			w.Close()
+		}
+		s.logf("supervise: stdin socket: %v", err)
+		return nil
+	}
+	return stdin
+}
+
 func (s *supervisor) run(report *os.File) error {
 	sp := &s.spec
 	s.store = &runrecord.Store{Root: sp.StateDir}
@@ -240,18 +260,7 @@ func (s *supervisor) run(report *os.File) error {
 	}
 	// Listen on the stdin socket before reporting, so that a process_write
 	// right after process_start finds it.
-	var stdin *stdinServer
-	if stdinW != nil {
-		var err error
-		if stdin, err = serveStdin(s.store.RunDir(sp.Name, sp.RunID), stdinW, s.terminal()); err != nil {
-			// The run goes on; process_write will say the pipe is unreachable.
-			// (A terminal's input stays open to the end: see closeInput.)
-			if s.ptyIn == nil {
-				stdinW.Close()
-			}
-			s.logf("supervise: stdin socket: %v", err)
-		}
-	}
+	stdin := s.listenStdin(stdinW)
 	writeReport(report, pid, nil)
 	report.Close()
 	if err := durable(); err != nil {
