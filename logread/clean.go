@@ -47,7 +47,7 @@ func Clean(text string) (clean string, removed int) {
 		case seq[0] == ansi.ESC || seq[0] >= 0x80 && seq[0] <= 0x9f || strings.ContainsFunc(seq, isControlRune):
 			// Any other sequence (or an 8-bit control's) draws nothing.
 		default:
-			s.put(seq) // a zero-width character: kept in its cell
+			s.join(seq) // a zero-width character: a combining mark, a joiner
 		}
 	}
 	clean = s.String()
@@ -85,6 +85,17 @@ func (s *screen) put(cell string) {
 		s.lines[s.row] = append(line, cell)
 	}
 	s.col++
+}
+
+// join adds a zero-width character to the cell before the cursor (the
+// decoder returns an ASCII letter alone, and the accent that combines with
+// it after), or, at a line's start, puts it in a cell of its own.
+func (s *screen) join(seq string) {
+	if s.col == 0 {
+		s.put(seq)
+		return
+	}
+	s.lines[s.row][s.col-1] += seq
 }
 
 func (s *screen) control(c byte) {

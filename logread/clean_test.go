@@ -32,7 +32,8 @@ func TestClean(t *testing.T) {
 		{"a column past the end of the line stops at its end", "ab\x1b[9Gc", "abc"},
 		{"clear screen is ignored: output stays", "one\n\x1b[2Jtwo", "one\ntwo"},
 		{"bell and shift codes go", "a\x07b\x0ec\x0f", "abc"},
-		{"wide and combining characters are one cell each", "日本\r語", "語本"},
+		{"a wide character is one cell", "日本\r語", "語本"},
+		{"a letter and its combining accent are one cell", "e\u0301x\rY", "Yx"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, removed := logread.Clean(tc.in)
