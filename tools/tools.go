@@ -63,6 +63,19 @@ func (h *Handlers) waitSlot() (release func(), err error) {
 	}
 }
 
+// blockingCall takes a wait slot for a call that may block (blocks), and
+// ends ctx when the client goes away; done gives both back.
+func (h *Handlers) blockingCall(ctx context.Context, blocks bool) (_ context.Context, done func(), err error) {
+	release := func() {}
+	if blocks {
+		if release, err = h.waitSlot(); err != nil {
+			return ctx, nil, err
+		}
+	}
+	ctx, cancel := h.untilGone(ctx)
+	return ctx, func() { cancel(); release() }, nil
+}
+
 func hint(v bool) *bool { return &v }
 
 // Register adds every tool to s.
@@ -247,14 +260,12 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	}
 	if a.Ready != nil {
 		sr.Ready = &runs.ReadyProbe{Log: a.Ready.Log, TCPPort: a.Ready.TCPPort, HTTP: a.Ready.HTTP}
-		release, err := h.waitSlot()
-		if err != nil {
+		var done func()
+		var err error
+		if ctx, done, err = h.blockingCall(ctx, true); err != nil {
 			return fail(err), nil
 		}
-		defer release()
-		var cancel context.CancelFunc
-		ctx, cancel = h.untilGone(ctx)
-		defer cancel()
+		defer done()
 		sr.Watched, sr.Progress = progress(ctx, req)
 	}
 	res, err := h.M.Start(ctx, sr)
@@ -404,15 +415,11 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	default:
 		return fail(fmt.Errorf("%w: encoding %q is not one of text, base64", runs.ErrInvalid, a.Encoding)), nil
 	}
-	if a.WaitMS > 0 {
-		release, err := h.waitSlot()
-		if err != nil {
-			return fail(err), nil
-		}
-		defer release()
+	ctx, done, err := h.blockingCall(ctx, a.WaitMS > 0)
+	if err != nil {
+		return fail(err), nil
 	}
-	ctx, cancel := h.untilGone(ctx)
-	defer cancel()
+	defer done()
 	res, err := h.M.Tail(ctx, tr)
 	if err != nil {
 		return fail(err), nil
@@ -487,15 +494,11 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	wr := runs.WaitRequest{Name: a.Name, Names: a.Names, RunID: a.RunID, SinceOffset: a.SinceOffset, Survivors: a.Survivors, Clean: a.Clean}
 	wr.Timeout = optDuration(a.TimeoutMS, time.Millisecond)
 	wr.Watched, wr.Progress = progress(ctx, req)
-	if a.TimeoutMS == nil || *a.TimeoutMS > 0 {
-		release, err := h.waitSlot()
-		if err != nil {
-			return fail(err), nil
-		}
-		defer release()
+	ctx, done, err := h.blockingCall(ctx, a.TimeoutMS == nil || *a.TimeoutMS > 0)
+	if err != nil {
+		return fail(err), nil
 	}
-	ctx, cancel := h.untilGone(ctx)
-	defer cancel()
+	defer done()
 	began := time.Now()
 	res, err := h.M.Wait(ctx, wr)
 	if err != nil {
@@ -583,15 +586,11 @@ func (h *Handlers) write(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	}
 	wr := runs.WriteRequest{Name: a.Name, RunID: a.RunID, Data: data, Close: a.Close, Wait: runs.Duration(a.WaitMS, time.Millisecond),
 		Await: runs.Await{Until: a.Until, Idle: runs.Duration(a.IdleMS, time.Millisecond)}}
-	if a.WaitMS > 0 {
-		release, err := h.waitSlot()
-		if err != nil {
-			return fail(err), nil
-		}
-		defer release()
+	ctx, done, err := h.blockingCall(ctx, a.WaitMS > 0)
+	if err != nil {
+		return fail(err), nil
 	}
-	ctx, cancel := h.untilGone(ctx)
-	defer cancel()
+	defer done()
 	res, err := h.M.Write(ctx, wr)
 	if err != nil {
 		return fail(err), nil
