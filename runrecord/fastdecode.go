@@ -105,6 +105,9 @@ func (d *fastDecoder) record(r *Record) bool {
 			return 1 << 30, d.int(&r.Cols)
 		case "rows":
 			return 1 << 31, d.int(&r.Rows)
+		case "limits":
+			r.Limits = new(Limits)
+			return 1 << 32, d.limits(r.Limits)
 		}
 		return 0, true
 	})
@@ -122,6 +125,26 @@ func (d *fastDecoder) exit(e *Exit) bool {
 			return 1 << 2, d.time(&e.At)
 		case "timed_out":
 			return 1 << 3, d.bool(&e.TimedOut)
+		case "oom_killed":
+			return 1 << 4, d.bool(&e.OOMKilled)
+		case "cpu_ms":
+			return 1 << 5, d.int64(&e.CPUMS)
+		case "peak_memory_bytes":
+			return 1 << 6, d.int64(&e.PeakMemoryBytes)
+		}
+		return 0, true
+	})
+}
+
+func (d *fastDecoder) limits(l *Limits) bool {
+	return d.object(func(key []byte) (uint64, bool) {
+		switch string(key) {
+		case "memory_mb":
+			return 1 << 0, d.int(&l.MemoryMB)
+		case "cpu_percent":
+			return 1 << 1, d.int(&l.CPUPercent)
+		case "pids":
+			return 1 << 2, d.int(&l.Pids)
 		}
 		return 0, true
 	})

@@ -99,7 +99,27 @@ type Exit struct {
 	Signal   string    `json:"signal,omitempty"` // e.g. "SIGKILL" when it was killed by a signal
 	At       time.Time `json:"at"`
 	TimedOut bool      `json:"timed_out,omitempty"` // the supervisor killed it at timeout_s
+	// OOMKilled: the run's cgroup counted an out-of-memory kill (its own
+	// oom_kill counter, read by the supervisor at the exit), so a SIGKILL
+	// is the kernel's answer to Limits.MemoryMB, not somebody's kill.
+	OOMKilled bool `json:"oom_killed,omitempty"`
+	// What the run used, as the supervisor measured it at the exit: from
+	// the run's cgroup when it has one, else from wait4's rusage (the
+	// leader and the descendants it waited for).
+	CPUMS           int64 `json:"cpu_ms,omitempty"`
+	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
 }
+
+// Limits are a run's resource caps, enforced by a cgroup of its own (see
+// docs/architecture/limits.md). A zero field is no cap.
+type Limits struct {
+	MemoryMB   int `json:"memory_mb,omitempty"`   // memory, swap included, in MiB
+	CPUPercent int `json:"cpu_percent,omitempty"` // of one CPU: 200 is two CPUs
+	Pids       int `json:"pids,omitempty"`        // processes and threads at once
+}
+
+// Zero reports whether l caps nothing.
+func (l Limits) Zero() bool { return l == Limits{} }
 
 // Record is one run. Fields written at start by agent-box: everything up to
 // LogPath, and the supervisor's pid, which it started before the record
@@ -124,14 +144,16 @@ type Record struct {
 	Stdin       string            `json:"stdin"`                // "null" or "pipe"
 	// Pty: the child runs on a pseudo-terminal the supervisor holds, of
 	// Cols×Rows (the latest size process_resize set); stdin is the terminal.
-	Pty         bool      `json:"pty,omitempty"`
-	Cols        int       `json:"cols,omitempty"`
-	Rows        int       `json:"rows,omitempty"`
-	TimeoutS    int       `json:"timeout_s,omitempty"`
-	MaxLogBytes int64     `json:"max_log_bytes,omitempty"`
-	BootID      string    `json:"boot_id"`
-	StartedAt   time.Time `json:"started_at"`
-	LogPath     string    `json:"log_path"`
+	Pty         bool  `json:"pty,omitempty"`
+	Cols        int   `json:"cols,omitempty"`
+	Rows        int   `json:"rows,omitempty"`
+	TimeoutS    int   `json:"timeout_s,omitempty"`
+	MaxLogBytes int64 `json:"max_log_bytes,omitempty"`
+	// Limits are the caps the run was started under; nil: none.
+	Limits    *Limits   `json:"limits,omitempty"`
+	BootID    string    `json:"boot_id"`
+	StartedAt time.Time `json:"started_at"`
+	LogPath   string    `json:"log_path"`
 
 	SupervisorPID       int    `json:"supervisor_pid,omitempty"`
 	SupervisorStartTime uint64 `json:"supervisor_start_time,omitempty"`
