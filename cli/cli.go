@@ -383,13 +383,22 @@ func (c *cmd) logs(args []string) int {
 }
 
 func (c *cmd) start(args []string) int {
-	fs := c.flags("start", "[--cwd DIR] [--framed] [--timeout S] NAME -- CMD [ARG...]")
+	fs := c.flags("start", "[--cwd DIR] [--framed] [--timeout S] [--limits L] NAME -- CMD [ARG...]")
 	cwd := fs.String("cwd", "", "working directory (default: the current one)")
 	framed := fs.Bool("framed", false, "keep stdout and stderr apart")
 	timeout := fs.Int("timeout", 0, "kill the run after this many seconds")
+	limitsFlag := fs.String("limits", "", "caps, e.g. memory_mb=512,cpu_percent=50,pids=100")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return c.badFlags(fs, err)
+	}
+	var limits *runs.Limits
+	if *limitsFlag != "" {
+		l, err := runs.ParseLimits(*limitsFlag)
+		if err != nil {
+			return c.bad(fs, "--limits: %v", err)
+		}
+		limits = &l
 	}
 	switch {
 	case len(pos) == 0:
@@ -410,7 +419,7 @@ func (c *cmd) start(args []string) int {
 	if *framed {
 		mode = "framed"
 	}
-	r, err := c.m.Start(context.Background(), runs.StartRequest{Name: pos[0], Argv: pos[2:], Cwd: *cwd, CaptureMode: mode, TimeoutS: *timeout})
+	r, err := c.m.Start(context.Background(), runs.StartRequest{Name: pos[0], Argv: pos[2:], Cwd: *cwd, CaptureMode: mode, TimeoutS: *timeout, Limits: limits})
 	if err != nil {
 		return c.fail(err)
 	}

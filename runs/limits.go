@@ -1,6 +1,19 @@
 package runs
 
-import "github.com/agent-box/agent-box/runrecord"
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/agent-box/agent-box/cgroup"
+	"github.com/agent-box/agent-box/runrecord"
+	"github.com/agent-box/agent-box/supervisor"
+)
+
+// Limits are a run's resource caps (process_start's limits).
+type Limits = runrecord.Limits
 
 // Usage is what a run's processes use: now while it runs, and what the
 // supervisor measured at the exit after.
@@ -23,4 +36,139 @@ const (
 // from the run's cgroup; false when there is none to read.
 func (m *Manager) cgroupUsage(rec *runrecord.Record, supAlive bool) (Usage, bool) {
 	return Usage{}, false
+}
+
+// Bounds on a run's limits.
+const (
+	MinMemoryMB = 8       // below this even a shell cannot start
+	MaxMemoryMB = 1 << 24 // 16 TiB
+	MaxPids     = 1 << 22 // the kernel's PID_MAX_LIMIT
+)
+
+// ErrLimitUnavailable: a limit was asked that this machine cannot enforce.
+// The error says why and what would enable it; the run is not started.
+var ErrLimitUnavailable = errors.New("limit cannot be enforced here")
+
+// applyLimits lays req's limits over the Manager's defaults, field by
+// field, checks them, and checks that this machine can enforce them: a
+// limit is never silently dropped. No limits leaves req.Limits nil.
+func (m *Manager) applyLimits(req *StartRequest) error {
+	var l runrecord.Limits
+	if m.DefaultLimits != nil {
+		l = *m.DefaultLimits
+	}
+	if g := req.Limits; g != nil {
+		if g.MemoryMB != 0 {
+			l.MemoryMB = g.MemoryMB
+		}
+		if g.CPUPercent != 0 {
+			l.CPUPercent = g.CPUPercent
+		}
+		if g.Pids != 0 {
+			l.Pids = g.Pids
+		}
+	}
+	req.Limits = nil
+	if err := CheckLimits(l); err != nil || l.Zero() {
+		return err
+	}
+	if err := m.CheckEnforceable(l); err != nil {
+		return err
+	}
+	req.Limits = &l
+	return nil
+}
+
+// CheckEnforceable says whether this machine can enforce l (checked by
+// CheckLimits). Its error wraps ErrLimitUnavailable and says why and what
+// would enable it.
+func (m *Manager) CheckEnforceable(l Limits) error {
+	cgroups := m.Cgroups
+	if cgroups == nil {
+		cgroups = cgroup.Self
+	}
+	h, err := cgroups()
+	if err == nil {
+		err = h.Check(supervisor.CgroupLimits(l))
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrLimitUnavailable, DescribeLimits(l), err)
+	}
+	return nil
+}
+
+// CheckLimits checks each limit against its bounds (0 is no limit).
+func CheckLimits(l runrecord.Limits) error {
+	cpus := runtime.NumCPU()
+	switch {
+	case l.MemoryMB != 0 && (l.MemoryMB < MinMemoryMB || l.MemoryMB > MaxMemoryMB):
+		return invalid("limits.memory_mb %d is out of range %d..%d", l.MemoryMB, MinMemoryMB, MaxMemoryMB)
+	case l.CPUPercent < 0 || l.CPUPercent > 100*cpus:
+		return invalid("limits.cpu_percent %d is out of range 1..%d (100 is one CPU; this machine has %d)", l.CPUPercent, 100*cpus, cpus)
+	case l.Pids < 0 || l.Pids > MaxPids:
+		return invalid("limits.pids %d is out of range 1..%d", l.Pids, MaxPids)
+	case l.MemoryMB < 0:
+		return invalid("limits.memory_mb %d is out of range %d..%d", l.MemoryMB, MinMemoryMB, MaxMemoryMB)
+	}
+	return nil
+}
+
+// ParseLimits reads limits written as describeLimits writes them, or as
+// a flag gives them: "memory_mb=512,cpu_percent=100,pids=256", any subset,
+// separated by commas or spaces. "" and "none" are no limits.
+func ParseLimits(s string) (runrecord.Limits, error) {
+	var l runrecord.Limits
+	for _, kv := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if kv == "none" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			return l, invalid("limits %q: %q is not key=number (keys: memory_mb, cpu_percent, pids)", s, kv)
+		}
+		switch k {
+		case "memory_mb":
+			l.MemoryMB = n
+		case "cpu_percent":
+			l.CPUPercent = n
+		case "pids":
+			l.Pids = n
+		default:
+			return l, invalid("limits %q: unknown key %q (keys: memory_mb, cpu_percent, pids)", s, k)
+		}
+	}
+	return l, CheckLimits(l)
+}
+
+// DescribeLimits names the limits set in l, as ParseLimits reads them.
+func DescribeLimits(l runrecord.Limits) string {
+	var parts []string
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"memory_mb", l.MemoryMB}, {"cpu_percent", l.CPUPercent}, {"pids", l.Pids}} {
+		if f.v != 0 {
+			parts = append(parts, f.key+"="+strconv.Itoa(f.v))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
+}
+
+func limitsOf(l *runrecord.Limits) runrecord.Limits {
+	if l == nil {
+		return runrecord.Limits{}
+	}
+	return *l
+}
+
+// memoryLimit is " (limit N MiB)" for a run with a memory limit.
+func memoryLimit(rec *runrecord.Record) string {
+	if rec.Limits == nil || rec.Limits.MemoryMB <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (limit %d MiB)", rec.Limits.MemoryMB)
 }

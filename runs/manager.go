@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/cgroup"
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
@@ -78,6 +79,12 @@ type Manager struct {
 	Waits WaitPolicy
 	// Words name the operations messages point to; zero: the MCP tools.
 	Words Words
+	// DefaultLimits cap every run that does not set its own (main:
+	// --default-limits); nil: none.
+	DefaultLimits *runrecord.Limits
+	// Cgroups is where this process's cgroups are, asked when a run has
+	// limits (nil: cgroup.Self); tests substitute a box without them.
+	Cgroups func() (*cgroup.Hierarchy, error)
 }
 
 // logf writes to the Manager's Logf, if main gave it one.
@@ -89,32 +96,33 @@ func (m *Manager) logf(format string, args ...any) {
 
 // Run is one run as the tools and the CLI show it.
 type Run struct {
-	Name        string          `json:"name"`
-	RunID       string          `json:"run_id"`
-	State       outcome.State   `json:"state"`
-	Reason      string          `json:"reason"`
-	PID         int             `json:"pid,omitempty"`
-	ExitCode    *int            `json:"exit_code,omitempty"` // absent, not null, unless it exited normally: one JSON type (tools/schema.go)
-	Signal      string          `json:"signal,omitempty"`
-	TimedOut    bool            `json:"timed_out,omitempty"`
-	StatusOf    string          `json:"status_of,omitempty"` // whose exit status: StatusOfProgram or StatusOfShell
-	Survivors   []int           `json:"survivors,omitempty"`
-	Command     string          `json:"command,omitempty"`
-	Argv        []string        `json:"argv,omitempty"`
-	Cwd         string          `json:"cwd,omitempty"`
-	CaptureMode string          `json:"capture_mode,omitempty"`
-	Stdin       string          `json:"stdin,omitempty"`
-	Pty         bool            `json:"pty,omitempty"` // on a terminal of Cols×Rows
-	Cols        int             `json:"cols,omitempty"`
-	Rows        int             `json:"rows,omitempty"`
-	StartedAt   *time.Time      `json:"started_at,omitempty"`
-	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
-	LogPath     string          `json:"log_path,omitempty"`
-	LogBytes    int64           `json:"log_bytes"`
-	LogDropped  int64           `json:"log_dropped,omitempty"` // output bytes drained but never written: the log's end is missing
-	LogCapped   bool            `json:"log_capped,omitempty"`
-	LogError    string          `json:"log_error,omitempty"`
-	Verdict     outcome.Verdict `json:"-"`
+	Name        string            `json:"name"`
+	RunID       string            `json:"run_id"`
+	State       outcome.State     `json:"state"`
+	Reason      string            `json:"reason"`
+	PID         int               `json:"pid,omitempty"`
+	ExitCode    *int              `json:"exit_code,omitempty"` // absent, not null, unless it exited normally: one JSON type (tools/schema.go)
+	Signal      string            `json:"signal,omitempty"`
+	TimedOut    bool              `json:"timed_out,omitempty"`
+	StatusOf    string            `json:"status_of,omitempty"` // whose exit status: StatusOfProgram or StatusOfShell
+	Survivors   []int             `json:"survivors,omitempty"`
+	Command     string            `json:"command,omitempty"`
+	Argv        []string          `json:"argv,omitempty"`
+	Cwd         string            `json:"cwd,omitempty"`
+	CaptureMode string            `json:"capture_mode,omitempty"`
+	Stdin       string            `json:"stdin,omitempty"`
+	Pty         bool              `json:"pty,omitempty"` // on a terminal of Cols×Rows
+	Cols        int               `json:"cols,omitempty"`
+	Rows        int               `json:"rows,omitempty"`
+	StartedAt   *time.Time        `json:"started_at,omitempty"`
+	FinishedAt  *time.Time        `json:"finished_at,omitempty"`
+	LogPath     string            `json:"log_path,omitempty"`
+	LogBytes    int64             `json:"log_bytes"`
+	LogDropped  int64             `json:"log_dropped,omitempty"` // output bytes drained but never written: the log's end is missing
+	LogCapped   bool              `json:"log_capped,omitempty"`
+	LogError    string            `json:"log_error,omitempty"`
+	Limits      *runrecord.Limits `json:"limits,omitempty"`
+	Verdict     outcome.Verdict   `json:"-"`
 
 	rec      *runrecord.Record
 	supAlive bool
@@ -312,6 +320,7 @@ func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 	run.LogDropped = max(rec.LogDropped, 0)
 	run.LogCapped = rec.LogCapped
 	run.LogError = rec.LogError
+	run.Limits = rec.Limits
 	return run
 }
 
@@ -380,8 +389,14 @@ func describe(r outcome.Reason, rec *runrecord.Record, survivors []int, w *Words
 		switch {
 		case rec.Exit.Signal != "":
 			s = "killed by " + rec.Exit.Signal
+			if rec.Exit.OOMKilled {
+				s += ": out of memory" + memoryLimit(rec)
+			}
 		case rec.Exit.Code != nil:
 			s = "exit code " + strconv.Itoa(*rec.Exit.Code)
+			if rec.Exit.OOMKilled {
+				s += "; out of memory: the kernel killed a process of the run" + memoryLimit(rec)
+			}
 		}
 		if rec.Exit.TimedOut {
 			s += " (timed out after " + strconv.Itoa(rec.TimeoutS) + "s)"

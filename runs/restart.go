@@ -99,6 +99,7 @@ func respec(prev Run, secretEnv map[string]string) (StartRequest, error) {
 	spec := StartRequest{
 		Name: prev.Name, Command: rec.Command, Argv: rec.Argv, Cwd: rec.Cwd, Env: rec.Env, SecretEnv: secretEnv,
 		CaptureMode: rec.CaptureMode, Stdin: rec.Stdin, Pty: rec.Pty, Cols: rec.Cols, Rows: rec.Rows, TimeoutS: rec.TimeoutS, MaxLogBytes: rec.MaxLogBytes,
+		Limits: rec.Limits,
 	}
 	if len(want) > 0 {
 		// A secret's value inside the command, argv, cwd or env was

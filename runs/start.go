@@ -56,6 +56,9 @@ type StartRequest struct {
 	Cols, Rows  int
 	TimeoutS    int
 	MaxLogBytes int64
+	// Limits cap the run, field by field over the Manager's DefaultLimits
+	// (nil: the defaults alone).
+	Limits *runrecord.Limits
 	// IfRunning says what a running run of the same name means: "" or
 	// "error", the name is in use; "reuse", that run is the answer when
 	// it runs the same command or argv, in the same cwd with the same env.
@@ -367,6 +370,8 @@ func specDiff(rec *runrecord.Record, req *StartRequest) string {
 		return fmt.Sprintf("stdin %s (asked: %s)", quoteShort(rec.Stdin), quoteShort(req.Stdin))
 	case rec.CaptureMode != req.CaptureMode:
 		return fmt.Sprintf("capture_mode %s (asked: %s)", quoteShort(rec.CaptureMode), quoteShort(req.CaptureMode))
+	case limitsOf(rec.Limits) != limitsOf(req.Limits):
+		return fmt.Sprintf("limits %s (asked: %s)", DescribeLimits(limitsOf(rec.Limits)), DescribeLimits(limitsOf(req.Limits)))
 	case !maps.Equal(rec.Env, env) && len(rec.Env)+len(env) > 0:
 		return "another env: " + envDiff(rec.Env, env)
 	case !slices.Equal(slices.Sorted(slices.Values(rec.SecretEnv)), secrets):
@@ -591,6 +596,7 @@ func (m *Manager) newRecord(req *StartRequest, runID string, now time.Time, stat
 		Rows:        req.Rows,
 		TimeoutS:    req.TimeoutS,
 		MaxLogBytes: req.MaxLogBytes,
+		Limits:      req.Limits,
 		BootID:      m.Sys.BootID(),
 		StartedAt:   now,
 		LogPath:     m.Store.LogPath(req.Name, runID),
@@ -618,6 +624,9 @@ func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, er
 	}
 	path, argv, statusOf, err := req.program(m.Env)
 	if err != nil {
+		return StartResult{}, err
+	}
+	if err := m.applyLimits(req); err != nil {
 		return StartResult{}, err
 	}
 	unlock, err := m.lockName(req.Name)
@@ -675,6 +684,7 @@ func (m *Manager) spec(req *StartRequest, runID, path string, argv []string) *su
 		Cols:        req.Cols,
 		Rows:        req.Rows,
 		TimeoutS:    req.TimeoutS,
+		Limits:      req.Limits,
 		KillGraceMS: int(m.waitPolicy().TimeoutGrace.Milliseconds()),
 	}
 }

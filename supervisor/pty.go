@@ -53,7 +53,7 @@ func (s *supervisor) startOnPty(log *capture.Log) (*exec.Cmd, []output, *os.File
 		// Ctty is the child's fd 0, the slave.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
 	}
-	if err := cmd.Start(); err != nil {
+	if err := s.startIn(cmd); err != nil {
 		master.Close()
 		stdinW.Close()
 		log.Close()

@@ -18,6 +18,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/agent-box/agent-box/runrecord"
 )
 
 // Spec is everything the supervisor needs to start the child. It is sent as
@@ -40,6 +42,8 @@ type Spec struct {
 	Cols     int  `json:"cols,omitempty"`
 	Rows     int  `json:"rows,omitempty"`
 	TimeoutS int  `json:"timeout_s,omitempty"`
+	// Limits cap the run in a cgroup of its own; nil: none.
+	Limits *runrecord.Limits `json:"limits,omitempty"`
 	// KillGraceMS is how long the supervisor waits after SIGTERM at the
 	// timeout before it sends SIGKILL to the group.
 	KillGraceMS int `json:"kill_grace_ms,omitempty"`

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/capture"
+	"github.com/agent-box/agent-box/cgroup"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 )
@@ -92,9 +93,10 @@ type supervisor struct {
 	store  *runrecord.Store
 	rec    *runrecord.Record
 	log    *capture.Log
-	pty    *os.File   // the terminal's master, for a pty run
-	ptyIn  *os.File   // the master's descriptor the stdin server writes to
-	mu     sync.Mutex // guards rec and record writes
+	pty    *os.File      // the terminal's master, for a pty run
+	ptyIn  *os.File      // the master's descriptor the stdin server writes to
+	group  *cgroup.Group // the run's cgroup, when it has limits
+	mu     sync.Mutex    // guards rec and record writes
 	// reserve is the path of the space kept for the record, "" once used.
 	reserve string
 }
@@ -337,7 +339,7 @@ func (s *supervisor) startChild() (*exec.Cmd, []output, *os.File, error) {
 		stdinW = w
 		defer r.Close()
 	}
-	if err := cmd.Start(); err != nil {
+	if err := s.startIn(cmd); err != nil {
 		outR.Close()
 		outW.Close()
 		if errR != nil {

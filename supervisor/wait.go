@@ -24,7 +24,7 @@ const statusEvery = 500 * time.Millisecond
 // run's deadline, until every process of the run is reaped.
 func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error {
 	drained := drainAll(outs)
-	exited := make(chan unix.WaitStatus, 1)
+	exited := make(chan leaderExit, 1)
 	allReaped := make(chan struct{})
 	go func() {
 		reap(pid, exited)
@@ -37,8 +37,9 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 
 	var exit *runrecord.Exit // recorded with the output's end, below
 	outputDone := false
-	leaderExited := func(ws unix.WaitStatus) {
-		exit = exitOf(ws, dl.fired) // its time is now, not after the wait
+	leaderExited := func(le leaderExit) {
+		exit = exitOf(le.ws, dl.fired) // its time is now, not after the wait
+		s.measure(exit, &le.ru)
 		if !outputDone && awaitDrain(drained) {
 			outputDone, drained = true, nil
 		}
@@ -52,8 +53,8 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	}
 	for exit == nil || !outputDone {
 		select {
-		case ws := <-exited:
-			leaderExited(ws)
+		case le := <-exited:
+			leaderExited(le)
 		case <-drained:
 			outputDone, drained = true, nil
 		case <-dl.timeout:
@@ -61,8 +62,8 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 			// own: record that, and signal only what it left behind (its
 			// group, once reaped, only while one of ours is in it).
 			select {
-			case ws := <-exited:
-				leaderExited(ws)
+			case le := <-exited:
+				leaderExited(le)
 			default:
 			}
 			dl.expire(exit != nil)
@@ -92,6 +93,10 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	for {
 		select {
 		case <-allReaped:
+			// Empty now: the run's cgroup can go.
+			if s.group != nil {
+				err = errors.Join(err, s.group.Remove())
+			}
 			return err
 		case <-dl.timeout:
 			dl.expire(true)
@@ -277,12 +282,20 @@ func (s *supervisor) signalRun(pgid int, sig unix.Signal, leaderReaped bool) {
 	}
 }
 
+// leaderExit is how the leader ended and what it used: its rusage counts
+// it and the descendants it waited for.
+type leaderExit struct {
+	ws unix.WaitStatus
+	ru unix.Rusage
+}
+
 // reap waits for every child of the supervisor — as a subreaper it also
 // inherits orphaned descendants — and sends the leader's status on exited.
-func reap(leader int, exited chan<- unix.WaitStatus) {
+func reap(leader int, exited chan<- leaderExit) {
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		var ru unix.Rusage
+		pid, err := unix.Wait4(-1, &ws, 0, &ru)
 		if err == unix.EINTR {
 			continue
 		}
@@ -291,7 +304,7 @@ func reap(leader int, exited chan<- unix.WaitStatus) {
 			return
 		}
 		if pid == leader && (ws.Exited() || ws.Signaled()) {
-			exited <- ws
+			exited <- leaderExit{ws, ru}
 		}
 	}
 }

@@ -92,3 +92,25 @@ func TestGrepDescriptionStatesTheLineCut(t *testing.T) {
 	require.NoError(t, json.Unmarshal(s.GetTool("tail_log").Tool.RawInputSchema, &in))
 	assert.Contains(t, in.Properties["grep"].Description, fmt.Sprintf("cut at %d bytes", runs.GrepLineBytes))
 }
+
+// process_start's limits state their bounds: the constants runs checks.
+func TestLimitsSchemaStatesTheRules(t *testing.T) {
+	s := server.NewMCPServer("t", "0")
+	(&Handlers{}).Register(s)
+	var in struct {
+		Properties struct {
+			Limits struct {
+				Properties map[string]map[string]json.RawMessage `json:"properties"`
+			} `json:"limits"`
+		} `json:"properties"`
+	}
+	require.NoError(t, json.Unmarshal(s.GetTool("process_start").Tool.RawInputSchema, &in))
+	p := in.Properties.Limits.Properties
+	assert.JSONEq(t, fmt.Sprint(runs.MinMemoryMB), string(p["memory_mb"]["minimum"]))
+	assert.JSONEq(t, "1", string(p["cpu_percent"]["minimum"]))
+	assert.JSONEq(t, "1", string(p["pids"]["minimum"]))
+	for _, bad := range []runs.Limits{{MemoryMB: runs.MinMemoryMB - 1}, {CPUPercent: -1}, {Pids: -1}} {
+		assert.ErrorIs(t, runs.CheckLimits(bad), runs.ErrInvalid, "%+v", bad)
+	}
+	assert.NoError(t, runs.CheckLimits(runs.Limits{MemoryMB: runs.MinMemoryMB, CPUPercent: 1, Pids: 1}))
+}

@@ -39,7 +39,8 @@ const runProps = `{
   "log_bytes": {"type": "integer"},
   "log_dropped": {"type": "integer", "description": "Output bytes missing from the log's end (cap or write error)."},
   "log_capped": {"type": "boolean"},
-  "log_error": {"type": "string"}
+  "log_error": {"type": "string"},
+  "limits": {"type": "object", "properties": {"memory_mb": {"type": "integer"}, "cpu_percent": {"type": "integer"}, "pids": {"type": "integer"}}, "description": "the caps the run was started under"}
 }`
 
 var runSchema = `{"type": "object", "properties": ` + runProps + `, "required": ["name", "run_id", "state", "reason"]}`
@@ -47,19 +48,20 @@ var runSchema = `{"type": "object", "properties": ` + runProps + `, "required": 
 const startInput = `{
   "type": "object",
   "properties": {
-    "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "Your name for the run. Reusing a finished run's name starts a new run; the old one stays."},
-    "command": {"type": "string", "maxLength": 131072, "description": "Shell command, run with /bin/sh -c. A single simple command is exec'd: pid and exit status are the program's, else the shell's (status_of). Give this or argv."},
+    "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "description": "Your name for the run; a finished run's name may be reused (the old run stays)."},
+    "command": {"type": "string", "maxLength": 131072, "description": "Shell command (/bin/sh -c); a lone simple command is exec'd, so pid and exit status are the program's (status_of). Give this or argv."},
     "argv": {"type": "array", "items": {"type": "string"}, "maxItems": 4096, "description": "Program and arguments, run without a shell. Give this or command."},
     "cwd": {"type": "string", "description": "Working directory (must exist): absolute, or from the home directory (the default; ~ works)."},
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 1024, "description": "Variables set over the inherited environment."},
     "secret_env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 64, "description": "Variables whose values are [redacted] in the log, every answer and the record."},
-    "capture_mode": {"type": "string", "enum": ["combined", "framed"], "default": "combined", "description": "combined: one stream, in the order written. framed: stdout and stderr apart, each byte-exact; close writes to both may swap in the interleaved view."},
+    "capture_mode": {"type": "string", "enum": ["combined", "framed"], "default": "combined", "description": "combined: one stream in write order. framed: stdout and stderr apart, each byte-exact."},
     "stdin": {"type": "string", "enum": ["null", "pipe"], "default": "null", "description": "pipe: keep stdin open for process_write."},
     "pty": {"type": "boolean", "description": "On a terminal (TERM=xterm-256color), stdin its input; combined only."},
     "cols": {"type": "integer", "default": 120},
     "rows": {"type": "integer", "default": 40},
-    "timeout_s": {"type": "integer", "minimum": 0, "maximum": 604800, "description": "Kill every process of the run (also those outliving the leader) after this many seconds: TERM, 5 s, KILL. 0: none."},
-    "max_log_bytes": {"type": "integer", "minimum": 0, "maximum": 1099511627776, "description": "Stop writing the log past this size (output is still drained). Default 1 GiB."},
+    "timeout_s": {"type": "integer", "minimum": 0, "maximum": 604800, "description": "After this many seconds TERM, and 5 s later KILL, every process of the run. 0: none."},
+    "max_log_bytes": {"type": "integer", "minimum": 0, "maximum": 1099511627776, "description": "Log size cap (output is still drained). Default 1 GiB."},
+    "limits": {"type": "object", "properties": {"memory_mb": {"type": "integer", "minimum": 8}, "cpu_percent": {"type": "integer", "minimum": 1, "description": "100: one CPU"}, "pids": {"type": "integer", "minimum": 1}}, "additionalProperties": false, "description": "Caps, in a cgroup; refused where not enforceable. Unset: the server's defaults."},
     "if_running": {"type": "string", "enum": ["error", "reuse"], "default": "error", "description": "reuse: if this name runs with the same command/argv, cwd and env, return that run (reused)."},
     "ready": {"type": "object", "properties": {"log": {"type": "string", "description": "RE2 matching a line"}, "tcp_port": {"type": "integer"}, "http": {"type": "string", "description": "URL answering below 500"}}, "additionalProperties": false, "description": "Return once this one probe passes, the run ends, or ready_timeout_s."},
     "ready_timeout_s": {"type": "integer", "minimum": 0, "maximum": 600, "description": "Default 30; over 50 needs a progress token."}
@@ -144,10 +146,10 @@ const tailInput = `{
     "name": {"type": "string"},
     "run_id": {"type": "string", "description": "Default: the newest run of name."},
     "offset": {"type": "integer", "default": 0, "description": "Log byte offset to read from; negative: from the end. Pass end_offset to continue exactly."},
-    "max_bytes": {"type": "integer", "minimum": 1, "maximum": 1048576, "default": 65536, "description": "Log bytes to read at most (framed: whole frames, at least one)."},
+    "max_bytes": {"type": "integer", "minimum": 1, "maximum": 1048576, "default": 65536, "description": "Most log bytes to read (framed: whole frames, at least one)."},
     "encoding": {"type": "string", "enum": ["text", "base64"], "default": "text", "description": "base64: exact bytes, for binary output."},
     "raw": {"type": "boolean", "default": false, "description": "Framed runs: return the frames as stored."},
-    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0, "description": "If nothing complete is past offset and the log can grow, wait up to this long for output."},
+    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0, "description": "If nothing complete is past offset and the log can grow, wait this long for output."},
     "tail_lines": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Return the last N lines instead of reading from offset."},
     "grep": {"type": "string", "maxLength": 4096, "description": "RE2: only matching lines, each with its byte offset, cut at 512 bytes (base64: whole). Scans up to 64 MiB a call for max_bytes of lines; skipped lists bytes left out; continue from end_offset."},
     "context": {"type": "integer", "minimum": 0, "maximum": 20, "default": 0, "description": "With grep: lines before and after each match."},

@@ -18,6 +18,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/agent-box/agent-box/runs"
 )
 
 // drainLimit bounds how long the server keeps answering after stdin
@@ -59,7 +61,7 @@ func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out i
 	s := server.NewMCPServer("agent-box", version,
 		server.WithToolCapabilities(false),
 		server.WithRecovery(),
-		server.WithInstructions(Instructions),
+		server.WithInstructions(m.instructions()),
 	)
 	m.Register(s)
 
@@ -100,6 +102,16 @@ const Instructions = `agent-box runs long processes on this machine that survive
 	`Workflow: process_start (returns at once) -> process_wait (blocks until it ends; no polling) or tail_log with wait_ms (follow output) -> tail_log (read output by byte offset; continue from end_offset) -> process_kill (signals every process of the run). ` +
 	`Every process_list answer has a cursor: keep the latest, and after a reconnect call process_list {changed_since: cursor} to learn which runs started or ended while you were away (exits included), then process_wait on those you still need. ` +
 	`Waits: process_wait for the end of one run, or names for the first of several; tail_log wait_ms to follow output; changed_since for what changed anywhere.`
+
+// instructions are Instructions, and the box's default limits when it
+// has some: the budget every run gets unless it sets its own.
+func (h *Handlers) instructions() string {
+	if h.M == nil || h.M.DefaultLimits == nil || h.M.DefaultLimits.Zero() {
+		return Instructions
+	}
+	return Instructions + " Every run here is capped by default at " + runs.DescribeLimits(*h.M.DefaultLimits) +
+		" (process_start limits set each field otherwise); usage shows in process_list."
+}
 
 // conn is one stdio connection: requests are served concurrently, at most
 // Workers at once, and every message is written whole, one per line.

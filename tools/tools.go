@@ -91,7 +91,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		s.AddTool(t, fn)
 	}
 	add("process_start", "Start a process",
-		"Start a process (build, tests, server) on this machine that keeps running and logging when the connection drops; later connections see it in process_list. Returns at once with its pid; process_wait blocks until it ends, tail_log reads output.",
+		"Start a process (build, tests, server) that keeps running and logging when the connection drops; later connections see it in process_list. Returns at once with its pid; process_wait blocks until it ends, tail_log reads output.",
 		startInput, startOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
 		h.start)
@@ -106,7 +106,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.list)
 	add("process_kill", "Signal a run's processes",
-		"Send a signal (default TERM) to every process of a run: its process group, children included, and any process that left it (setsid); with grace_ms, SIGKILL follows for those still alive. Refuses when the pid cannot be proven to be the run's process. Killing an exited run whose processes are all gone does nothing and says so.",
+		"Send a signal (default TERM) to every process of a run: its process group and any process that left it (setsid); with grace_ms, SIGKILL follows for those still alive. Refuses when the pid cannot be proven the run's. An exited run with no process left: does nothing and says so.",
 		killInput, killOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.kill)
@@ -116,7 +116,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.tail)
 	add("process_wait", "Wait for a process to end",
-		"Block until a run ends and return its exit code or signal, duration and last lines of output. Use this instead of polling. Send a progress token to wait up to 10 min (progress every few s); without one a call waits at most 50 s. On wait_timed_out call again.",
+		"Block until a run ends and return its exit code or signal, duration, usage and last lines of output; no polling. Send a progress token to wait up to 10 min (progress every few s); without one a call waits at most 50 s. On wait_timed_out call again.",
 		waitInput, waitOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.wait)
@@ -208,6 +208,7 @@ type startArgs struct {
 	Rows          int               `json:"rows"`
 	TimeoutS      int               `json:"timeout_s"`
 	MaxLogBytes   int64             `json:"max_log_bytes"`
+	Limits        *runs.Limits      `json:"limits"`
 	IfRunning     string            `json:"if_running"`
 	Ready         *readyArgs        `json:"ready"`
 	ReadyTimeoutS *int64            `json:"ready_timeout_s"`
@@ -256,7 +257,7 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	sr := runs.StartRequest{
 		Name: a.Name, Command: a.Command, Argv: a.Argv, Cwd: a.Cwd, Env: a.Env, SecretEnv: a.SecretEnv,
 		CaptureMode: a.CaptureMode, Stdin: a.Stdin, Pty: a.Pty, Cols: a.Cols, Rows: a.Rows, TimeoutS: a.TimeoutS, MaxLogBytes: a.MaxLogBytes,
-		IfRunning: a.IfRunning, ReadyTimeout: optDuration(a.ReadyTimeoutS, time.Second),
+		Limits: a.Limits, IfRunning: a.IfRunning, ReadyTimeout: optDuration(a.ReadyTimeoutS, time.Second),
 	}
 	if a.Ready != nil {
 		sr.Ready = &runs.ReadyProbe{Log: a.Ready.Log, TCPPort: a.Ready.TCPPort, HTTP: a.Ready.HTTP}

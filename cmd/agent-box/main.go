@@ -55,6 +55,7 @@ func run(args []string) int {
 	}
 	fs := flag.NewFlagSet("agent-box", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "state directory (default $AGENT_BOX_STATE_DIR, $XDG_STATE_HOME/agent-box or ~/.local/state/agent-box)")
+	defaultLimits := fs.String("default-limits", "", "caps for every run that sets none of its own, e.g. memory_mb=2048,cpu_percent=100,pids=512 (default $AGENT_BOX_DEFAULT_LIMITS)")
 	fs.SetOutput(os.Stderr)
 	fs.Usage = func() { usage(os.Stderr, fs) }
 	// --state-dir is the one flag of every command: it may come before
@@ -88,6 +89,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
 		return 1
 	}
+	w.defaultLimits = *defaultLimits
 	m, err := w.manager(*stateDir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
@@ -243,6 +245,8 @@ type wiring struct {
 	environ []string
 	exe     string
 	stderr  io.Writer
+	// defaultLimits is --default-limits; "" takes AGENT_BOX_DEFAULT_LIMITS.
+	defaultLimits string
 }
 
 func processWiring() (wiring, error) {
@@ -297,7 +301,32 @@ func (w wiring) manager(stateDir string) (*runs.Manager, error) {
 	if d, err := time.ParseDuration(w.getenv("AGENT_BOX_STDIN_WRITE_TIMEOUT")); err == nil && d > 0 {
 		m.Waits.StdinWrite = d
 	}
+	if err := w.limits(m); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// limits sets m's default limits from --default-limits or the
+// environment. Limits this box cannot enforce are said at once; each start
+// is then refused with the reason, never run without them.
+func (w wiring) limits(m *runs.Manager) error {
+	what, v := "--default-limits", w.defaultLimits
+	if v == "" {
+		what, v = "AGENT_BOX_DEFAULT_LIMITS", w.getenv("AGENT_BOX_DEFAULT_LIMITS")
+	}
+	l, err := runs.ParseLimits(v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if l.Zero() {
+		return nil
+	}
+	m.DefaultLimits = &l
+	if err := m.CheckEnforceable(l); err != nil {
+		fmt.Fprintf(w.stderr, "agent-box: %s: every run will be refused: %v\n", what, err)
+	}
+	return nil
 }
 
 // logTo writes each message to w as a line of its own, after prefix.

@@ -1,0 +1,262 @@
+// Package cgroup gives one run a control group of its own, under the
+// cgroup of the process that makes it, caps it (memory, CPU, processes),
+// starts the run's leader inside it and reads back what the group used and
+// whether the kernel killed in it for memory. It speaks both cgroup v1
+// (one hierarchy per controller) and v2 (one unified hierarchy). Which is
+// used when, and why, is in docs/architecture/limits.md.
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+)
+
+// Limits are the caps of a group; a zero field caps nothing.
+type Limits struct {
+	MemoryBytes int64 // memory and swap together
+	CPUPercent  int   // of one CPU
+	Pids        int   // tasks (processes and threads) at once
+}
+
+// ErrUnavailable is wrapped by Check and Create when this box cannot
+// enforce a limit: the error says which and what would enable it.
+var ErrUnavailable = errors.New("cannot enforce the limit on this machine")
+
+// The v1 controllers a run's group is made in: memory, cpu and pids cap,
+// cpuacct counts CPU time (it shares cpu's hierarchy on most boxes).
+var v1Controllers = []string{"memory", "cpu", "cpuacct", "pids"}
+
+// Hierarchy is where the cgroups of one process are: the directory of its
+// cgroup in each controller's hierarchy (v1), or in the unified one (v2).
+type Hierarchy struct {
+	V2 bool
+	// Dirs maps a v1 controller to the process's cgroup directory in its
+	// hierarchy; under v2 the one directory is Dirs[""]. A controller
+	// whose hierarchy is not mounted is missing.
+	Dirs map[string]string
+}
+
+// Self is the hierarchy of the calling process.
+func Self() (*Hierarchy, error) { return Of("self") }
+
+// Of is the hierarchy of process pid ("self" for the caller), from
+// /proc/PID/cgroup and the cgroup mounts this process sees.
+func Of(pid string) (*Hierarchy, error) {
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	if err != nil {
+		return nil, fmt.Errorf("reading cgroup mounts: %w", err)
+	}
+	data, err := readSmall("/proc/" + pid + "/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	return parse(mounts, string(data))
+}
+
+// parse joins the cgroup mounts with the lines of /proc/PID/cgroup
+// ("ID:CONTROLLERS:PATH", cgroups(7)). A v1 controller mounted in a
+// hierarchy of its own or with others is found by its mount's super
+// options; v2 is taken only when no v1 hierarchy holds a controller a run
+// is capped by (a hybrid box keeps them in v1).
+func parse(mounts []*mountinfo.Info, procCgroup string) (*Hierarchy, error) {
+	v1 := &Hierarchy{Dirs: map[string]string{}}
+	var v2dir string
+	for _, line := range strings.Split(strings.TrimSpace(procCgroup), "\n") {
+		id, rest, ok1 := strings.Cut(line, ":")
+		ctrls, path, ok2 := strings.Cut(rest, ":")
+		if !ok1 || !ok2 || !strings.HasPrefix(path, "/") {
+			continue
+		}
+		for _, m := range mounts {
+			dir, ok := under(m, path)
+			if !ok {
+				continue
+			}
+			switch {
+			case id == "0" && ctrls == "" && m.FSType == "cgroup2":
+				v2dir = dir
+			case m.FSType == "cgroup":
+				for _, c := range strings.Split(ctrls, ",") {
+					if hasOption(m.VFSOptions, c) && v1.Dirs[c] == "" {
+						v1.Dirs[c] = dir
+					}
+				}
+			}
+		}
+	}
+	if v1.Dirs["memory"] != "" || v1.Dirs["cpu"] != "" || v1.Dirs["pids"] != "" {
+		return v1, nil
+	}
+	if v2dir != "" {
+		return &Hierarchy{V2: true, Dirs: map[string]string{"": v2dir}}, nil
+	}
+	return nil, fmt.Errorf("%w: no cgroup hierarchy is mounted (mount cgroup2 on /sys/fs/cgroup)", ErrUnavailable)
+}
+
+// under is where the cgroup at path (as /proc/PID/cgroup names it) is in
+// mount m, if m shows it: a mount may show only a subtree (its Root), as
+// in a container.
+func under(m *mountinfo.Info, path string) (string, bool) {
+	root := m.Root
+	if root == "/" {
+		return filepath.Join(m.Mountpoint, path), true
+	}
+	if path != root && !strings.HasPrefix(path, root+"/") {
+		return "", false
+	}
+	return filepath.Join(m.Mountpoint, strings.TrimPrefix(path, root)), true
+}
+
+func hasOption(opts, want string) bool {
+	for _, o := range strings.Split(opts, ",") {
+		if o == want {
+			return true
+		}
+	}
+	return false
+}
+
+// needs lists what l asks of the box: v1 controllers, or v2 controller
+// names as cgroup.controllers lists them.
+func needs(l Limits) []string {
+	var c []string
+	if l.MemoryBytes > 0 {
+		c = append(c, "memory")
+	}
+	if l.CPUPercent > 0 {
+		c = append(c, "cpu")
+	}
+	if l.Pids > 0 {
+		c = append(c, "pids")
+	}
+	return c
+}
+
+// Check says whether l can be enforced in a group made under h: each
+// controller l needs is there and its directory is writable (v1), or
+// delegated to sub-groups (v2). Its error wraps ErrUnavailable.
+func (h *Hierarchy) Check(l Limits) error {
+	if h.V2 {
+		return h.checkV2(l)
+	}
+	for _, c := range needs(l) {
+		dir := h.Dirs[c]
+		if dir == "" {
+			return fmt.Errorf("%w: the %s cgroup controller is not mounted (mount it, or boot with cgroup v2)", ErrUnavailable, c)
+		}
+		if err := unix.Access(dir, unix.W_OK); err != nil {
+			return fmt.Errorf("%w: %s is not writable by uid %d (run agent-box as root, or in a cgroup delegated to this user)", ErrUnavailable, dir, os.Geteuid())
+		}
+	}
+	return nil
+}
+
+func (h *Hierarchy) checkV2(l Limits) error {
+	dir := h.Dirs[""]
+	enabled, err := readSmall(filepath.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	available, _ := readSmall(filepath.Join(dir, "cgroup.controllers"))
+	for _, c := range needs(l) {
+		if hasWord(string(enabled), c) {
+			continue
+		}
+		// The root of a cgroup namespace (a container's own) may enable
+		// a controller for its children while it has processes; any
+		// other group may not ("no internal processes", cgroups(7)).
+		if !hasWord(string(available), c) || !isRoot(dir) {
+			return fmt.Errorf("%w: cgroup v2 group %s does not delegate the %s controller to sub-groups (start agent-box in a delegated group, e.g. systemd-run --user --scope -p Delegate=yes, or in a container with a cgroup namespace of its own)", ErrUnavailable, dir, c)
+		}
+	}
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		return fmt.Errorf("%w: %s is not writable by uid %d (run agent-box in a cgroup delegated to this user)", ErrUnavailable, dir, os.Geteuid())
+	}
+	return nil
+}
+
+// isRoot reports whether dir is the root of its hierarchy as this process
+// sees it: only the root has no cgroup.procs-bearing parent with the same
+// mount, which cgroupfs shows by the absence of cgroup.type.
+func isRoot(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "cgroup.type"))
+	return errors.Is(err, os.ErrNotExist)
+}
+
+func hasWord(s, w string) bool {
+	for _, f := range strings.Fields(s) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+// readSmall reads a small kernel file: a cgroup or /proc file is never
+// more than a page or two, and is read in one piece. O_NOFOLLOW: a
+// symlink is never a kernel file.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, 64<<10)
+	n, err := f.Read(b)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return b[:n], nil
+}
+
+// write writes one value to a cgroup file.
+func write(dir, file, value string) error {
+	path := filepath.Join(dir, file)
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %q to %s: %w", value, path, err)
+	}
+	return nil
+}
+
+// field is the value of key in a "key value" per line file (memory.stat,
+// memory.events, cpu.stat, memory.oom_control).
+func field(data []byte, key string) (int64, bool) {
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if ok && k == key {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// number reads a file holding one integer ("max" reads as -1).
+func number(dir, file string) (int64, error) {
+	data, err := readSmall(filepath.Join(dir, file))
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(data))
+	if s == "max" {
+		return -1, nil
+	}
+	return strconv.ParseInt(s, 10, 64)
+}

@@ -1,0 +1,289 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// cpuPeriod is the CFS period a CPU cap is expressed in: the kernel's
+// default, 100 ms (Documentation/scheduler/sched-bwc.rst).
+const cpuPeriod = 100_000
+
+// Group is one run's cgroup: its directory in each hierarchy.
+type Group struct {
+	v2     bool
+	dirs   map[string]string // as Hierarchy.Dirs
+	parent *Hierarchy        // where the maker was: Start moves it back there
+	limits Limits
+}
+
+// Leaf is the name of a run's group under the cgroup of its supervisor.
+func Leaf(name, runID string) string { return "agent-box-" + name + "-" + runID }
+
+// Create makes the group leaf under h, the caller's own hierarchy, and
+// caps it by l. On failure nothing is left behind.
+func (h *Hierarchy) Create(leaf string, l Limits) (*Group, error) {
+	if err := h.Check(l); err != nil {
+		return nil, err
+	}
+	g := &Group{v2: h.V2, dirs: map[string]string{}, parent: h, limits: l}
+	if h.V2 {
+		if err := h.delegate(l); err != nil {
+			return nil, err
+		}
+		g.dirs[""] = filepath.Join(h.Dirs[""], leaf)
+	} else {
+		for _, c := range v1Controllers {
+			if h.Dirs[c] != "" {
+				g.dirs[c] = filepath.Join(h.Dirs[c], leaf)
+			}
+		}
+	}
+	for _, dir := range g.dirs {
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			g.Remove()
+			return nil, fmt.Errorf("making the run's cgroup: %w", err)
+		}
+	}
+	if err := g.setLimits(); err != nil {
+		g.Remove()
+		return nil, err
+	}
+	return g, nil
+}
+
+// delegate enables what l needs in the v2 parent's subtree_control; Check
+// has said it may.
+func (h *Hierarchy) delegate(l Limits) error {
+	dir := h.Dirs[""]
+	enabled, _ := readSmall(filepath.Join(dir, "cgroup.subtree_control"))
+	for _, c := range needs(l) {
+		if !hasWord(string(enabled), c) {
+			if err := write(dir, "cgroup.subtree_control", "+"+c); err != nil {
+				return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			}
+		}
+	}
+	return nil
+}
+
+// setLimits writes every cap but the v1 pids cap, which Start writes once
+// the maker has left the group.
+func (g *Group) setLimits() error {
+	l := g.limits
+	if g.v2 {
+		dir := g.dirs[""]
+		if l.MemoryBytes > 0 {
+			if err := write(dir, "memory.max", strconv.FormatInt(l.MemoryBytes, 10)); err != nil {
+				return err
+			}
+			// "Memory and swap together": no swap, so the group's memory
+			// is all in memory.max. A box without swap has no such file.
+			if err := write(dir, "memory.swap.max", "0"); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		if l.CPUPercent > 0 {
+			if err := write(dir, "cpu.max", fmt.Sprintf("%d %d", l.CPUPercent*cpuPeriod/100, cpuPeriod)); err != nil {
+				return err
+			}
+		}
+		if l.Pids > 0 {
+			return write(dir, "pids.max", strconv.Itoa(l.Pids))
+		}
+		return nil
+	}
+	if l.MemoryBytes > 0 {
+		dir := g.dirs["memory"]
+		if err := write(dir, "memory.limit_in_bytes", strconv.FormatInt(l.MemoryBytes, 10)); err != nil {
+			return err
+		}
+		// memsw caps memory and swap together; absent when the kernel
+		// does not account swap (swapaccount=0), where swap is not capped.
+		if err := write(dir, "memory.memsw.limit_in_bytes", strconv.FormatInt(l.MemoryBytes, 10)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if l.CPUPercent > 0 {
+		dir := g.dirs["cpu"]
+		if err := write(dir, "cpu.cfs_period_us", strconv.Itoa(cpuPeriod)); err != nil {
+			return err
+		}
+		if err := write(dir, "cpu.cfs_quota_us", strconv.Itoa(l.CPUPercent*cpuPeriod/100)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Start starts cmd with its process born in the group, so that nothing it
+// forks can be outside it, however fast.
+//
+// Under v2 the kernel does it (clone3 CLONE_INTO_CGROUP, through
+// SysProcAttr.UseCgroupFD). Under v1 there is no such call: the caller
+// moves itself into the group, forks, and moves back. While it is in, its
+// own threads count against a pids cap, and a Go program that cannot make
+// a thread dies; so a v1 pids cap is written only once the caller is out.
+// The child then runs uncapped for the few microseconds in between.
+func (g *Group) Start(cmd *exec.Cmd) error {
+	if g.v2 {
+		fd, err := unix.Open(g.dirs[""], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening the run's cgroup: %w", err)
+		}
+		defer unix.Close(fd)
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+		return cmd.Start()
+	}
+	self := strconv.Itoa(os.Getpid())
+	err := g.move(self, g.dirs)
+	if err == nil {
+		err = cmd.Start()
+	}
+	// Always back out: the group's OOM killer must never pick the caller.
+	back := g.move(self, g.parent.Dirs)
+	if err != nil {
+		return errors.Join(err, back)
+	}
+	if back != nil {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		return fmt.Errorf("leaving the run's cgroup: %w", back)
+	}
+	if g.limits.Pids > 0 {
+		if err := write(g.dirs["pids"], "pids.max", strconv.Itoa(g.limits.Pids)); err != nil {
+			_ = cmd.Process.Kill()
+			_, _ = cmd.Process.Wait()
+			return err
+		}
+	}
+	return nil
+}
+
+// move writes pid to cgroup.procs in each of dirs, for the controllers the
+// group has: v1 moves every thread of the process.
+func (g *Group) move(pid string, dirs map[string]string) error {
+	for c := range g.dirs {
+		if err := write(dirs[c], "cgroup.procs", pid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove removes the group's directories. A group that still has
+// processes stays (EBUSY); so does one removed already.
+func (g *Group) Remove() error {
+	var errs []error
+	for _, dir := range g.dirs {
+		if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("removing %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Find is the group leaf of the process pid: under pid's own cgroup, as
+// Create made it from there. It is nil, without error, when pid has no
+// such group (a run without limits).
+func Find(pid int, leaf string) (*Group, error) {
+	h, err := Of(strconv.Itoa(pid))
+	if err != nil {
+		return nil, err
+	}
+	g := &Group{v2: h.V2, dirs: map[string]string{}, parent: h}
+	for c, dir := range h.Dirs {
+		if c != "" && !slices.Contains(v1Controllers, c) {
+			continue
+		}
+		d := filepath.Join(dir, leaf)
+		// Lstat: a cgroup directory is never a symlink.
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			g.dirs[c] = d
+		}
+	}
+	if len(g.dirs) == 0 {
+		return nil, nil
+	}
+	return g, nil
+}
+
+// Usage is what a group's processes use and have used.
+type Usage struct {
+	MemoryBytes     int64 // resident now: anonymous and mapped file memory
+	PeakMemoryBytes int64 // the most the group was charged at once, page cache included: what a memory cap counts
+	CPUNanos        int64
+	Procs           int   // processes in the group now
+	OOMKills        int64 // processes the kernel killed for the group's memory cap
+}
+
+// Usage reads the group's counters. A counter this kernel lacks reads 0.
+func (g *Group) Usage() (Usage, error) {
+	var u Usage
+	if g.v2 {
+		dir := g.dirs[""]
+		stat, err := readSmall(filepath.Join(dir, "memory.stat"))
+		if err == nil {
+			anon, _ := field(stat, "anon")
+			mapped, _ := field(stat, "file_mapped")
+			u.MemoryBytes = anon + mapped
+		}
+		u.PeakMemoryBytes, _ = number(dir, "memory.peak")
+		if cpu, err := readSmall(filepath.Join(dir, "cpu.stat")); err == nil {
+			us, _ := field(cpu, "usage_usec")
+			u.CPUNanos = us * 1000
+		}
+		if ev, err := readSmall(filepath.Join(dir, "memory.events")); err == nil {
+			u.OOMKills, _ = field(ev, "oom_kill")
+		}
+		u.Procs, err = countProcs(dir)
+		return u, err
+	}
+	var errs []error
+	if dir := g.dirs["memory"]; dir != "" {
+		if stat, err := readSmall(filepath.Join(dir, "memory.stat")); err == nil {
+			rss, _ := field(stat, "total_rss")
+			mapped, _ := field(stat, "total_mapped_file")
+			u.MemoryBytes = rss + mapped
+		} else {
+			errs = append(errs, err)
+		}
+		u.PeakMemoryBytes, _ = number(dir, "memory.max_usage_in_bytes")
+		if oc, err := readSmall(filepath.Join(dir, "memory.oom_control")); err == nil {
+			u.OOMKills, _ = field(oc, "oom_kill") // Linux 4.13 and later
+		}
+	}
+	if dir := g.dirs["cpuacct"]; dir != "" {
+		u.CPUNanos, _ = number(dir, "cpuacct.usage")
+	}
+	for _, c := range v1Controllers {
+		if dir := g.dirs[c]; dir != "" {
+			n, err := countProcs(dir)
+			u.Procs = n
+			errs = append(errs, err)
+			break
+		}
+	}
+	return u, errors.Join(errs...)
+}
+
+// countProcs counts the processes of the group at dir.
+func countProcs(dir string) (int, error) {
+	data, err := readSmall(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return 0, err
+	}
+	return len(strings.Fields(string(data))), nil
+}
