@@ -34,8 +34,23 @@ const (
 
 // cgroupUsage is the usage of a limited run whose supervisor lives, read
 // from the run's cgroup; false when there is none to read.
+//
+// The group is found from live facts, not the record: under the cgroup
+// of the supervisor (alive, and vouched for as this run's), by the name
+// only this run's group has.
 func (m *Manager) cgroupUsage(rec *runrecord.Record, supAlive bool) (Usage, bool) {
-	return Usage{}, false
+	if rec.Limits == nil || !supAlive {
+		return Usage{}, false
+	}
+	g, err := cgroup.Find(rec.SupervisorPID, cgroup.Leaf(rec.Name, rec.RunID))
+	if err != nil || g == nil {
+		return Usage{}, false
+	}
+	u, err := g.Usage()
+	if err != nil {
+		return Usage{}, false
+	}
+	return Usage{MemoryBytes: u.MemoryBytes, PeakMemoryBytes: u.PeakMemoryBytes, CPUMS: u.CPUNanos / 1e6, Procs: u.Procs, From: UsageFromCgroup}, true
 }
 
 // Bounds on a run's limits.
