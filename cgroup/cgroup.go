@@ -153,8 +153,8 @@ func (h *Hierarchy) Check(l Limits) error {
 		if dir == "" {
 			return fmt.Errorf("%w: the %s cgroup controller is not mounted (mount it, or boot with cgroup v2)", ErrUnavailable, c)
 		}
-		if err := unix.Access(dir, unix.W_OK); err != nil {
-			return fmt.Errorf("%w: %s is not writable by uid %d (run agent-box as root, or in a cgroup delegated to this user)", ErrUnavailable, dir, os.Geteuid())
+		if err := writable(dir); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -178,10 +178,19 @@ func (h *Hierarchy) checkV2(l Limits) error {
 			return fmt.Errorf("%w: cgroup v2 group %s does not delegate the %s controller to sub-groups (start agent-box in a delegated group, e.g. systemd-run --user --scope -p Delegate=yes, or in a container with a cgroup namespace of its own)", ErrUnavailable, dir, c)
 		}
 	}
-	if err := unix.Access(dir, unix.W_OK); err != nil {
-		return fmt.Errorf("%w: %s is not writable by uid %d (run agent-box in a cgroup delegated to this user)", ErrUnavailable, dir, os.Geteuid())
+	return writable(dir)
+}
+
+// writable says whether this process may make groups under dir.
+func writable(dir string) error {
+	err := unix.Access(dir, unix.W_OK)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS):
+		return fmt.Errorf("%w: %s is not writable by uid %d (run agent-box as root, or in a cgroup delegated to this user)", ErrUnavailable, dir, os.Geteuid())
 	}
-	return nil
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, dir, err)
 }
 
 // isRoot reports whether dir is the root of its hierarchy as this process

@@ -104,7 +104,8 @@ type Run struct {
 	ExitCode    *int              `json:"exit_code,omitempty"` // absent, not null, unless it exited normally: one JSON type (tools/schema.go)
 	Signal      string            `json:"signal,omitempty"`
 	TimedOut    bool              `json:"timed_out,omitempty"`
-	StatusOf    string            `json:"status_of,omitempty"` // whose exit status: StatusOfProgram or StatusOfShell
+	OOMKilled   bool              `json:"oom_killed,omitempty"` // the run's memory limit killed (its cgroup's count)
+	StatusOf    string            `json:"status_of,omitempty"`  // whose exit status: StatusOfProgram or StatusOfShell
 	Survivors   []int             `json:"survivors,omitempty"`
 	Command     string            `json:"command,omitempty"`
 	Argv        []string          `json:"argv,omitempty"`
@@ -291,6 +292,7 @@ func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 		run.ExitCode = rec.Exit.Code
 		run.Signal = rec.Exit.Signal
 		run.TimedOut = rec.Exit.TimedOut
+		run.OOMKilled = rec.Exit.OOMKilled
 	}
 	run.Command = rec.Command
 	run.Argv = rec.Argv

@@ -23,6 +23,7 @@ const runProps = `{
   "exit_code": {"type": "integer", "description": "exit status when the process exited normally; absent when it was killed by a signal or has not exited"},
   "signal": {"type": "string", "description": "signal that killed it, e.g. SIGKILL"},
   "timed_out": {"type": "boolean", "description": "the run's timeout_s killed it"},
+  "oom_killed": {"type": "boolean", "description": "the kernel killed a process of the run at its memory limit"},
   "status_of": {"type": "string", "enum": ["program", "shell"], "description": "whose pid and exit status these are: the program's, or /bin/sh's for a compound command (pipes, lists, builtins)"},
   "survivors": {"type": "array", "items": {"type": "integer"}, "description": "pids of the run's processes still alive after its leader exited (its group's members, and any that left the group)"},
   "command": {"type": "string"},

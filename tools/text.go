@@ -64,6 +64,12 @@ func stateOf(r runs.Run) string {
 	switch {
 	case r.Signal != "":
 		s := "exited (killed by " + r.Signal
+		if r.OOMKilled {
+			s += ": out of memory"
+			if r.Limits != nil && r.Limits.MemoryMB > 0 {
+				s += ", limit " + strconv.Itoa(r.Limits.MemoryMB) + " MiB"
+			}
+		}
 		if r.TimedOut {
 			// The run's timeout_s, not a wait's: say whose.
 			s += " at its timeout_s"

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/cgroup"
+	"github.com/agent-box/agent-box/internal/abtest"
+)
+
+// allocate500MB touches 500 MB, 10 MB at a time, and says so if it lives.
+const allocate500MB = `import sys
+b = []
+for i in range(50):
+    b.append(bytearray(10 << 20))
+print("allocated 500 MB", flush=True)`
+
+// A run that goes over memory_mb is killed by the kernel, and the run says
+// so: from the cgroup's own OOM counter, not guessed from the SIGKILL.
+func TestLimitMemoryOutOfMemory(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	st := s.OK("process_start", map[string]any{"name": "hog", "argv": []string{"python3", "-c", allocate500MB},
+		"limits": map[string]any{"memory_mb": 64}})
+	assert.Equal(t, map[string]any{"memory_mb": float64(64)}, st.Data["limits"], st.Text)
+	w := s.OK("process_wait", map[string]any{"name": "hog", "timeout_ms": 30000})
+	run := w.Data["run"].(map[string]any)
+	require.Equal(t, "SIGKILL", run["signal"], w.Text)
+	assert.Equal(t, "killed by SIGKILL: out of memory (limit 64 MiB)", run["reason"], w.Text)
+	assert.Equal(t, true, run["oom_killed"], w.Text)
+	assert.Contains(t, w.Text, "state=exited (killed by SIGKILL: out of memory, limit 64 MiB)")
+	log := s.OK("tail_log", map[string]any{"name": "hog"})
+	assert.NotContains(t, log.Data["content"], "allocated", "it never got its 500 MB")
+
+	// A kill of a limited run is not called out of memory.
+	s.OK("process_start", map[string]any{"name": "slept", "argv": []string{"sleep", "60"}, "limits": map[string]any{"memory_mb": 64}})
+	s.OK("process_kill", map[string]any{"name": "slept", "signal": "KILL"})
+	w = s.OK("process_wait", map[string]any{"name": "slept", "timeout_ms": 30000})
+	run = w.Data["run"].(map[string]any)
+	require.Equal(t, "SIGKILL", run["signal"], w.Text)
+	assert.Equal(t, "killed by SIGKILL", run["reason"], w.Text)
+	assert.Nil(t, run["oom_killed"], w.Text)
+}
+
+// forkSleepers forks up to 100 sleepers and says how many it got.
+const forkSleepers = `import os, time
+n = 0
+for i in range(100):
+    try:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+    except OSError as e:
+        print("fork failed:", e.strerror, flush=True)
+        break
+print("forked", n, flush=True)`
+
+// pids caps the run's processes: its forks fail past the cap, the box's do
+// not.
+func TestLimitPidsStopsAForkLoop(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "forker", "argv": []string{"python3", "-c", forkSleepers},
+		"limits": map[string]any{"pids": 20}})
+	w := s.OK("process_wait", map[string]any{"name": "forker", "timeout_ms": 30000})
+	require.Contains(t, w.Text, "fork failed: Resource temporarily unavailable", w.Text)
+	require.Contains(t, w.Text, "forked 19", "the leader and 19 sleepers make the 20 the cap allows")
+	// The box forks on: the cap is the run's alone.
+	out, err := exec.Command("sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21; do true & done; wait; echo ok").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	kill := s.OK("process_kill", map[string]any{"name": "forker", "signal": "KILL"})
+	assert.NotContains(t, kill.Text, "still alive", kill.Text)
+}
+
+// The box's defaults cap every run; a run's own limits replace them field
+// by field; the server's instructions say what the budget is. The group is
+// made where the run's processes are: the leader is in it.
+func TestLimitDefaults(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir(), "AGENT_BOX_DEFAULT_LIMITS=memory_mb=256,pids=64")
+	assert.Contains(t, s.Session().InitializeResult().Instructions, "capped by default at memory_mb=256,pids=64")
+	st := s.OK("process_start", map[string]any{"name": "d", "argv": []string{"sleep", "60"}})
+	assert.Equal(t, map[string]any{"memory_mb": float64(256), "pids": float64(64)}, st.Data["limits"], st.Text)
+	st = s.OK("process_start", map[string]any{"name": "own", "argv": []string{"sleep", "60"}, "limits": map[string]any{"pids": 10, "cpu_percent": 50}})
+	assert.Equal(t, map[string]any{"memory_mb": float64(256), "pids": float64(10), "cpu_percent": float64(50)}, st.Data["limits"], st.Text)
+	cg, err := os.ReadFile(filepath.Join("/proc", strconv.FormatInt(abtest.Num(st.Data["pid"]), 10), "cgroup"))
+	require.NoError(t, err)
+	assert.Contains(t, string(cg), "/"+cgroup.Leaf("own", abtest.Str(st.Data["run_id"]))+"\n", "the leader is in the run's group:\n%s", cg)
+}
+
+// A limit this machine cannot enforce is refused, with why and what would
+// enable it; the run does not start. Here the cgroup hierarchies are
+// unmounted for the server (in a mount namespace of its own),
+// so the test runs the same on every machine.
+func TestLimitRefusedWhereNoCgroups(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	args := []string{"--mount", "--propagation", "private"}
+	if os.Geteuid() != 0 {
+		args = append([]string{"--user", "--map-root-user"}, args...)
+	}
+	script := `umount -R /sys/fs/cgroup && exec "$0" --state-dir "$1"`
+	cmd := exec.Command("unshare", append(args, "sh", "-c", script, binary, state)...)
+	s := abtest.ConnectCmd(t, cmd)
+	r := s.Call("process_start", map[string]any{"name": "capped", "argv": []string{"true"}, "limits": map[string]any{"memory_mb": 64}})
+	require.True(t, r.IsError, r.Text)
+	assert.Contains(t, r.Text, "limit cannot be enforced here: memory_mb=64: cannot enforce the limit on this machine: no cgroup hierarchy is mounted")
+	l := s.OK("process_list", nil)
+	assert.Contains(t, l.Text, "no runs", "nothing started")
+	s.OK("process_start", map[string]any{"name": "free", "argv": []string{"true"}})
+}
+
+// Without root, a v1 box's cgroups are not the user's to write: refused,
+// saying so.
+func TestLimitRefusedWithoutPermission(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test drops from root to nobody; run the suite as root (make test does)")
+	}
+	dir, err := os.MkdirTemp("", "agent-box-nobody-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	for _, name := range []string{"agent-box", "agent-box-supervisor"} {
+		require.NoError(t, abtest.CopyFile(filepath.Join(filepath.Dir(binary), name), filepath.Join(dir, name), 0o755))
+	}
+	state := filepath.Join(dir, "state")
+	require.NoError(t, os.Mkdir(state, 0o700))
+	require.NoError(t, os.Chown(state, 65534, 65534))
+	require.NoError(t, os.Chmod(dir, 0o755))
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", filepath.Join(dir, "agent-box"), "--state-dir", state)
+	cmd.Env = append(os.Environ(), "HOME="+state)
+	s := abtest.ConnectCmd(t, cmd)
+	r := s.Call("process_start", map[string]any{"name": "capped", "argv": []string{"true"}, "limits": map[string]any{"pids": 10}})
+	require.True(t, r.IsError, r.Text)
+	assert.Contains(t, r.Text, "is not writable by uid 65534")
+	assert.True(t, strings.Contains(r.Text, "run agent-box as root") || strings.Contains(r.Text, "delegated"), r.Text)
+}
