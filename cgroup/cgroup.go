@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -86,7 +87,7 @@ func parse(mounts []*mountinfo.Info, procCgroup string) (*Hierarchy, error) {
 				v2dir = dir
 			case m.FSType == "cgroup":
 				for _, c := range strings.Split(ctrls, ",") {
-					if hasOption(m.VFSOptions, c) && v1.Dirs[c] == "" {
+					if slices.Contains(v1Controllers, c) && hasOption(m.VFSOptions, c) && v1.Dirs[c] == "" {
 						v1.Dirs[c] = dir
 					}
 				}

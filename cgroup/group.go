@@ -203,6 +203,11 @@ func Find(pid int, leaf string) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	return h.Group(leaf), nil
+}
+
+// Group is the group leaf under h, if there is one.
+func (h *Hierarchy) Group(leaf string) *Group {
 	g := &Group{v2: h.V2, dirs: map[string]string{}, parent: h}
 	for c, dir := range h.Dirs {
 		if c != "" && !slices.Contains(v1Controllers, c) {
@@ -215,9 +220,9 @@ func Find(pid int, leaf string) (*Group, error) {
 		}
 	}
 	if len(g.dirs) == 0 {
-		return nil, nil
+		return nil
 	}
-	return g, nil
+	return g
 }
 
 // Usage is what a group's processes use and have used.

@@ -187,3 +187,25 @@ func memoryLimit(rec *runrecord.Record) string {
 	}
 	return fmt.Sprintf(" (limit %d MiB)", rec.Limits.MemoryMB)
 }
+
+// removeGroup removes the cgroup a removed run's supervisor left behind
+// when it died before the run's end (it removes the group itself at the
+// end). Only a group of the run's own name, under this process's own
+// cgroup (where a supervisor started with setsid makes it), and only an
+// empty one: rmdir(2) of a group with processes fails.
+func (m *Manager) removeGroup(run Run) {
+	if run.Limits == nil {
+		return
+	}
+	cgroups := m.Cgroups
+	if cgroups == nil {
+		cgroups = cgroup.Self
+	}
+	h, err := cgroups()
+	if err != nil {
+		return
+	}
+	if g := h.Group(cgroup.Leaf(run.Name, run.RunID)); g != nil {
+		_ = g.Remove()
+	}
+}

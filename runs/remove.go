@@ -47,6 +47,7 @@ func (m *Manager) Remove(name, runID string, allFinished bool) (RemoveResult, er
 		if err := m.Store.Remove(name, run.RunID); err != nil {
 			return res, err
 		}
+		m.removeGroup(run)
 		res.Removed = append(res.Removed, run)
 		m.Store.Tidy(name, m.supervisorAlive)
 		return res, nil
@@ -68,6 +69,7 @@ func (m *Manager) Remove(name, runID string, allFinished bool) (RemoveResult, er
 			res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", run.Name, run.RunID, err))
 			continue
 		}
+		m.removeGroup(run)
 		res.Removed = append(res.Removed, run)
 	}
 	m.Store.Tidy(name, m.supervisorAlive) // every name when name is ""

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -142,4 +145,39 @@ func TestLimitRefusedWithoutPermission(t *testing.T) {
 	require.True(t, r.IsError, r.Text)
 	assert.Contains(t, r.Text, "is not writable by uid 65534")
 	assert.True(t, strings.Contains(r.Text, "run agent-box as root") || strings.Contains(r.Text, "delegated"), r.Text)
+}
+
+// A supervisor's crash leaves the run's processes in their group, still
+// capped; once they are gone, removing the run removes the group the
+// supervisor could not.
+func TestLimitSupervisorCrash(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	s := connect(t, state)
+	st := s.OK("process_start", map[string]any{"name": "orphan", "argv": []string{"sleep", "60"}, "limits": map[string]any{"pids": 10}})
+	pid, runID := int(abtest.Num(st.Data["pid"])), abtest.Str(st.Data["run_id"])
+	rec, err := os.ReadFile(filepath.Join(state, "runs", "orphan", runID, "record.json"))
+	require.NoError(t, err)
+	var r struct {
+		SupervisorPID int `json:"supervisor_pid"`
+	}
+	require.NoError(t, json.Unmarshal(rec, &r))
+	require.NoError(t, syscall.Kill(r.SupervisorPID, syscall.SIGKILL))
+	abtest.WaitFor(t, "the supervisor to be gone", 10*time.Second, func() bool {
+		return strings.Contains(s.OK("process_list", nil).Text, "supervisor is gone")
+	})
+	leaf := "/" + cgroup.Leaf("orphan", runID) + "\n"
+	cg, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	require.NoError(t, err)
+	require.Contains(t, string(cg), leaf, "the run is still in its group, capped")
+	h, err := cgroup.Self()
+	require.NoError(t, err)
+	require.NotNil(t, h.Group(cgroup.Leaf("orphan", runID)))
+
+	s.OK("process_kill", map[string]any{"name": "orphan", "signal": "KILL"})
+	abtest.WaitFor(t, "the run to be over", 10*time.Second, func() bool {
+		return !strings.Contains(s.OK("process_list", nil).Text, "state=running")
+	})
+	s.OK("process_remove", map[string]any{"name": "orphan"})
+	assert.Nil(t, h.Group(cgroup.Leaf("orphan", runID)), "the group is removed with the run")
 }

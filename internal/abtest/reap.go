@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-box/agent-box/cgroup"
 	"github.com/agent-box/agent-box/proc"
 )
 
@@ -74,6 +75,7 @@ func reapRuns(t testing.TB, stateDir string) {
 			}
 		}
 		if alive == 0 {
+			removeGroups(stateDir)
 			return
 		}
 		if time.Now().After(deadline) {
@@ -81,5 +83,24 @@ func reapRuns(t testing.TB, stateDir string) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// removeGroups removes the cgroups of the runs under stateDir that their
+// supervisors, killed above, could not: a run with limits has one under
+// this process's cgroup (cgroup.Leaf), which would outlive the test.
+func removeGroups(stateDir string) {
+	names, _ := filepath.Glob(filepath.Join(stateDir, "runs", "*", "*"))
+	if len(names) == 0 {
+		return
+	}
+	h, err := cgroup.Self()
+	if err != nil {
+		return
+	}
+	for _, dir := range names {
+		if g := h.Group(cgroup.Leaf(filepath.Base(filepath.Dir(dir)), filepath.Base(dir))); g != nil {
+			_ = g.Remove()
+		}
 	}
 }

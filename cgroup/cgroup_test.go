@@ -1,0 +1,181 @@
+package cgroup
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/moby/sys/mountinfo"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func v1mount(dir, opts string) *mountinfo.Info {
+	return &mountinfo.Info{Mountpoint: "/sys/fs/cgroup/" + dir, Root: "/", FSType: "cgroup", VFSOptions: "rw," + opts}
+}
+
+// parse finds each controller's hierarchy by its mount's options and the
+// process's path in it, on the layouts boxes have.
+func TestParse(t *testing.T) {
+	t.Parallel()
+	hybrid := []*mountinfo.Info{
+		v1mount("cpu,cpuacct", "cpu,cpuacct"),
+		v1mount("memory", "memory"),
+		v1mount("pids", "pids"),
+		v1mount("systemd", "xattr,name=systemd"),
+		{Mountpoint: "/sys/fs/cgroup/unified", Root: "/", FSType: "cgroup2"},
+	}
+	for _, tc := range []struct {
+		name   string
+		mounts []*mountinfo.Info
+		procs  string
+		want   *Hierarchy
+	}{
+		{"v1 with systemd", hybrid,
+			"12:pids:/user.slice/user-1000.slice\n4:memory:/user.slice/user-1000.slice/session-3.scope\n3:cpu,cpuacct:/user.slice\n1:name=systemd:/user.slice/x\n0::/user.slice/x\n",
+			&Hierarchy{Dirs: map[string]string{
+				"pids":    "/sys/fs/cgroup/pids/user.slice/user-1000.slice",
+				"memory":  "/sys/fs/cgroup/memory/user.slice/user-1000.slice/session-3.scope",
+				"cpu":     "/sys/fs/cgroup/cpu,cpuacct/user.slice",
+				"cpuacct": "/sys/fs/cgroup/cpu,cpuacct/user.slice",
+			}}},
+		{"v2 only", []*mountinfo.Info{{Mountpoint: "/sys/fs/cgroup", Root: "/", FSType: "cgroup2"}},
+			"0::/user.slice/user-1000.slice/session-3.scope\n",
+			&Hierarchy{V2: true, Dirs: map[string]string{"": "/sys/fs/cgroup/user.slice/user-1000.slice/session-3.scope"}}},
+		{"container: the mount shows a subtree", []*mountinfo.Info{{Mountpoint: "/sys/fs/cgroup", Root: "/docker/abc", FSType: "cgroup2"}},
+			"0::/docker/abc\n",
+			&Hierarchy{V2: true, Dirs: map[string]string{"": "/sys/fs/cgroup"}}},
+		{"a path outside the mounted subtree is not found", []*mountinfo.Info{{Mountpoint: "/sys/fs/cgroup", Root: "/docker/abc", FSType: "cgroup2"}},
+			"0::/docker/abcdef\n", nil},
+		{"no cgroup mounted", nil, "0::/\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := parse(tc.mounts, tc.procs)
+			if tc.want == nil {
+				require.ErrorIs(t, err, ErrUnavailable)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, h)
+		})
+	}
+}
+
+// fakeV2 makes a v2 group directory with the files the kernel would show.
+func fakeV2(t *testing.T, root bool, controllers, enabled string) string {
+	dir := t.TempDir()
+	files := map[string]string{"cgroup.controllers": controllers, "cgroup.subtree_control": enabled}
+	if !root {
+		files["cgroup.type"] = "domain\n"
+	}
+	for name, content := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+	return dir
+}
+
+// Under v2 a group may cap its sub-groups only with the controllers it
+// delegates: enabled already, or enabled by the root of a namespace. The
+// refusal names the controller and how to get a delegated group.
+func TestCheckV2(t *testing.T) {
+	t.Parallel()
+	mem := Limits{MemoryBytes: 64 << 20}
+	h := &Hierarchy{V2: true, Dirs: map[string]string{"": fakeV2(t, false, "cpu memory pids\n", "memory pids\n")}}
+	assert.NoError(t, h.Check(mem))
+	err := h.Check(Limits{CPUPercent: 50})
+	require.ErrorIs(t, err, ErrUnavailable)
+	assert.Contains(t, err.Error(), "does not delegate the cpu controller")
+	assert.Contains(t, err.Error(), "Delegate=yes")
+
+	root := &Hierarchy{V2: true, Dirs: map[string]string{"": fakeV2(t, true, "cpu memory pids\n", "")}}
+	assert.NoError(t, root.Check(Limits{CPUPercent: 50, Pids: 10}), "a namespace's root may enable them")
+	missing := &Hierarchy{V2: true, Dirs: map[string]string{"": fakeV2(t, true, "cpu\n", "")}}
+	assert.ErrorIs(t, missing.Check(mem), ErrUnavailable, "the box has no memory controller")
+}
+
+// A v1 box without a controller's hierarchy refuses the limit it takes.
+func TestCheckV1MissingController(t *testing.T) {
+	t.Parallel()
+	h := &Hierarchy{Dirs: map[string]string{"memory": t.TempDir()}}
+	assert.NoError(t, h.Check(Limits{MemoryBytes: 1 << 30}))
+	err := h.Check(Limits{Pids: 5})
+	require.ErrorIs(t, err, ErrUnavailable)
+	assert.Contains(t, err.Error(), "the pids cgroup controller is not mounted")
+}
+
+// Usage reads each version's counters; the OOM count is the kernel's own.
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	write := func(dir string, files map[string]string) {
+		for name, content := range files {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+		}
+	}
+	mem, cpu := t.TempDir(), t.TempDir()
+	write(mem, map[string]string{
+		"memory.stat":               "cache 100\nrss 5\ntotal_cache 4096\ntotal_rss 1000\ntotal_mapped_file 24\n",
+		"memory.max_usage_in_bytes": "9000\n",
+		"memory.oom_control":        "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+		"cgroup.procs":              "10\n11\n12\n",
+	})
+	write(cpu, map[string]string{"cpuacct.usage": "2500000000\n", "cgroup.procs": "10\n11\n12\n"})
+	g := &Group{dirs: map[string]string{"memory": mem, "cpuacct": cpu}}
+	u, err := g.Usage()
+	require.NoError(t, err)
+	assert.Equal(t, Usage{MemoryBytes: 1024, PeakMemoryBytes: 9000, CPUNanos: 2_500_000_000, Procs: 3, OOMKills: 2}, u)
+
+	v2 := t.TempDir()
+	write(v2, map[string]string{
+		"memory.stat":   "anon 2048\nfile 99999\nfile_mapped 100\n",
+		"memory.peak":   "5000\n",
+		"cpu.stat":      "usage_usec 1500\nuser_usec 1000\n",
+		"memory.events": "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n",
+		"cgroup.procs":  "7\n",
+	})
+	u, err = (&Group{v2: true, dirs: map[string]string{"": v2}}).Usage()
+	require.NoError(t, err)
+	assert.Equal(t, Usage{MemoryBytes: 2148, PeakMemoryBytes: 5000, CPUNanos: 1_500_000, Procs: 1, OOMKills: 1}, u)
+}
+
+// On this machine's real hierarchy: a group is made with its caps, the
+// child is born in it while the maker stays out, and it is removed.
+func TestCreateStartRemove(t *testing.T) {
+	t.Parallel()
+	h, err := Self()
+	require.NoError(t, err)
+	l := Limits{MemoryBytes: 64 << 20, Pids: 8}
+	if err := h.Check(l); err != nil {
+		t.Fatalf("this machine cannot enforce limits (%v): the suite runs where it can (make test as root on a cgroup v1 or delegated v2 box)", err)
+	}
+	g, err := h.Create(Leaf("t", filepath.Base(t.TempDir())), l)
+	require.NoError(t, err)
+	cmd := newSleep()
+	require.NoError(t, g.Start(cmd))
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); g.Remove() })
+	u, err := g.Usage()
+	require.NoError(t, err)
+	assert.Equal(t, 1, u.Procs, "only the child is in the group")
+	self, err := Self()
+	require.NoError(t, err)
+	assert.Equal(t, h.Dirs, self.Dirs, "the maker is back where it was")
+	for c, dir := range g.dirs {
+		procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		require.NoError(t, err, c)
+		assert.Equal(t, itoa(cmd.Process.Pid)+"\n", string(procs), c)
+	}
+	if !g.v2 {
+		max, err := number(g.dirs["pids"], "pids.max")
+		require.NoError(t, err)
+		assert.Equal(t, int64(8), max, "the pids cap is written once the maker is out")
+		lim, err := number(g.dirs["memory"], "memory.limit_in_bytes")
+		require.NoError(t, err)
+		assert.Equal(t, int64(64<<20), lim)
+	}
+	require.Error(t, g.Remove(), "a group with a process stays")
+	cmd.Process.Kill()
+	cmd.Wait()
+	require.NoError(t, g.Remove())
+	for _, dir := range g.dirs {
+		assert.NoDirExists(t, dir)
+	}
+}
