@@ -72,9 +72,10 @@ type Facts struct {
 // this user can make cgroups in.
 type Cgroups struct {
 	Version  int      // 2, 1, or 0 for none
-	Where    string   // v2: the group this user may make groups under
-	Writable []string // controllers with a writable place for a run's group
-	Missing  []string // of memory, cpu, pids: those not writable
+	Where    string   // v2: the group runs' groups are made under
+	Writable []string // controllers a run's limits can use here
+	Missing  []string // of memory, cpu, pids: those a limit of is refused
+	Why      string   // the first refusal: why, and what would enable it
 }
 
 // minFree is the free space under which the state dir's file system is a
@@ -236,24 +237,29 @@ func systemdRun(f Facts) Check {
 	return c
 }
 
-// limits reports the cgroup controllers a run's memory, CPU and process
-// caps could use here. agent-box sets no caps yet, so this is for
-// information: nothing that works today depends on it.
+// limits reports which of process_start's limits this box enforces: a
+// limit it cannot enforce is refused, so a missing controller is a
+// warning with the refusal's reason, not a failure (runs without limits
+// work).
 func limits(f Facts) Check {
 	c := Check{Name: "resource limits", Level: OK}
 	switch {
 	case f.Cgroup.Version == 0:
-		c.Detail = "no cgroup hierarchy mounted: memory, CPU and process caps per run would have none to use"
+		c.Level, c.Detail = Warn, "no cgroup hierarchy: runs with limits are refused"
 	case len(f.Cgroup.Writable) == 0:
-		c.Detail = fmt.Sprintf("cgroup v%d, but this user can make no group with %s", f.Cgroup.Version, strings.Join(f.Cgroup.Missing, ", "))
+		c.Level, c.Detail = Warn, fmt.Sprintf("cgroup v%d, but runs with limits are refused (%s)", f.Cgroup.Version, strings.Join(f.Cgroup.Missing, ", "))
 	default:
-		c.Detail = fmt.Sprintf("cgroup v%d: this user can make groups with %s", f.Cgroup.Version, strings.Join(f.Cgroup.Writable, ", "))
+		c.Detail = fmt.Sprintf("cgroup v%d: runs can be capped by %s", f.Cgroup.Version, strings.Join(f.Cgroup.Writable, ", "))
 		if f.Cgroup.Where != "" {
 			c.Detail += " under " + f.Cgroup.Where
 		}
 		if len(f.Cgroup.Missing) > 0 {
-			c.Detail += ", not with " + strings.Join(f.Cgroup.Missing, ", ")
+			c.Level = Warn
+			c.Detail += "; limits of " + strings.Join(f.Cgroup.Missing, ", ") + " are refused"
 		}
+	}
+	if c.Level == Warn {
+		c.Fix = f.Cgroup.Why
 	}
 	return c
 }

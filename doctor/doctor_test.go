@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-box/agent-box/cgroup"
 	"github.com/agent-box/agent-box/runs"
 )
 
@@ -88,12 +89,12 @@ func TestChecks(t *testing.T) {
 		{"missing, not needed", "systemd-run", func(f *Facts) { f.Host.SystemdRun = false }, OK, "not needed"},
 		{"missing, needed", "systemd-run", func(f *Facts) { f.Host.SystemdRun, f.Host.KillUserProcesses = false, true }, Warn, "package systemd"},
 
-		{"v2 delegated", "resource limits", func(*Facts) {}, OK, "cgroup v2: this user can make groups with memory, cpu, pids"},
+		{"v2 delegated", "resource limits", func(*Facts) {}, OK, "cgroup v2: runs can be capped by memory, cpu, pids"},
 		{"v1 without pids", "resource limits", func(f *Facts) {
-			f.Cgroup = Cgroups{Version: 1, Writable: []string{"memory", "cpu"}, Missing: []string{"pids"}}
-		}, OK, "not with pids"},
-		{"v2, nothing delegated", "resource limits", func(f *Facts) { f.Cgroup = Cgroups{Version: 2, Missing: limitControllers} }, OK, "can make no group"},
-		{"none", "resource limits", func(f *Facts) { f.Cgroup = Cgroups{} }, OK, "no cgroup hierarchy"},
+			f.Cgroup = Cgroups{Version: 1, Writable: []string{"memory", "cpu"}, Missing: []string{"pids"}, Why: "the pids cgroup controller is not mounted"}
+		}, Warn, "limits of pids are refused"},
+		{"v2, nothing delegated", "resource limits", func(f *Facts) { f.Cgroup = Cgroups{Version: 2, Missing: limitControllers, Why: "not delegated"} }, Warn, "runs with limits are refused"},
+		{"none", "resource limits", func(f *Facts) { f.Cgroup = Cgroups{Why: "none mounted"} }, Warn, "no cgroup hierarchy"},
 
 		{"sshd probes", "ssh keep-alive", func(*Facts) {}, OK, "every 15 s"},
 		{"sshd does not probe", "ssh keep-alive", func(f *Facts) { f.ClientAlive = 0 }, Warn, "ClientAliveInterval 0"},
@@ -138,40 +139,28 @@ func write(t *testing.T, path, data string) {
 	require.NoError(t, os.WriteFile(path, []byte(data), 0o644))
 }
 
-// TestCgroups reads fake hierarchies: a v2 tree with the own group's
-// controllers, a v1 tree, and none.
-func TestCgroups(t *testing.T) {
+// cgroupFacts asks what process_start asks: each controller a limit
+// needs, checked in the hierarchy; a refusal keeps its reason for the Fix.
+func TestCgroupFacts(t *testing.T) {
 	v2 := t.TempDir()
 	write(t, filepath.Join(v2, "cgroup.controllers"), "cpuset cpu io memory pids\n")
-	write(t, filepath.Join(v2, "user.slice/u.scope/cgroup.controllers"), "memory pids\n")
-	self := filepath.Join(t.TempDir(), "cgroup")
-	write(t, self, "0::/user.slice/u.scope\n")
-	c := cgroups(v2, self, 1000)
+	write(t, filepath.Join(v2, "cgroup.subtree_control"), "memory pids\n")
+	write(t, filepath.Join(v2, "cgroup.type"), "domain\n")
+	c := cgroupFacts(&cgroup.Hierarchy{V2: true, Dirs: map[string]string{"": v2}}, nil)
 	assert.Equal(t, 2, c.Version)
-	assert.Equal(t, "/user.slice/u.scope", c.Where)
+	assert.Equal(t, v2, c.Where)
 	assert.Equal(t, []string{"memory", "pids"}, c.Writable)
 	assert.Equal(t, []string{"cpu"}, c.Missing)
-	if os.Geteuid() != 0 {
-		// Not writable: the user's manager, which systemd delegates, is
-		// where this user may make groups (as root every dir is writable).
-		require.NoError(t, os.Chmod(filepath.Join(v2, "user.slice/u.scope"), 0o555))
-		write(t, filepath.Join(v2, "user.slice/user-1000.slice/user@1000.service/cgroup.controllers"), "cpu memory pids\n")
-		c = cgroups(v2, self, 1000)
-		assert.Equal(t, "/user.slice/user-1000.slice/user@1000.service", c.Where)
-		assert.Equal(t, []string{"memory", "cpu", "pids"}, c.Writable)
-	}
+	assert.Contains(t, c.Why, "does not delegate the cpu controller")
 
-	v1 := t.TempDir()
-	for _, d := range []string{"memory", "pids", "devices"} {
-		require.NoError(t, os.Mkdir(filepath.Join(v1, d), 0o755))
-	}
-	c = cgroups(v1, self, 1000)
+	c = cgroupFacts(&cgroup.Hierarchy{Dirs: map[string]string{"memory": t.TempDir(), "pids": t.TempDir()}}, nil)
 	assert.Equal(t, 1, c.Version)
 	assert.Equal(t, []string{"memory", "pids"}, c.Writable)
 	assert.Equal(t, []string{"cpu"}, c.Missing)
 
-	c = cgroups(t.TempDir(), self, 1000)
-	assert.Equal(t, Cgroups{}, c)
+	c = cgroupFacts(nil, cgroup.ErrUnavailable)
+	assert.Equal(t, 0, c.Version)
+	assert.Equal(t, cgroup.ErrUnavailable.Error(), c.Why)
 }
 
 func TestClientAliveInterval(t *testing.T) {

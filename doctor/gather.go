@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/cgroup"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/runs"
 )
@@ -59,7 +60,7 @@ func Gather(o Options) Facts {
 			f.Linger = &linger
 		}
 	}
-	f.Cgroup = cgroups("/sys/fs/cgroup", "/proc/self/cgroup", os.Getuid())
+	f.Cgroup = cgroupFacts(cgroup.Self())
 	f.ClientAlive = clientAliveInterval("/etc/ssh/sshd_config")
 	return f
 }
@@ -115,59 +116,27 @@ func gatherStateDir(f *Facts) {
 // limitControllers are the controllers per-run limits need.
 var limitControllers = []string{"memory", "cpu", "pids"}
 
-// cgroups finds the cgroup hierarchy under root and, for each of the
-// limit controllers, whether this user (uid) may make a group with it. In
-// cgroup v2 that needs a group this user can write, which offers the
-// controller: its own (selfCgroup, /proc/self/cgroup), or the user's
-// systemd manager (user@UID.service), which systemd delegates to the
-// user. In v1 the controller's hierarchy must be mounted and writable.
-func cgroups(root, selfCgroup string, uid int) Cgroups {
-	var c Cgroups
-	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
-		c.Version = 2
-		var places []string
-		if b, err := os.ReadFile(selfCgroup); err == nil {
-			for line := range strings.SplitSeq(string(b), "\n") {
-				if p, ok := strings.CutPrefix(line, "0::"); ok {
-					places = append(places, filepath.Join(root, filepath.Clean("/"+p)))
-				}
-			}
-		}
-		u := strconv.Itoa(uid)
-		places = append(places, filepath.Join(root, "user.slice", "user-"+u+".slice", "user@"+u+".service"), root)
-		for _, dir := range places {
-			have, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
-			if err != nil || unix.Access(dir, unix.W_OK) != nil {
-				continue
-			}
-			c.Where = strings.TrimPrefix(dir, root)
-			if c.Where == "" {
-				c.Where = "/"
-			}
-			for _, name := range limitControllers {
-				if slices.Contains(strings.Fields(string(have)), name) {
-					c.Writable = append(c.Writable, name)
-				} else {
-					c.Missing = append(c.Missing, name)
-				}
-			}
-			return c
-		}
-		c.Missing = limitControllers
-		return c
+// cgroupFacts says, for each limit controller, whether a run could be
+// capped by it here: what cgroup's Check, which process_start asks,
+// answers for the hierarchy h (err: none was found).
+func cgroupFacts(h *cgroup.Hierarchy, err error) Cgroups {
+	if err != nil {
+		return Cgroups{Why: err.Error()}
+	}
+	c := Cgroups{Version: 1}
+	if h.V2 {
+		c.Version, c.Where = 2, h.Dirs[""]
 	}
 	for _, name := range limitControllers {
-		if fi, err := os.Stat(filepath.Join(root, name)); err == nil && fi.IsDir() {
-			c.Version = 1
-			if unix.Access(filepath.Join(root, name), unix.W_OK) == nil {
-				c.Writable = append(c.Writable, name)
-				continue
+		one := map[string]cgroup.Limits{"memory": {MemoryBytes: 1 << 30}, "cpu": {CPUPercent: 100}, "pids": {Pids: 100}}[name]
+		if err := h.Check(one); err != nil {
+			c.Missing = append(c.Missing, name)
+			if c.Why == "" {
+				c.Why = err.Error()
 			}
+			continue
 		}
-		c.Missing = append(c.Missing, name)
-	}
-	if c.Version == 0 {
-		c.Missing = nil
+		c.Writable = append(c.Writable, name)
 	}
 	return c
 }
