@@ -108,7 +108,7 @@ outlive the connection, and a CLI over the same runs.
   ssh box -- agent-box                    serve MCP on stdio (what an MCP client runs)
   agent-box ps [-a] [--json]              list runs
   agent-box logs [-f] [--stream stdout|stderr] [--run-id ID] NAME
-  agent-box start [--cwd DIR] [--framed] [--timeout S] NAME -- CMD [ARG...]
+  agent-box start [--cwd DIR] [--framed] [--timeout S] [--limits L] NAME -- CMD [ARG...]
   agent-box kill [-s SIG] [--grace MS] NAME   signal every process of a run
   agent-box wait NAME                     wait for a run; exit with its status
   agent-box doctor [--json]               check this box: binaries, state dir, session, limits

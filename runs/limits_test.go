@@ -1,0 +1,85 @@
+package runs
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/cgroup"
+	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+// An exit the memory cap caused reads as such, whether the leader itself
+// was killed or only one of its children was; a kill without the cgroup's
+// count is just a kill.
+func TestDescribeOutOfMemory(t *testing.T) {
+	t.Parallel()
+	code := 137
+	limited := &runrecord.Limits{MemoryMB: 64}
+	for _, tc := range []struct {
+		exit   runrecord.Exit
+		limits *runrecord.Limits
+		want   string
+	}{
+		{runrecord.Exit{Signal: "SIGKILL", OOMKilled: true}, limited, "killed by SIGKILL: out of memory (limit 64 MiB)"},
+		{runrecord.Exit{Code: &code, OOMKilled: true}, limited, "exit code 137; out of memory: the kernel killed a process of the run (limit 64 MiB)"},
+		{runrecord.Exit{Signal: "SIGKILL"}, limited, "killed by SIGKILL"},
+		{runrecord.Exit{Signal: "SIGKILL", OOMKilled: true}, nil, "killed by SIGKILL: out of memory"},
+	} {
+		rec := &runrecord.Record{Exit: &tc.exit, Limits: tc.limits, OutputClosed: true}
+		assert.Equal(t, tc.want, describe(outcome.ReasonExited, rec, nil, &Words{}))
+	}
+}
+
+// Limits are laid over the defaults field by field, checked, and refused
+// with the reason where the box cannot enforce them; no limits at all
+// need no cgroup.
+func TestApplyLimits(t *testing.T) {
+	t.Parallel()
+	none := func() (*cgroup.Hierarchy, error) { return nil, cgroup.ErrUnavailable }
+	m := &Manager{DefaultLimits: &runrecord.Limits{MemoryMB: 512, Pids: 100}, Cgroups: none}
+	req := &StartRequest{Limits: &runrecord.Limits{Pids: 10}}
+	err := m.applyLimits(req)
+	require.ErrorIs(t, err, ErrLimitUnavailable)
+	assert.Contains(t, err.Error(), "memory_mb=512,pids=10")
+	assert.Nil(t, req.Limits, "refused: nothing to start with")
+
+	ok := func() (*cgroup.Hierarchy, error) {
+		return &cgroup.Hierarchy{Dirs: map[string]string{"memory": t.TempDir(), "cpu": t.TempDir(), "pids": t.TempDir()}}, nil
+	}
+	m.Cgroups = ok
+	req = &StartRequest{Limits: &runrecord.Limits{Pids: 10, CPUPercent: 50}}
+	require.NoError(t, m.applyLimits(req))
+	assert.Equal(t, &runrecord.Limits{MemoryMB: 512, Pids: 10, CPUPercent: 50}, req.Limits)
+
+	m = &Manager{Cgroups: none}
+	req = &StartRequest{}
+	require.NoError(t, m.applyLimits(req), "no limits, no cgroup needed")
+	assert.Nil(t, req.Limits)
+	req = &StartRequest{Limits: &runrecord.Limits{MemoryMB: 4}}
+	require.ErrorIs(t, m.applyLimits(req), ErrInvalid)
+	assert.True(t, errors.Is(m.applyLimits(&StartRequest{Limits: &runrecord.Limits{CPUPercent: 1 << 20}}), ErrInvalid))
+}
+
+// ParseLimits reads what DescribeLimits writes, and says what is wrong.
+func TestParseLimits(t *testing.T) {
+	t.Parallel()
+	l, err := ParseLimits("memory_mb=256, cpu_percent=50,pids=20")
+	require.NoError(t, err)
+	assert.Equal(t, runrecord.Limits{MemoryMB: 256, CPUPercent: 50, Pids: 20}, l)
+	assert.Equal(t, "memory_mb=256,cpu_percent=50,pids=20", DescribeLimits(l))
+	for _, s := range []string{"", "none"} {
+		l, err := ParseLimits(s)
+		require.NoError(t, err)
+		assert.True(t, l.Zero())
+	}
+	_, err = ParseLimits("memory=5")
+	assert.ErrorContains(t, err, `unknown key "memory"`)
+	_, err = ParseLimits("pids=lots")
+	assert.ErrorContains(t, err, `"pids=lots" is not key=number`)
+	_, err = ParseLimits("memory_mb=1")
+	assert.ErrorContains(t, err, "limits.memory_mb 1 is out of range 8..")
+}
