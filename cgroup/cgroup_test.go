@@ -3,6 +3,7 @@ package cgroup
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/moby/sys/mountinfo"
@@ -178,4 +179,30 @@ func TestCreateStartRemove(t *testing.T) {
 	for _, dir := range g.dirs {
 		assert.NoDirExists(t, dir)
 	}
+}
+
+// The v2 start (clone3 into the group) on this machine's unified
+// hierarchy, where there is one this process may make groups in; a group
+// with no caps needs no controller. Hybrid boxes have it next to v1.
+func TestV2StartIntoGroup(t *testing.T) {
+	t.Parallel()
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup2"))
+	require.NoError(t, err)
+	self, err := os.ReadFile("/proc/self/cgroup")
+	require.NoError(t, err)
+	h, err := parse(mounts, string(self))
+	if err != nil || !h.V2 || writable(h.Dirs[""]) != nil {
+		t.Skipf("no writable cgroup v2 group here (%v): the v1 path is tested instead", err)
+	}
+	g, err := h.Create(Leaf("v2", filepath.Base(t.TempDir())), Limits{})
+	require.NoError(t, err)
+	cmd := newSleep()
+	require.NoError(t, g.Start(cmd))
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); g.Remove() })
+	cg, err := os.ReadFile(filepath.Join("/proc", itoa(cmd.Process.Pid), "cgroup"))
+	require.NoError(t, err)
+	assert.Contains(t, string(cg), "0::"+strings.TrimPrefix(g.dirs[""], mounts[0].Mountpoint)+"\n", "born in the group")
+	after, err := os.ReadFile("/proc/self/cgroup")
+	require.NoError(t, err)
+	assert.Equal(t, string(self), string(after), "the maker never moved")
 }
