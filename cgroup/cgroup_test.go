@@ -9,6 +9,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func v1mount(dir, opts string) *mountinfo.Info {
@@ -181,28 +182,55 @@ func TestCreateStartRemove(t *testing.T) {
 	}
 }
 
-// The v2 start (clone3 into the group) on this machine's unified
-// hierarchy, where there is one this process may make groups in; a group
-// with no caps needs no controller. Hybrid boxes have it next to v1.
-func TestV2StartIntoGroup(t *testing.T) {
-	t.Parallel()
+// The v2 claim and start on this machine's unified hierarchy: the maker,
+// alone in a group as systemd-run --scope -p Delegate=yes leaves it, moves
+// itself below it, and its child is born in the run's group beside it
+// (clone3). A group with no caps needs no controller, so this runs on a
+// hybrid box, whose unified hierarchy has none of them. Not parallel: the
+// test process itself moves (in the unified hierarchy only).
+func TestV2ClaimAndStart(t *testing.T) {
 	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup2"))
 	require.NoError(t, err)
 	self, err := os.ReadFile("/proc/self/cgroup")
 	require.NoError(t, err)
 	h, err := parse(mounts, string(self))
 	if err != nil || !h.V2 || writable(h.Dirs[""]) != nil {
-		t.Skipf("no writable cgroup v2 group here (%v): the v1 path is tested instead", err)
+		t.Skipf("no writable cgroup v2 hierarchy here (%v): the v1 path is tested instead", err)
 	}
-	g, err := h.Create(Leaf("v2", filepath.Base(t.TempDir())), Limits{})
+	home := h.Dirs[""]
+	given := filepath.Join(home, "agent-box-test-"+filepath.Base(t.TempDir()))
+	require.NoError(t, os.Mkdir(given, 0o755))
+	pid := itoa(os.Getpid())
+	require.NoError(t, write(given, "cgroup.procs", pid))
+	t.Cleanup(func() {
+		write(home, "cgroup.procs", pid)
+		unix.Rmdir(filepath.Join(given, SupervisorLeaf))
+		unix.Rmdir(given)
+	})
+
+	mine := &Hierarchy{V2: true, Dirs: map[string]string{"": given}}
+	g, err := mine.Create(Leaf("v2", "r1"), Limits{})
 	require.NoError(t, err)
 	cmd := newSleep()
 	require.NoError(t, g.Start(cmd))
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); g.Remove() })
+	rel := strings.TrimPrefix(given, mounts[0].Mountpoint)
 	cg, err := os.ReadFile(filepath.Join("/proc", itoa(cmd.Process.Pid), "cgroup"))
 	require.NoError(t, err)
-	assert.Contains(t, string(cg), "0::"+strings.TrimPrefix(g.dirs[""], mounts[0].Mountpoint)+"\n", "born in the group")
-	after, err := os.ReadFile("/proc/self/cgroup")
+	assert.Contains(t, string(cg), "0::"+rel+"/"+Leaf("v2", "r1")+"\n", "born in the run's group")
+	now, err := os.ReadFile("/proc/self/cgroup")
 	require.NoError(t, err)
-	assert.Equal(t, string(self), string(after), "the maker never moved")
+	assert.Contains(t, string(now), "0::"+rel+"/"+SupervisorLeaf+"\n", "the maker moved below its group")
+
+	// Found from the maker, as the server finds it from the supervisor.
+	now2, err := parse(mounts, string(now))
+	require.NoError(t, err)
+	found := now2.RunGroup(Leaf("v2", "r1"))
+	require.NotNil(t, found)
+	assert.Equal(t, g.dirs, found.dirs)
+
+	// Not alone: refused, saying why.
+	_, err = mine.Create(Leaf("v2", "r2"), Limits{})
+	require.ErrorIs(t, err, ErrUnavailable)
+	assert.Contains(t, err.Error(), "holds other processes")
 }

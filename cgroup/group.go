@@ -29,30 +29,74 @@ type Group struct {
 // Leaf is the name of a run's group under the cgroup of its supervisor.
 func Leaf(name, runID string) string { return "agent-box-" + name + "-" + runID }
 
-// Create makes the group leaf under h, the caller's own hierarchy, and
-// caps it by l. On failure nothing is left behind.
+// Create makes the group leaf under h, the caller's own hierarchy, with
+// the caps l; under v1 Start writes them. On failure nothing is left
+// behind. A directory of that name already there is an error: it is not
+// this group.
 func (h *Hierarchy) Create(leaf string, l Limits) (*Group, error) {
 	if err := h.Check(l); err != nil {
 		return nil, err
 	}
-	g := &Group{v2: h.V2, dirs: map[string]string{}, parent: h, limits: l}
 	if h.V2 {
-		if err := h.delegate(l); err != nil {
-			return nil, err
-		}
-		g.dirs[""] = filepath.Join(h.Dirs[""], leaf)
-	} else {
-		for _, c := range v1Controllers {
-			if h.Dirs[c] != "" {
-				g.dirs[c] = filepath.Join(h.Dirs[c], leaf)
-			}
-		}
+		return h.createV2(leaf, l)
 	}
-	for _, dir := range g.dirs {
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	g := &Group{dirs: map[string]string{}, parent: h, limits: l}
+	made := map[string]bool{}
+	for _, c := range v1Controllers {
+		dir := h.Dirs[c]
+		// The controllers l needs were checked; the others serve its
+		// usage (memory, cpuacct) and are used where this process may.
+		if dir == "" || (!slices.Contains(needs(l), c) && writable(dir) != nil) {
+			continue
+		}
+		g.dirs[c] = filepath.Join(dir, leaf)
+		if made[g.dirs[c]] {
+			continue // cpu and cpuacct mounted together
+		}
+		if err := os.Mkdir(g.dirs[c], 0o755); err != nil {
+			delete(g.dirs, c)
 			g.Remove()
 			return nil, fmt.Errorf("making the run's cgroup: %w", err)
 		}
+		made[g.dirs[c]] = true
+	}
+	return g, nil
+}
+
+// SupervisorLeaf is where, under cgroup v2, the maker of run groups moves
+// itself inside the group it was given, so that the group may hand
+// controllers to its children ("no internal processes", cgroups(7)).
+const SupervisorLeaf = "agent-box-supervisor"
+
+// createV2 makes the group under v2. The caller must be alone in a group
+// delegated to it (systemd-run --scope -p Delegate=yes): it moves itself
+// into SupervisorLeaf below it, enables the controllers l needs for the
+// group's children, and makes the run's group beside its own.
+func (h *Hierarchy) createV2(leaf string, l Limits) (*Group, error) {
+	own := h.Dirs[""]
+	procs, err := readSmall(filepath.Join(own, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	self := strconv.Itoa(os.Getpid())
+	if f := strings.Fields(string(procs)); len(f) != 1 || f[0] != self {
+		return nil, fmt.Errorf("%w: cgroup v2 group %s holds other processes than this one: a run with limits needs a group of its own, delegated (systemd-run --scope -p Delegate=yes)", ErrUnavailable, own)
+	}
+	sup := filepath.Join(own, SupervisorLeaf)
+	if err := os.Mkdir(sup, 0o755); err != nil {
+		return nil, fmt.Errorf("making the supervisor's cgroup: %w", err)
+	}
+	if err := write(sup, "cgroup.procs", self); err != nil {
+		unix.Rmdir(sup)
+		return nil, err
+	}
+	parent := &Hierarchy{V2: true, Dirs: map[string]string{"": own}}
+	if err := parent.delegate(l); err != nil {
+		return nil, err
+	}
+	g := &Group{v2: true, dirs: map[string]string{"": filepath.Join(own, leaf)}, parent: parent, limits: l}
+	if err := os.Mkdir(g.dirs[""], 0o755); err != nil {
+		return nil, fmt.Errorf("making the run's cgroup: %w", err)
 	}
 	if err := g.setLimits(); err != nil {
 		g.Remove()
@@ -61,23 +105,24 @@ func (h *Hierarchy) Create(leaf string, l Limits) (*Group, error) {
 	return g, nil
 }
 
-// delegate enables what l needs in the v2 parent's subtree_control; Check
-// has said it may.
+// delegate enables what l needs, and memory and cpu for usage where the
+// group has them, in the v2 group's subtree_control.
 func (h *Hierarchy) delegate(l Limits) error {
 	dir := h.Dirs[""]
+	available, _ := readSmall(filepath.Join(dir, "cgroup.controllers"))
 	enabled, _ := readSmall(filepath.Join(dir, "cgroup.subtree_control"))
-	for _, c := range needs(l) {
-		if !hasWord(string(enabled), c) {
-			if err := write(dir, "cgroup.subtree_control", "+"+c); err != nil {
-				return fmt.Errorf("%w: %w", ErrUnavailable, err)
-			}
+	for _, c := range []string{"memory", "cpu", "pids"} {
+		if hasWord(string(enabled), c) || (!slices.Contains(needs(l), c) && !hasWord(string(available), c)) {
+			continue
+		}
+		if err := write(dir, "cgroup.subtree_control", "+"+c); err != nil {
+			return fmt.Errorf("%w: enabling the %s controller: %w", ErrUnavailable, c, err)
 		}
 	}
 	return nil
 }
 
-// setLimits writes every cap but the v1 pids cap, which Start writes once
-// the maker has left the group.
+// setLimits writes the caps.
 func (g *Group) setLimits() error {
 	l := g.limits
 	if g.v2 {
@@ -122,6 +167,9 @@ func (g *Group) setLimits() error {
 			return err
 		}
 	}
+	if l.Pids > 0 {
+		return write(g.dirs["pids"], "pids.max", strconv.Itoa(l.Pids))
+	}
 	return nil
 }
 
@@ -130,10 +178,11 @@ func (g *Group) setLimits() error {
 //
 // Under v2 the kernel does it (clone3 CLONE_INTO_CGROUP, through
 // SysProcAttr.UseCgroupFD). Under v1 there is no such call: the caller
-// moves itself into the group, forks, and moves back. While it is in, its
-// own threads count against a pids cap, and a Go program that cannot make
-// a thread dies; so a v1 pids cap is written only once the caller is out.
-// The child then runs uncapped for the few microseconds in between.
+// moves itself into the group, forks, and moves back, and only then are
+// the caps written. While it is in, its threads count against a pids cap
+// (a Go program that cannot make a thread dies) and a CPU cap would
+// throttle it; v1 leaves the memory it touches charged to the group, a
+// few pages. The child runs uncapped for the microseconds in between.
 func (g *Group) Start(cmd *exec.Cmd) error {
 	if g.v2 {
 		fd, err := unix.Open(g.dirs[""], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -157,17 +206,10 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	if err != nil {
 		return errors.Join(err, back)
 	}
-	if back != nil {
+	if err := errors.Join(back, g.setLimits()); err != nil {
 		_ = cmd.Process.Kill()
 		_, _ = cmd.Process.Wait()
-		return fmt.Errorf("leaving the run's cgroup: %w", back)
-	}
-	if g.limits.Pids > 0 {
-		if err := write(g.dirs["pids"], "pids.max", strconv.Itoa(g.limits.Pids)); err != nil {
-			_ = cmd.Process.Kill()
-			_, _ = cmd.Process.Wait()
-			return err
-		}
+		return fmt.Errorf("capping the run's cgroup: %w", err)
 	}
 	return nil
 }
@@ -203,7 +245,17 @@ func Find(pid int, leaf string) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.Group(leaf), nil
+	return h.RunGroup(leaf), nil
+}
+
+// RunGroup is the group leaf that a maker whose hierarchy is h made: under
+// v2 it moved below the group it was given (createV2), and the run's
+// group is beside it.
+func (h *Hierarchy) RunGroup(leaf string) *Group {
+	if dir := h.Dirs[""]; h.V2 && filepath.Base(dir) == SupervisorLeaf {
+		h = &Hierarchy{V2: true, Dirs: map[string]string{"": filepath.Dir(dir)}}
+	}
+	return h.Group(leaf)
 }
 
 // Group is the group leaf under h, if there is one.
