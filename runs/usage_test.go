@@ -208,3 +208,31 @@ func TestUsageAtTheExit(t *testing.T) {
 		})
 	}
 }
+
+// loneSys is treeSys with the leader as the run's only process: the
+// supervisor's only child, without children of its own. It counts scans.
+type loneSys struct {
+	treeSys
+	scans int
+}
+
+func (s *loneSys) Processes() ([]proc.Stat, error) {
+	s.scans++
+	return s.treeSys.Processes()
+}
+func (*loneSys) Children(pid int) ([]int, error) {
+	return map[int][]int{99: {100}}[pid], nil
+}
+
+// A run of one process costs two reads of children lists, not a scan of
+// /proc.
+func TestUsageOfALoneLeaderScansNothing(t *testing.T) {
+	store := newStore(t)
+	require.NoError(t, store.Create(record(store, "boot")))
+	sys := &loneSys{}
+	m := &Manager{Store: store, Sys: sys}
+	page, err := m.ListPage(ListQuery{})
+	require.NoError(t, err)
+	assert.Equal(t, &Usage{MemoryBytes: 100 << 20, PeakMemoryBytes: 200 << 20, CPUMS: 100, Procs: 1, From: UsageFromProc}, page.Runs[0].Usage)
+	assert.Zero(t, sys.scans, "scans of /proc")
+}
