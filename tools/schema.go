@@ -40,12 +40,12 @@ const runProps = `{
   "log_dropped": {"type": "integer", "description": "Output bytes missing from the log's end (cap or write error)."},
   "log_capped": {"type": "boolean"},
   "log_error": {"type": "string"},
-  "usage": {"type": "object", "description": "what the run's processes use now (running) or used (exited, as recorded at the exit); absent when not known", "properties": {
-    "memory_bytes": {"type": "integer", "description": "resident now, summed over its processes"},
-    "peak_memory_bytes": {"type": "integer", "description": "cgroup: the run's peak; proc: the sum of each live process's own peak (VmHWM); exit: as recorded"},
-    "cpu_ms": {"type": "integer", "description": "CPU time, user and system; proc: of its live processes and the children they waited for"},
-    "procs": {"type": "integer", "description": "processes running now"},
-    "from": {"type": "string", "enum": ["cgroup", "proc", "exit"], "description": "cgroup: the run's own cgroup; proc: summed over its live processes in /proc; exit: recorded by its supervisor at the exit"}
+  "usage": {"type": "object", "description": "what its processes use (running) or used (exited); from: cgroup, proc (summed over its live processes; peak: the sum of their own peaks) or exit (recorded then)", "properties": {
+    "memory_bytes": {"type": "integer", "description": "resident now"},
+    "peak_memory_bytes": {"type": "integer"},
+    "cpu_ms": {"type": "integer"},
+    "procs": {"type": "integer", "description": "processes now"},
+    "from": {"type": "string", "enum": ["cgroup", "proc", "exit"]}
   }, "required": ["cpu_ms", "from"]}
 }`
 
