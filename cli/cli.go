@@ -207,7 +207,7 @@ func (c *cmd) ps(args []string) int {
 		return 0
 	}
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tRUN ID\tSTATE\tPID\tSTARTED\tLOG\tCOMMAND")
+	fmt.Fprintln(tw, "NAME\tRUN ID\tSTATE\tPID\tMEM\tPEAK\tCPU\tSTARTED\tLOG\tCOMMAND")
 	for _, r := range list {
 		started := ""
 		if r.StartedAt != nil {
@@ -217,11 +217,38 @@ func (c *cmd) ps(args []string) int {
 		if r.Pty {
 			command = fmt.Sprintf("[pty %dx%d] %s", r.Cols, r.Rows, command)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", visible(r.Name, 0), visible(r.RunID, 0), visible(stateWord(r), 0),
-			r.PID, started, logSize(r), command)
+		mem, peak, cpu := usageCells(r.Usage)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", visible(r.Name, 0), visible(r.RunID, 0), visible(stateWord(r), 0),
+			r.PID, mem, peak, cpu, started, logSize(r), command)
 	}
 	tw.Flush()
 	return 0
+}
+
+// usageCells are ps's MEM (resident now), PEAK and CPU: "-" for what is
+// not known, as for a run that is not running (MEM) or whose usage was
+// not recorded.
+func usageCells(u *runs.Usage) (mem, peak, cpu string) {
+	mem, peak, cpu = "-", "-", "-"
+	if u == nil {
+		return
+	}
+	if u.From != runs.UsageAtExit {
+		mem = size(u.MemoryBytes)
+	}
+	if u.PeakMemoryBytes > 0 {
+		peak = size(u.PeakMemoryBytes)
+	}
+	d := time.Duration(u.CPUMS) * time.Millisecond
+	switch {
+	case d < time.Second:
+		cpu = d.String()
+	case d < time.Minute:
+		cpu = d.Round(100 * time.Millisecond).String()
+	default:
+		cpu = d.Round(time.Second).String()
+	}
+	return
 }
 
 // logSize is the log's size, and what of the output it lacks.

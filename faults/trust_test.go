@@ -66,7 +66,10 @@ func TestRecordNamingALiveProcessWithItsStartTime(t *testing.T) {
 		run := abtest.RunOf(t, l, name)
 		assert.Equal(t, "unknown", run["state"], "%s: %v", name, run["reason"])
 		assert.Contains(t, run["reason"], "the record is not this run's", name)
+		// The process it names is alive and has a use, none of it the run's.
+		assert.Nil(t, run["usage"], name)
 	}
+	assert.NotContains(t, l.Text, "mem=")
 	for _, name := range []string{"sleeper", "leader"} {
 		for _, args := range []map[string]any{
 			{"name": name, "signal": "KILL"},

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -42,6 +43,11 @@ type Stat struct {
 	PGID      int    // field 5
 	SID       int    // field 6
 	StartTime uint64 // field 22, clock ticks since boot
+	// CPUTicks is fields 14-17 summed: utime, stime, cutime, cstime, in
+	// clock ticks (ClockTicks a second): the process's own CPU time (all
+	// its threads) and that of the children it has waited for.
+	CPUTicks uint64
+	RSSPages int64 // field 24: resident pages now (PageSize bytes each)
 }
 
 // Fact is s as outcome decides from it: the ids that tie a process to a
@@ -150,7 +156,30 @@ func ParseStat(data []byte) (Stat, error) {
 	if err != nil {
 		return Stat{}, fmt.Errorf("%w: field 22 (starttime) %q", ErrMalformedStat, fields[22-3])
 	}
+	st.CPUTicks, st.RSSPages = parseUsage(fields)
 	return st, nil
+}
+
+// parseUsage reads fields 14-17 (CPU ticks) and 24 (rss) from the fields
+// after comm. They are figures, not identity: one that is missing or not a
+// number counts 0 rather than make the process unreadable, since a stat
+// that fails to parse makes a live process "not provably ours" (Reused).
+// cutime, cstime and rss are signed in proc(5); a negative one counts 0.
+func parseUsage(fields [][]byte) (cpu uint64, rss int64) {
+	num := func(n int) uint64 {
+		if n-3 >= len(fields) {
+			return 0
+		}
+		v, err := strconv.ParseInt(string(fields[n-3]), 10, 64)
+		if err != nil || v < 0 {
+			return 0
+		}
+		return uint64(v)
+	}
+	for n := 14; n <= 17; n++ {
+		cpu = min(cpu+num(n), math.MaxInt64) // each is at most MaxInt64: no wrap
+	}
+	return cpu, int64(num(24))
 }
 
 // parseNonNegative accepts only what the kernel prints for a pid_t that

@@ -145,7 +145,8 @@ func TestReadStatSelf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := proc.Stat{PID: os.Getpid(), PPID: os.Getppid(), PGID: unix.Getpgrp(), StartTime: st.StartTime, State: st.State}
+	want := proc.Stat{PID: os.Getpid(), PPID: os.Getppid(), PGID: unix.Getpgrp(), StartTime: st.StartTime, State: st.State,
+		CPUTicks: st.CPUTicks, RSSPages: st.RSSPages}
 	if sid, err := unix.Getsid(0); err == nil {
 		want.SID = sid
 	}
@@ -154,6 +155,9 @@ func TestReadStatSelf(t *testing.T) {
 	}
 	if st.StartTime == 0 {
 		t.Error("start time 0")
+	}
+	if st.RSSPages <= 0 {
+		t.Errorf("rss %d pages: the test process is resident", st.RSSPages)
 	}
 	if st.Dead() {
 		t.Errorf("the test process is dead? state %c", st.State)
@@ -370,14 +374,19 @@ func TestParseStatFixtures(t *testing.T) {
 		file string
 		want proc.Stat // zero: an error is expected
 	}{
-		{"plain.stat", proc.Stat{PID: 5712, State: 'R', PPID: 5710, PGID: 5710, SID: 1990, StartTime: 48125}},
-		{"spaces.stat", proc.Stat{PID: 101, State: 'S', PPID: 1, PGID: 101, SID: 101, StartTime: 1000}},
-		{"paren-inside.stat", proc.Stat{PID: 102, State: 'S', PPID: 1, PGID: 102, SID: 90, StartTime: 2000}},
-		{"fake-fields.stat", proc.Stat{PID: 103, State: 'S', PPID: 55, PGID: 103, SID: 55, StartTime: 3000}},
-		{"newline.stat", proc.Stat{PID: 104, State: 'D', PPID: 2, PGID: 0, SID: 0, StartTime: 4000}},
-		{"empty-comm.stat", proc.Stat{PID: 105, State: 'I', PPID: 2, StartTime: 5}},
-		{"only-parens.stat", proc.Stat{PID: 106, State: 'T', PPID: 1, PGID: 106, SID: 106, StartTime: 6000}},
-		{"zombie.stat", proc.Stat{PID: 107, State: 'Z', PPID: 1, PGID: 107, SID: 1, StartTime: 7000}},
+		{"plain.stat", proc.Stat{PID: 5712, State: 'R', PPID: 5710, PGID: 5710, SID: 1990, StartTime: 48125, RSSPages: 355}},
+		{"spaces.stat", proc.Stat{PID: 101, State: 'S', PPID: 1, PGID: 101, SID: 101, StartTime: 1000, RSSPages: 355}},
+		{"paren-inside.stat", proc.Stat{PID: 102, State: 'S', PPID: 1, PGID: 102, SID: 90, StartTime: 2000, RSSPages: 355}},
+		{"fake-fields.stat", proc.Stat{PID: 103, State: 'S', PPID: 55, PGID: 103, SID: 55, StartTime: 3000, RSSPages: 355}},
+		{"newline.stat", proc.Stat{PID: 104, State: 'D', PPID: 2, PGID: 0, SID: 0, StartTime: 4000, RSSPages: 355}},
+		{"empty-comm.stat", proc.Stat{PID: 105, State: 'I', PPID: 2, StartTime: 5, RSSPages: 355}},
+		{"only-parens.stat", proc.Stat{PID: 106, State: 'T', PPID: 1, PGID: 106, SID: 106, StartTime: 6000, RSSPages: 355}},
+		{"zombie.stat", proc.Stat{PID: 107, State: 'Z', PPID: 1, PGID: 107, SID: 1, StartTime: 7000, RSSPages: 355}},
+		// CPU: utime 7 + stime 3 + cutime 250 + cstime 40; rss 25600 pages.
+		{"usage.stat", proc.Stat{PID: 114, State: 'S', PPID: 1, PGID: 114, SID: 114, StartTime: 9000, CPUTicks: 300, RSSPages: 25600}},
+		// Figures that are not numbers, or negative, count 0: they do not
+		// make the process unreadable.
+		{"bad-usage-fields.stat", proc.Stat{PID: 115, State: 'S', PPID: 1, PGID: 115, SID: 115, StartTime: 9001, CPUTicks: 5}},
 		{"short-tail.stat", proc.Stat{PID: 108, State: 'S', PPID: 1, PGID: 108, SID: 108, StartTime: 18446744073709551615}},
 		{"bad-truncated.stat", proc.Stat{}},
 		{"bad-no-paren.stat", proc.Stat{}},
@@ -420,9 +429,13 @@ func render(st proc.Stat, comm []byte) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%d (%s) %c %d %d %d 0 -1", st.PID, comm, st.State, st.PPID, st.PGID, st.SID)
 	for n := 9; n < 22; n++ {
+		if n == 14 {
+			fmt.Fprintf(&b, " %d", st.CPUTicks) // utime: the sum, with 0 in 15-17
+			continue
+		}
 		b.WriteString(" 0")
 	}
-	fmt.Fprintf(&b, " %d 0 0\n", st.StartTime)
+	fmt.Fprintf(&b, " %d 0 %d\n", st.StartTime, st.RSSPages)
 	return b.Bytes()
 }
 

@@ -45,6 +45,9 @@ type System interface {
 	// (supervisor.Executables.IsSupervisor): a run started from inside
 	// another, whose processes the outer run's kill leaves alone.
 	IsSupervisor(p proc.Stat) bool
+	// Usage is what pid uses now, if it is the process that started at
+	// start (proc.ReadUsage); an error when it is gone or another.
+	Usage(pid int, start uint64) (proc.Usage, error)
 	// Signal is kill(2): every signal agent-box sends to a run goes
 	// through it, so that tests can see what would have been signalled.
 	Signal(pid int, sig unix.Signal) error
@@ -123,6 +126,7 @@ type Run struct {
 	LogCapped   bool              `json:"log_capped,omitempty"`
 	LogError    string            `json:"log_error,omitempty"`
 	Limits      *runrecord.Limits `json:"limits,omitempty"`
+	Usage       *Usage            `json:"usage,omitempty"` // what its processes use or used; filled by listings and waits (withUsage), not by Get
 	Verdict     outcome.Verdict   `json:"-"`
 
 	rec      *runrecord.Record
@@ -230,18 +234,15 @@ func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 		}
 	}
 	if supAlive {
-		x.load()
-		if sup, ok := x.byPID[rec.SupervisorPID]; !ok || sup.StartTime != rec.SupervisorStartTime {
-			supAlive = false // gone since the probe: no descendants to vouch for
-		}
-	}
-	if supAlive {
-		for _, p := range proc.Descendants(x.procs, rec.SupervisorPID, x.sys.IsSupervisor) {
+		var ds []proc.Stat
+		ds, supAlive = x.descendants(rec) // false: gone since the probe, no descendants to vouch for
+		for _, p := range ds {
 			if p.PID != rec.PID {
 				pids = append(pids, p.PID)
 			}
 		}
-	} else if !x.bulk && !x.sys.GroupAlive(rec.PID) {
+	}
+	if !supAlive && !x.bulk && !x.sys.GroupAlive(rec.PID) {
 		// kill(-pgid, 0) says no process is left in the group: no need
 		// to scan /proc for its members.
 		return nil
@@ -256,6 +257,19 @@ func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 	}
 	sort.Ints(pids)
 	return pids
+}
+
+// descendants returns, from the snapshot, the processes below the run's
+// supervisor (its leader among them), leaving out runs started from inside
+// the run (nested supervisors and theirs): the processes a live supervisor
+// vouches for. False when the snapshot does not hold the supervisor the
+// record names: gone since the probe, there are none to vouch for.
+func (x *procIndex) descendants(rec *runrecord.Record) ([]proc.Stat, bool) {
+	x.load()
+	if sup, ok := x.byPID[rec.SupervisorPID]; !ok || sup.StartTime != rec.SupervisorStartTime {
+		return nil, false
+	}
+	return proc.Descendants(x.procs, rec.SupervisorPID, x.sys.IsSupervisor), true
 }
 
 func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {

@@ -33,6 +33,9 @@ func (f *fakeSys) Processes() ([]proc.Stat, error) { return nil, nil }
 func (f *fakeSys) GroupAlive(int) bool             { return false }
 func (f *fakeSys) Children(int) ([]int, error)     { return nil, nil }
 func (f *fakeSys) IsSupervisor(proc.Stat) bool     { return false }
+func (f *fakeSys) Usage(int, uint64) (proc.Usage, error) {
+	return proc.Usage{}, proc.ErrNoProcess
+}
 func (f *fakeSys) Signal(pid int, sig unix.Signal) error {
 	panic(fmt.Sprintf("fakeSys signalled %d with %v", pid, sig))
 }
@@ -193,6 +196,9 @@ type reusedSys struct{ imposter bool }
 func (reusedSys) BootID() string              { return "boot" }
 func (reusedSys) Self() outcome.Self          { return outcome.Self{PID: 7, PGID: 7, SID: 7} }
 func (reusedSys) IsSupervisor(proc.Stat) bool { return false }
+func (reusedSys) Usage(int, uint64) (proc.Usage, error) {
+	return proc.Usage{CPUMS: 1000, RSSBytes: 1 << 20, PeakRSSBytes: 1 << 20}, nil
+}
 func (reusedSys) Signal(pid int, sig unix.Signal) error {
 	panic(fmt.Sprintf("reusedSys signalled %d with %v", pid, sig))
 }
@@ -251,6 +257,9 @@ func TestImposterSupervisorVouchesForNothing(t *testing.T) {
 	assert.Equal(t, outcome.Unknown, run.State, run.Reason)
 	assert.Equal(t, outcome.ReasonForeignRecord, run.Verdict.Reason)
 	assert.False(t, run.Verdict.Signalable)
+	page, err := m.ListPage(ListQuery{})
+	require.NoError(t, err)
+	assert.Nil(t, page.Runs[0].Usage, "the imposter's pids use plenty (reusedSys.Usage), none of it the run's")
 	_, err = m.Kill("r", "", 9, 0)
 	assert.ErrorIs(t, err, ErrNotSignalable)
 }

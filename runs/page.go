@@ -212,7 +212,9 @@ func (m *Manager) viewAll(entries []runrecord.Entry) []Run {
 	idx := &procIndex{sys: m.Sys, bulk: len(entries) > bulkProbe}
 	rs := make([]Run, 0, len(entries))
 	for _, e := range entries {
-		rs = append(rs, m.view(e, idx))
+		r := m.view(e, idx)
+		m.withUsage(&r, idx)
+		rs = append(rs, r)
 	}
 	return rs
 }

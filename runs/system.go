@@ -53,6 +53,10 @@ func (s *LiveSystem) Signal(pid int, sig unix.Signal) error { return unix.Kill(p
 
 func (s *LiveSystem) Processes() ([]proc.Stat, error) { return proc.Processes() }
 
+func (s *LiveSystem) Usage(pid int, start uint64) (proc.Usage, error) {
+	return proc.ReadUsage(pid, start)
+}
+
 func (s *LiveSystem) Children(pid int) ([]int, error) { return proc.Children(pid) }
 
 func (s *LiveSystem) GroupAlive(pgid int) bool {

@@ -41,6 +41,11 @@ func (s *plantedSys) SupervisorOf(int, string, string) outcome.Liveness {
 	return outcome.Gone
 }
 func (s *plantedSys) IsSupervisor(proc.Stat) bool { return false }
+
+// Usage: every pid a planter names is alive and readable, and busy.
+func (s *plantedSys) Usage(int, uint64) (proc.Usage, error) {
+	return proc.Usage{CPUMS: 5000, RSSBytes: 1 << 30, PeakRSSBytes: 2 << 30}, nil
+}
 func (s *plantedSys) Signal(pid int, sig unix.Signal) error {
 	s.signals = append(s.signals, pid)
 	return nil
@@ -60,7 +65,7 @@ func TestPlantedRecordsNeverSignalPidsNoRunCanHave(t *testing.T) {
 	code := 0
 	exited := func(r *runrecord.Record) {
 		now := time.Now().UTC()
-		r.Exit, r.FinishedAt, r.OutputClosed = &runrecord.Exit{Code: &code, At: now}, &now, true
+		r.Exit, r.FinishedAt, r.OutputClosed = &runrecord.Exit{Code: &code, At: now, CPUMS: 9, PeakMemoryBytes: 9}, &now, true
 	}
 	for _, tc := range []struct {
 		name     string
@@ -102,6 +107,11 @@ func TestPlantedRecordsNeverSignalPidsNoRunCanHave(t *testing.T) {
 			assert.False(t, run.Verdict.Signalable)
 			assert.False(t, run.Verdict.MayBeAlive, "a planted record must not hold its name")
 			assert.Empty(t, run.Survivors)
+			// The pids it names are alive and busy (plantedSys.Usage),
+			// and its exit figures are a planter's: none is shown.
+			page, err := m.ListPage(ListQuery{})
+			require.NoError(t, err)
+			assert.Nil(t, page.Runs[0].Usage)
 
 			for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGKILL, unix.SIGSTOP} {
 				_, err = m.Kill(rec.Name, "", sig, 50*time.Millisecond)
@@ -128,6 +138,10 @@ func TestLeaderInItsGoneSupervisorsSessionIsSignalled(t *testing.T) {
 	run, err := m.Get(rec.Name, "")
 	require.NoError(t, err)
 	assert.Equal(t, outcome.ReasonUnsupervised, run.Verdict.Reason, run.Reason)
+	// No supervisor vouches for what the leader's pid uses: none is shown.
+	page, err := m.ListPage(ListQuery{})
+	require.NoError(t, err)
+	assert.Nil(t, page.Runs[0].Usage)
 	_, err = m.Kill(rec.Name, "", unix.SIGKILL, 0)
 	require.NoError(t, err)
 	assert.Equal(t, []int{-500}, sys.signals)

@@ -257,8 +257,8 @@ func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
 			return WaitResult{}, err
 		}
 	}
-	res.Run = run
-	res.Others = slices.Delete(slices.Clone(rs), ended, ended+1)
+	res.Run, res.Others = run, slices.Delete(slices.Clone(rs), ended, ended+1)
+	m.withUsages(&res.Run, res.Others)
 	if run.StartedAt != nil && (run.FinishedAt != nil || run.State == outcome.Running) {
 		end := time.Now()
 		if run.FinishedAt != nil {

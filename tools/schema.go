@@ -41,7 +41,14 @@ const runProps = `{
   "log_dropped": {"type": "integer", "description": "Output bytes missing from the log's end (cap or write error)."},
   "log_capped": {"type": "boolean"},
   "log_error": {"type": "string"},
-  "limits": {"type": "object", "properties": {"memory_mb": {"type": "integer"}, "cpu_percent": {"type": "integer"}, "pids": {"type": "integer"}}, "description": "the caps the run was started under"}
+  "limits": {"type": "object", "properties": {"memory_mb": {"type": "integer"}, "cpu_percent": {"type": "integer"}, "pids": {"type": "integer"}}, "description": "the caps the run was started under"},
+  "usage": {"type": "object", "description": "what its processes use (running) or used (exited); from: cgroup, proc (summed over its live processes; peak: the sum of their own peaks) or exit (recorded then)", "properties": {
+    "memory_bytes": {"type": "integer", "description": "resident now"},
+    "peak_memory_bytes": {"type": "integer"},
+    "cpu_ms": {"type": "integer"},
+    "procs": {"type": "integer", "description": "processes now"},
+    "from": {"type": "string", "enum": ["cgroup", "proc", "exit"]}
+  }, "required": ["cpu_ms", "from"]}
 }`
 
 var runSchema = `{"type": "object", "properties": ` + runProps + `, "required": ["name", "run_id", "state", "reason"]}`

@@ -101,6 +101,7 @@ func runLine(r runs.Run) string {
 	if len(r.Survivors) > 0 {
 		fmt.Fprintf(&b, " survivors=%v", r.Survivors)
 	}
+	b.WriteString(usageText(r.Usage))
 	// An exited run's reason restates its exit unless it adds something
 	// (survivors, output still open).
 	restates := r.State == "exited" && !strings.Contains(r.Reason, ";")
@@ -127,6 +128,59 @@ func runLine(r runs.Run) string {
 		fmt.Fprintf(&b, " cwd=%s", clipped(r.Cwd, textFieldMax))
 	}
 	return b.String()
+}
+
+// usageText is what the run uses, compactly: " mem=104M peak_mem=110M
+// cpu=1.2s procs=3" while it runs, " at_exit: peak_mem=110M cpu=1.2s"
+// after; "" when it is not known.
+func usageText(u *runs.Usage) string {
+	if u == nil {
+		return ""
+	}
+	var b strings.Builder
+	if u.From == runs.UsageAtExit {
+		b.WriteString(" at_exit:")
+	} else {
+		fmt.Fprintf(&b, " mem=%s", bytesText(u.MemoryBytes))
+	}
+	if u.PeakMemoryBytes > 0 {
+		fmt.Fprintf(&b, " peak_mem=%s", bytesText(u.PeakMemoryBytes))
+	}
+	fmt.Fprintf(&b, " cpu=%s", cpuText(u.CPUMS))
+	if u.Procs > 0 {
+		fmt.Fprintf(&b, " procs=%d", u.Procs)
+	}
+	return b.String()
+}
+
+// bytesText is n in binary units, as ps and top show memory: 512K,
+// 104M, 1.5G; three significant figures at most.
+func bytesText(n int64) string {
+	units := "BKMGTPE"
+	v, i := float64(n), 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	switch {
+	case i == 0:
+		return fmt.Sprintf("%dB", n)
+	case v < 10:
+		return fmt.Sprintf("%.1f%c", v, units[i])
+	}
+	return fmt.Sprintf("%.0f%c", v, units[i])
+}
+
+// cpuText is a CPU time: 340ms, 1.2s, 3m25s.
+func cpuText(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d < time.Second:
+		return d.String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 func startText(res runs.StartResult) string {

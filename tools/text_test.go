@@ -116,3 +116,26 @@ func TestFramedTextMarksStderr(t *testing.T) {
 	res.Output, res.OutputChunks, res.OutputWhole = o.Content, chunks, true
 	assert.Contains(t, waitText(res, 0), fmt.Sprintf("[last lines of output; %d bytes follow]\n%s", len(want), want))
 }
+
+func TestUsageText(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		u    *runs.Usage
+		want string
+	}{
+		{"unknown", nil, ""},
+		{"running", &runs.Usage{MemoryBytes: 104 << 20, PeakMemoryBytes: 110<<20 + 5, CPUMS: 1234, Procs: 3, From: runs.UsageFromProc},
+			" mem=104M peak_mem=110M cpu=1.2s procs=3"},
+		{"small", &runs.Usage{MemoryBytes: 1536 << 10, PeakMemoryBytes: 900, CPUMS: 0, Procs: 1, From: runs.UsageFromCgroup},
+			" mem=1.5M peak_mem=900B cpu=0s procs=1"},
+		{"at exit", &runs.Usage{PeakMemoryBytes: 3 << 30, CPUMS: 205_400, From: runs.UsageAtExit}, " at_exit: peak_mem=3.0G cpu=3m25s"},
+		{"at exit, cpu only", &runs.Usage{CPUMS: 340, From: runs.UsageAtExit}, " at_exit: cpu=340ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, usageText(c.u))
+		})
+	}
+	line := runLine(runs.Run{Name: "web", RunID: "x", State: "running", PID: 5,
+		Usage: &runs.Usage{MemoryBytes: 1 << 20, CPUMS: 20, Procs: 2, From: runs.UsageFromProc}})
+	assert.Contains(t, line, "pid=5 mem=1.0M cpu=20ms procs=2 ")
+}

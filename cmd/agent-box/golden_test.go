@@ -35,6 +35,8 @@ func normalize(s, state string) string {
 		{`duration=[0-9.]+m?s`, "duration=$$DUR"},
 		{`"version": "[^"]*"`, `"version": "$$VERSION"`},
 		{`c1\.[A-Za-z0-9_-]+`, "$$CURSOR"},
+		{`"(memory_bytes|peak_memory_bytes|cpu_ms)": \d+`, `"$1": "$$N"`},
+		{` (mem|peak_mem|cpu)=[0-9.]+[A-Za-z]+`, " $1=$$N"},
 	} {
 		s = regexp.MustCompile(r.re).ReplaceAllString(s, r.repl)
 	}
