@@ -211,22 +211,24 @@ func hasWord(s, w string) bool {
 	return false
 }
 
-// readSmall reads a small kernel file: a cgroup or /proc file is never
-// more than a page or two, and is read in one piece. O_NOFOLLOW: a
-// symlink is never a kernel file.
+// readSmall reads a kernel file to its end, at most 4 MiB of it.
+// O_NOFOLLOW: a symlink is never a kernel file.
 func readSmall(path string) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	b := make([]byte, 64<<10)
-	n, err := f.Read(b)
-	if err != nil && !errors.Is(err, io.EOF) {
+	b, err := readAll(f)
+	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	return b[:n], nil
+	return b, nil
 }
+
+// readAll reads r to its end, at most 4 MiB: a list such as cgroup.procs
+// comes a page per read(2), as a seq_file does (fs/seq_file.c).
+func readAll(r io.Reader) ([]byte, error) { return io.ReadAll(io.LimitReader(r, 4<<20)) }
 
 // write writes one value to a cgroup file.
 func write(dir, file, value string) error {

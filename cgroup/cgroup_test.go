@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/moby/sys/mountinfo"
 	"github.com/stretchr/testify/assert"
@@ -233,4 +234,17 @@ func TestV2ClaimAndStart(t *testing.T) {
 	_, err = mine.Create(Leaf("v2", "r2"), Limits{})
 	require.ErrorIs(t, err, ErrUnavailable)
 	assert.Contains(t, err.Error(), "holds other processes")
+}
+
+// cgroup.procs comes a page per read(2) (a seq_file): a list longer than
+// a page is read to its end, and every process counted.
+func TestCountProcsReadsToTheEnd(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	for i := range 1200 {
+		b.WriteString(itoa(10000+i) + "\n")
+	}
+	n, err := countFrom(iotest.OneByteReader(strings.NewReader(b.String())))
+	require.NoError(t, err)
+	assert.Equal(t, 1200, n)
 }

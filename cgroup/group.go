@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -338,9 +339,16 @@ func (g *Group) Usage() (Usage, error) {
 
 // countProcs counts the processes of the group at dir.
 func countProcs(dir string) (int, error) {
-	data, err := readSmall(filepath.Join(dir, "cgroup.procs"))
+	f, err := os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
 	}
-	return len(strings.Fields(string(data))), nil
+	defer f.Close()
+	return countFrom(f)
+}
+
+// countFrom counts the pids listed in r.
+func countFrom(r io.Reader) (int, error) {
+	data, err := readAll(r)
+	return len(strings.Fields(string(data))), err
 }
