@@ -120,12 +120,13 @@ func TestUsage(t *testing.T) {
 		"memory.max_usage_in_bytes": "9000\n",
 		"memory.oom_control":        "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
 		"cgroup.procs":              "10\n11\n12\n",
+		"memory.limit_in_bytes":     "9000\n",
 	})
 	write(cpu, map[string]string{"cpuacct.usage": "2500000000\n", "cgroup.procs": "10\n11\n12\n"})
 	g := &Group{dirs: map[string]string{"memory": mem, "cpuacct": cpu}}
 	u, err := g.Usage()
 	require.NoError(t, err)
-	assert.Equal(t, Usage{MemoryBytes: 1024, PeakMemoryBytes: 9000, CPUNanos: 2_500_000_000, Procs: 3, OOMKills: 2}, u)
+	assert.Equal(t, Usage{MemoryBytes: 1024, PeakMemoryBytes: 9000, CPUNanos: 2_500_000_000, Procs: 3, OOMKills: 2, LimitHits: 1}, u)
 
 	v2 := t.TempDir()
 	write(v2, map[string]string{
@@ -137,7 +138,7 @@ func TestUsage(t *testing.T) {
 	})
 	u, err = (&Group{v2: true, dirs: map[string]string{"": v2}}).Usage()
 	require.NoError(t, err)
-	assert.Equal(t, Usage{MemoryBytes: 2148, PeakMemoryBytes: 5000, CPUNanos: 1_500_000, Procs: 1, OOMKills: 1}, u)
+	assert.Equal(t, Usage{MemoryBytes: 2148, PeakMemoryBytes: 5000, CPUNanos: 1_500_000, Procs: 1, OOMKills: 1, LimitHits: 1}, u)
 }
 
 // On this machine's real hierarchy: a group is made with its caps, the

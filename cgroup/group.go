@@ -284,7 +284,12 @@ type Usage struct {
 	PeakMemoryBytes int64 // the most the group was charged at once, page cache included: what a memory cap counts
 	CPUNanos        int64
 	Procs           int   // processes in the group now
-	OOMKills        int64 // processes the kernel killed for the group's memory cap
+	OOMKills        int64 // processes the kernel killed in the group: for its cap, or the box's OOM killer
+	// LimitHits counts the times the group's own memory cap was reached
+	// (v2 memory.events "oom"; v1: 1 when its peak reached the cap): with
+	// OOMKills, what tells a kill for the cap from one for the box's
+	// memory or a parent's cap.
+	LimitHits int64
 }
 
 // Usage reads the group's counters. A counter this kernel lacks reads 0.
@@ -305,6 +310,7 @@ func (g *Group) Usage() (Usage, error) {
 		}
 		if ev, err := readSmall(filepath.Join(dir, "memory.events")); err == nil {
 			u.OOMKills, _ = field(ev, "oom_kill")
+			u.LimitHits, _ = field(ev, "oom")
 		}
 		u.Procs, err = countProcs(dir)
 		return u, err
@@ -322,6 +328,7 @@ func (g *Group) Usage() (Usage, error) {
 		if oc, err := readSmall(filepath.Join(dir, "memory.oom_control")); err == nil {
 			u.OOMKills, _ = field(oc, "oom_kill") // Linux 4.13 and later
 		}
+		u.LimitHits = capReached(dir)
 	}
 	if dir := g.dirs["cpuacct"]; dir != "" {
 		u.CPUNanos, _ = number(dir, "cpuacct.usage")
@@ -351,4 +358,19 @@ func countProcs(dir string) (int, error) {
 func countFrom(r io.Reader) (int, error) {
 	data, err := readAll(r)
 	return len(strings.Fields(string(data))), err
+}
+
+// capReached is 1 when the v1 memory group at dir reached its cap, with
+// or without swap, else 0. v1's failcnt would count it, but Linux 6.x
+// counts it only for some groups (seen at 0 after an OOM kill at the cap,
+// 6.18); the high-water mark at the cap is the kernel's own record of it.
+func capReached(dir string) int64 {
+	for _, f := range []string{"memory", "memory.memsw"} {
+		limit, err1 := number(dir, f+".limit_in_bytes")
+		peak, err2 := number(dir, f+".max_usage_in_bytes")
+		if err1 == nil && err2 == nil && limit > 0 && peak >= limit {
+			return 1
+		}
+	}
+	return 0
 }

@@ -209,3 +209,16 @@ func (m *Manager) removeGroup(run Run) {
 		_ = g.Remove()
 	}
 }
+
+// outOfMemory reports whether the leader's own end was the memory cap's:
+// the kernel's OOM killer sends SIGKILL, and a run its timeout ended was
+// killed by that, whatever else the cap killed.
+func outOfMemory(e *runrecord.Exit) bool {
+	return e.OOMKilled && e.Signal == "SIGKILL" && !e.TimedOut
+}
+
+// OutOfMemory reports whether the run's leader was killed for its memory
+// cap: its SIGKILL was the kernel's (see outOfMemory).
+func (r *Run) OutOfMemory() bool {
+	return r.rec != nil && r.rec.Exit != nil && outOfMemory(r.rec.Exit)
+}

@@ -28,6 +28,8 @@ func TestDescribeOutOfMemory(t *testing.T) {
 		{runrecord.Exit{Code: &code, OOMKilled: true}, limited, "exit code 137; out of memory: the kernel killed a process of the run (limit 64 MiB)"},
 		{runrecord.Exit{Signal: "SIGKILL"}, limited, "killed by SIGKILL"},
 		{runrecord.Exit{Signal: "SIGKILL", OOMKilled: true}, nil, "killed by SIGKILL: out of memory"},
+		{runrecord.Exit{Signal: "SIGTERM", OOMKilled: true}, limited, "killed by SIGTERM; out of memory: the kernel killed a process of the run (limit 64 MiB)"},
+		{runrecord.Exit{Signal: "SIGKILL", OOMKilled: true, TimedOut: true}, limited, "killed by SIGKILL (timed out after 0s); out of memory: the kernel killed a process of the run (limit 64 MiB)"},
 	} {
 		rec := &runrecord.Record{Exit: &tc.exit, Limits: tc.limits, OutputClosed: true}
 		assert.Equal(t, tc.want, describe(outcome.ReasonExited, rec, nil, &Words{}))

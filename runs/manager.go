@@ -405,17 +405,17 @@ func describe(r outcome.Reason, rec *runrecord.Record, survivors []int, w *Words
 		switch {
 		case rec.Exit.Signal != "":
 			s = "killed by " + rec.Exit.Signal
-			if rec.Exit.OOMKilled {
+			if outOfMemory(rec.Exit) {
 				s += ": out of memory" + memoryLimit(rec)
 			}
 		case rec.Exit.Code != nil:
 			s = "exit code " + strconv.Itoa(*rec.Exit.Code)
-			if rec.Exit.OOMKilled {
-				s += "; out of memory: the kernel killed a process of the run" + memoryLimit(rec)
-			}
 		}
 		if rec.Exit.TimedOut {
 			s += " (timed out after " + strconv.Itoa(rec.TimeoutS) + "s)"
+		}
+		if rec.Exit.OOMKilled && !outOfMemory(rec.Exit) {
+			s += "; out of memory: the kernel killed a process of the run" + memoryLimit(rec)
 		}
 		if len(survivors) > 0 {
 			s += fmt.Sprintf("; %d process(es) of the run still running: %s", len(survivors), joinInts(survivors))

@@ -47,7 +47,9 @@ func (s *supervisor) measure(exit *runrecord.Exit, ru *unix.Rusage) {
 		}
 		exit.CPUMS = u.CPUNanos / 1e6
 		exit.PeakMemoryBytes = u.PeakMemoryBytes
-		exit.OOMKilled = u.OOMKills > 0
+		// The kernel killed in the group, and the group's own cap was
+		// reached: not the box's OOM killer, nor a parent group's cap.
+		exit.OOMKilled = u.OOMKills > 0 && u.LimitHits > 0
 		return
 	}
 	exit.CPUMS = (ru.Utime.Nano() + ru.Stime.Nano()) / 1e6

@@ -64,7 +64,7 @@ func stateOf(r runs.Run) string {
 	switch {
 	case r.Signal != "":
 		s := "exited (killed by " + r.Signal
-		if r.OOMKilled {
+		if r.OutOfMemory() {
 			s += ": out of memory"
 			if r.Limits != nil && r.Limits.MemoryMB > 0 {
 				s += ", limit " + strconv.Itoa(r.Limits.MemoryMB) + " MiB"
