@@ -122,8 +122,6 @@ func CheckLimits(l runrecord.Limits) error {
 		return invalid("limits.cpu_percent %d is out of range 1..%d (100 is one CPU; this machine has %d)", l.CPUPercent, 100*cpus, cpus)
 	case l.Pids < 0 || l.Pids > MaxPids:
 		return invalid("limits.pids %d is out of range 1..%d", l.Pids, MaxPids)
-	case l.MemoryMB < 0:
-		return invalid("limits.memory_mb %d is out of range %d..%d", l.MemoryMB, MinMemoryMB, MaxMemoryMB)
 	}
 	return nil
 }
@@ -141,6 +139,9 @@ func ParseLimits(s string) (runrecord.Limits, error) {
 		n, err := strconv.Atoi(v)
 		if !ok || err != nil {
 			return l, invalid("limits %q: %q is not key=number (keys: memory_mb, cpu_percent, pids)", s, kv)
+		}
+		if strings.Count(","+strings.ReplaceAll(s, " ", ",")+",", ","+k+"=") > 1 {
+			return l, invalid("limits %q: %s is given twice", s, k)
 		}
 		switch k {
 		case "memory_mb":

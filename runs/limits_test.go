@@ -82,6 +82,8 @@ func TestParseLimits(t *testing.T) {
 	assert.ErrorContains(t, err, `unknown key "memory"`)
 	_, err = ParseLimits("pids=lots")
 	assert.ErrorContains(t, err, `"pids=lots" is not key=number`)
+	_, err = ParseLimits("pids=5,pids=6")
+	assert.ErrorContains(t, err, "pids is given twice")
 	_, err = ParseLimits("memory_mb=1")
 	assert.ErrorContains(t, err, "limits.memory_mb 1 is out of range 8..")
 }

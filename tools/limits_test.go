@@ -107,6 +107,8 @@ func TestLimitsSchemaStatesTheRules(t *testing.T) {
 	require.NoError(t, json.Unmarshal(s.GetTool("process_start").Tool.RawInputSchema, &in))
 	p := in.Properties.Limits.Properties
 	assert.JSONEq(t, fmt.Sprint(runs.MinMemoryMB), string(p["memory_mb"]["minimum"]))
+	assert.JSONEq(t, fmt.Sprint(runs.MaxMemoryMB), string(p["memory_mb"]["maximum"]))
+	assert.JSONEq(t, fmt.Sprint(runs.MaxPids), string(p["pids"]["maximum"]))
 	assert.JSONEq(t, "1", string(p["cpu_percent"]["minimum"]))
 	assert.JSONEq(t, "1", string(p["pids"]["minimum"]))
 	for _, bad := range []runs.Limits{{MemoryMB: runs.MinMemoryMB - 1}, {CPUPercent: -1}, {Pids: -1}} {

@@ -69,7 +69,7 @@ const startInput = `{
     "rows": {"type": "integer", "default": 40},
     "timeout_s": {"type": "integer", "minimum": 0, "maximum": 604800, "description": "After this many seconds TERM, and 5 s later KILL, every process of the run. 0: none."},
     "max_log_bytes": {"type": "integer", "minimum": 0, "maximum": 1099511627776, "description": "Log size cap (output is still drained). Default 1 GiB."},
-    "limits": {"type": "object", "properties": {"memory_mb": {"type": "integer", "minimum": 8}, "cpu_percent": {"type": "integer", "minimum": 1, "description": "100: one CPU"}, "pids": {"type": "integer", "minimum": 1}}, "additionalProperties": false, "description": "Caps, in a cgroup; refused where not enforceable. Unset: the server's defaults."},
+    "limits": {"type": "object", "properties": {"memory_mb": {"type": "integer", "minimum": 8, "maximum": 16777216}, "cpu_percent": {"type": "integer", "minimum": 1, "description": "100: one CPU"}, "pids": {"type": "integer", "minimum": 1, "maximum": 4194304}}, "additionalProperties": false, "description": "Caps, in a cgroup; refused where not enforceable. Unset: the server's defaults."},
     "if_running": {"type": "string", "enum": ["error", "reuse"], "default": "error", "description": "reuse: if this name runs with the same command/argv, cwd and env, return that run (reused)."},
     "ready": {"type": "object", "properties": {"log": {"type": "string", "description": "RE2 matching a line"}, "tcp_port": {"type": "integer"}, "http": {"type": "string", "description": "URL answering below 500"}}, "additionalProperties": false, "description": "Return once this one probe passes, the run ends, or ready_timeout_s."},
     "ready_timeout_s": {"type": "integer", "minimum": 0, "maximum": 600, "description": "Default 30; over 50 needs a progress token."}
@@ -110,9 +110,9 @@ const listInput = `{
   "type": "object",
   "properties": {
     "name": {"type": "string", "description": "Only runs of this name."},
-    "all": {"type": "boolean", "default": false, "description": "Include older runs of each name, not only the newest."},
+    "all": {"type": "boolean", "default": false, "description": "Also older runs of each name."},
     "limit": {"type": "integer", "minimum": 1, "maximum": 100000, "default": 100, "description": "At most this many runs, the newest."},
-    "before": {"type": "string", "description": "Only runs older than this run id: pass the previous answer's next_before to page on."},
+    "before": {"type": "string", "description": "Only runs older than this run id (an answer's next_before)."},
     "state": {"type": "string", "enum": ["running", "exited", "unknown"]},
     "changed_since": {"type": "string", "description": "A cursor from an earlier answer. Give it alone."}
   },
@@ -204,7 +204,7 @@ const waitInput = `{
     "names": {"type": "array", "items": {"type": "string"}, "maxItems": 64, "description": "Instead of name: return when the first of these runs ends."},
     "run_id": {"type": "string"},
     "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 600000, "default": 30000, "description": "Without a progress token at most 50000."},
-    "since_offset": {"type": "integer", "minimum": 0, "description": "Log offset you have read to: the tail starts no earlier."},
+    "since_offset": {"type": "integer", "minimum": 0, "description": "Log offset read to: the tail starts no earlier."},
     "survivors": {"type": "boolean", "default": false, "description": "Also wait for processes that outlive the leader."},
     "clean": {"type": "boolean", "description": "The tail without terminal escapes, \\r redraws collapsed."}
   },

@@ -109,7 +109,12 @@ func (h *Handlers) instructions() string {
 	if h.M == nil || h.M.DefaultLimits == nil || h.M.DefaultLimits.Zero() {
 		return Instructions
 	}
-	return Instructions + " Every run here is capped by default at " + runs.DescribeLimits(*h.M.DefaultLimits) +
+	l := *h.M.DefaultLimits
+	if err := h.M.CheckEnforceable(l); err != nil {
+		return Instructions + " Every run here is to be capped at " + runs.DescribeLimits(l) +
+			", which this machine cannot enforce, so process_start refuses every run: " + err.Error()
+	}
+	return Instructions + " Every run here is capped by default at " + runs.DescribeLimits(l) +
 		" (process_start limits set each field otherwise); usage shows in process_list."
 }
 

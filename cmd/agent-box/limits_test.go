@@ -118,13 +118,17 @@ func TestLimitRefusedWhereNoCgroups(t *testing.T) {
 	}
 	script := `umount -R /sys/fs/cgroup && exec "$0" --state-dir "$1"`
 	cmd := exec.Command("unshare", append(args, "sh", "-c", script, binary, state)...)
+	cmd.Env = append(os.Environ(), "AGENT_BOX_DEFAULT_LIMITS=pids=500")
 	s := abtest.ConnectCmd(t, cmd)
+	assert.Contains(t, s.Session().InitializeResult().Instructions, "to be capped at pids=500, which this machine cannot enforce, so process_start refuses every run: limit cannot be enforced here")
 	r := s.Call("process_start", map[string]any{"name": "capped", "argv": []string{"true"}, "limits": map[string]any{"memory_mb": 64}})
 	require.True(t, r.IsError, r.Text)
-	assert.Contains(t, r.Text, "limit cannot be enforced here: memory_mb=64: cannot enforce the limit on this machine: no cgroup hierarchy is mounted")
+	assert.Contains(t, r.Text, "limit cannot be enforced here: memory_mb=64,pids=500: cannot enforce the limit on this machine: no cgroup hierarchy is mounted")
 	l := s.OK("process_list", nil)
 	assert.Contains(t, l.Text, "no runs", "nothing started")
-	s.OK("process_start", map[string]any{"name": "free", "argv": []string{"true"}})
+	r = s.Call("process_start", map[string]any{"name": "free", "argv": []string{"true"}})
+	require.True(t, r.IsError, "the default limits cannot be enforced either: %s", r.Text)
+	assert.Contains(t, r.Text, "pids=500")
 }
 
 // Without root, a v1 box's cgroups are not the user's to write: refused,
