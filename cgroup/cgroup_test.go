@@ -147,7 +147,7 @@ func TestCreateStartRemove(t *testing.T) {
 	t.Parallel()
 	h, err := Self()
 	require.NoError(t, err)
-	l := Limits{MemoryBytes: 64 << 20, Pids: 8}
+	l := Limits{MemoryBytes: 64 << 20, Pids: 8, CPUPercent: 150}
 	if err := h.Check(l); err != nil {
 		t.Fatalf("this machine cannot enforce limits (%v): the suite runs where it can (make test as root on a cgroup v1 or delegated v2 box)", err)
 	}
@@ -174,6 +174,11 @@ func TestCreateStartRemove(t *testing.T) {
 		lim, err := number(g.dirs["memory"], "memory.limit_in_bytes")
 		require.NoError(t, err)
 		assert.Equal(t, int64(64<<20), lim)
+		quota, err := number(g.dirs["cpu"], "cpu.cfs_quota_us")
+		require.NoError(t, err)
+		period, err := number(g.dirs["cpu"], "cpu.cfs_period_us")
+		require.NoError(t, err)
+		assert.Equal(t, [2]int64{150_000, 100_000}, [2]int64{quota, period}, "one and a half CPUs")
 	}
 	require.Error(t, g.Remove(), "a group with a process stays")
 	cmd.Process.Kill()

@@ -257,6 +257,11 @@ func (s *supervisor) run(report *os.File) error {
 	if err := errors.Join(serr, werr); err != nil {
 		// Without a recorded pid nobody could ever control this child.
 		unix.Kill(-pid, unix.SIGKILL)
+		if s.group != nil {
+			// Empty once the child is gone; else runs.Remove tries again.
+			child.Wait()
+			s.group.Remove()
+		}
 		writeReport(report, 0, fmt.Errorf("recording pid %d: %w", pid, err))
 		return err
 	}
