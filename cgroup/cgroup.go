@@ -40,6 +40,9 @@ var v1Controllers = []string{"memory", "cpu", "cpuacct", "pids"}
 // cgroup in each controller's hierarchy (v1), or in the unified one (v2).
 type Hierarchy struct {
 	V2 bool
+	// Root is the v2 hierarchy's mount point, when it shows the whole
+	// hierarchy (not a container's subtree).
+	Root string
 	// Dirs maps a v1 controller to the process's cgroup directory in its
 	// hierarchy; under v2 the one directory is Dirs[""]. A controller
 	// whose hierarchy is not mounted is missing.
@@ -70,7 +73,7 @@ func Of(pid string) (*Hierarchy, error) {
 // is capped by (a hybrid box keeps them in v1).
 func parse(mounts []*mountinfo.Info, procCgroup string) (*Hierarchy, error) {
 	v1 := &Hierarchy{Dirs: map[string]string{}}
-	var v2dir string
+	var v2dir, v2root string
 	for _, line := range strings.Split(strings.TrimSpace(procCgroup), "\n") {
 		id, rest, ok1 := strings.Cut(line, ":")
 		ctrls, path, ok2 := strings.Cut(rest, ":")
@@ -85,6 +88,9 @@ func parse(mounts []*mountinfo.Info, procCgroup string) (*Hierarchy, error) {
 			switch {
 			case id == "0" && ctrls == "" && m.FSType == "cgroup2":
 				v2dir = dir
+				if m.Root == "/" {
+					v2root = m.Mountpoint
+				}
 			case m.FSType == "cgroup":
 				for _, c := range strings.Split(ctrls, ",") {
 					if slices.Contains(v1Controllers, c) && hasOption(m.VFSOptions, c) && v1.Dirs[c] == "" {
@@ -98,7 +104,7 @@ func parse(mounts []*mountinfo.Info, procCgroup string) (*Hierarchy, error) {
 		return v1, nil
 	}
 	if v2dir != "" {
-		return &Hierarchy{V2: true, Dirs: map[string]string{"": v2dir}}, nil
+		return &Hierarchy{V2: true, Root: v2root, Dirs: map[string]string{"": v2dir}}, nil
 	}
 	return nil, fmt.Errorf("%w: no cgroup hierarchy is mounted (mount cgroup2 on /sys/fs/cgroup)", ErrUnavailable)
 }
@@ -161,25 +167,46 @@ func (h *Hierarchy) Check(l Limits) error {
 	return nil
 }
 
+// checkV2 checks the group a v2 maker was given: it offers the
+// controllers l needs and is this process's to write, as a scope systemd
+// delegated is (CheckDelegable says whether systemd would give one).
 func (h *Hierarchy) checkV2(l Limits) error {
 	dir := h.Dirs[""]
-	enabled, err := readSmall(filepath.Join(dir, "cgroup.subtree_control"))
+	available, err := readSmall(filepath.Join(dir, "cgroup.controllers"))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	available, _ := readSmall(filepath.Join(dir, "cgroup.controllers"))
 	for _, c := range needs(l) {
-		if hasWord(string(enabled), c) {
-			continue
-		}
-		// The root of a cgroup namespace (a container's own) may enable
-		// a controller for its children while it has processes; any
-		// other group may not ("no internal processes", cgroups(7)).
-		if !hasWord(string(available), c) || !isRoot(dir) {
-			return fmt.Errorf("%w: cgroup v2 group %s does not delegate the %s controller to sub-groups (start agent-box in a delegated group, e.g. systemd-run --user --scope -p Delegate=yes, or in a container with a cgroup namespace of its own)", ErrUnavailable, dir, c)
+		if !hasWord(string(available), c) {
+			return fmt.Errorf("%w: cgroup v2 group %s does not offer the %s controller (it offers: %s); a run with limits needs a group delegated to it (systemd-run --scope -p Delegate=yes)", ErrUnavailable, dir, c, strings.TrimSpace(string(available)))
 		}
 	}
 	return writable(dir)
+}
+
+// CheckDelegable says whether systemd, asked for a scope with
+// Delegate=yes, would hand it the controllers l needs: root's scopes get
+// what the hierarchy's root offers, a user's those delegated to its
+// manager (user@UID.service). Only for v2; its error wraps ErrUnavailable.
+func (h *Hierarchy) CheckDelegable(l Limits, uid int) error {
+	if h.Root == "" {
+		return fmt.Errorf("%w: the cgroup v2 hierarchy is mounted from a subtree (a container's); only a group delegated by systemd can be capped", ErrUnavailable)
+	}
+	dir, who := h.Root, "the cgroup v2 root"
+	if uid != 0 {
+		u := strconv.Itoa(uid)
+		dir, who = filepath.Join(h.Root, "user.slice", "user-"+u+".slice", "user@"+u+".service"), "systemd's manager of uid "+u
+	}
+	available, err := readSmall(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w (is the user's systemd manager running? loginctl enable-linger starts it)", ErrUnavailable, who, err)
+	}
+	for _, c := range needs(l) {
+		if !hasWord(string(available), c) {
+			return fmt.Errorf("%w: %s is not given the %s controller (it has: %s); delegate it with a drop-in for user@.service: [Service] Delegate=cpu memory pids", ErrUnavailable, who, c, strings.TrimSpace(string(available)))
+		}
+	}
+	return nil
 }
 
 // writable says whether this process may make groups under dir.
@@ -192,14 +219,6 @@ func writable(dir string) error {
 		return fmt.Errorf("%w: %s is not writable by uid %d (run agent-box as root, or in a cgroup delegated to this user)", ErrUnavailable, dir, os.Geteuid())
 	}
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, dir, err)
-}
-
-// isRoot reports whether dir is the root of its hierarchy as this process
-// sees it: only the root has no cgroup.procs-bearing parent with the same
-// mount, which cgroupfs shows by the absence of cgroup.type.
-func isRoot(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "cgroup.type"))
-	return errors.Is(err, os.ErrNotExist)
 }
 
 func hasWord(s, w string) bool {

@@ -44,7 +44,7 @@ func TestParse(t *testing.T) {
 			}}},
 		{"v2 only", []*mountinfo.Info{{Mountpoint: "/sys/fs/cgroup", Root: "/", FSType: "cgroup2"}},
 			"0::/user.slice/user-1000.slice/session-3.scope\n",
-			&Hierarchy{V2: true, Dirs: map[string]string{"": "/sys/fs/cgroup/user.slice/user-1000.slice/session-3.scope"}}},
+			&Hierarchy{V2: true, Root: "/sys/fs/cgroup", Dirs: map[string]string{"": "/sys/fs/cgroup/user.slice/user-1000.slice/session-3.scope"}}},
 		{"container: the mount shows a subtree", []*mountinfo.Info{{Mountpoint: "/sys/fs/cgroup", Root: "/docker/abc", FSType: "cgroup2"}},
 			"0::/docker/abc\n",
 			&Hierarchy{V2: true, Dirs: map[string]string{"": "/sys/fs/cgroup"}}},
@@ -64,36 +64,41 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// fakeV2 makes a v2 group directory with the files the kernel would show.
-func fakeV2(t *testing.T, root bool, controllers, enabled string) string {
-	dir := t.TempDir()
-	files := map[string]string{"cgroup.controllers": controllers, "cgroup.subtree_control": enabled}
-	if !root {
-		files["cgroup.type"] = "domain\n"
-	}
-	for name, content := range files {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
-	}
+// fakeV2 makes a v2 group directory offering controllers.
+func fakeV2(t *testing.T, dir, controllers string) string {
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte(controllers), 0o644))
 	return dir
 }
 
-// Under v2 a group may cap its sub-groups only with the controllers it
-// delegates: enabled already, or enabled by the root of a namespace. The
-// refusal names the controller and how to get a delegated group.
+// Under v2 a run's group is made in the group systemd delegated to its
+// supervisor: that group must offer what the limits need. The server asks
+// beforehand whether systemd would delegate them: root's scopes get what
+// the root offers, a user's what its manager was given.
 func TestCheckV2(t *testing.T) {
 	t.Parallel()
 	mem := Limits{MemoryBytes: 64 << 20}
-	h := &Hierarchy{V2: true, Dirs: map[string]string{"": fakeV2(t, false, "cpu memory pids\n", "memory pids\n")}}
-	assert.NoError(t, h.Check(mem))
-	err := h.Check(Limits{CPUPercent: 50})
+	given := &Hierarchy{V2: true, Dirs: map[string]string{"": fakeV2(t, t.TempDir(), "memory pids\n")}}
+	assert.NoError(t, given.Check(mem))
+	err := given.Check(Limits{CPUPercent: 50})
 	require.ErrorIs(t, err, ErrUnavailable)
-	assert.Contains(t, err.Error(), "does not delegate the cpu controller")
+	assert.Contains(t, err.Error(), "does not offer the cpu controller (it offers: memory pids)")
 	assert.Contains(t, err.Error(), "Delegate=yes")
 
-	root := &Hierarchy{V2: true, Dirs: map[string]string{"": fakeV2(t, true, "cpu memory pids\n", "")}}
-	assert.NoError(t, root.Check(Limits{CPUPercent: 50, Pids: 10}), "a namespace's root may enable them")
-	missing := &Hierarchy{V2: true, Dirs: map[string]string{"": fakeV2(t, true, "cpu\n", "")}}
-	assert.ErrorIs(t, missing.Check(mem), ErrUnavailable, "the box has no memory controller")
+	root := t.TempDir()
+	fakeV2(t, root, "cpuset cpu io memory pids\n")
+	fakeV2(t, filepath.Join(root, "user.slice/user-1000.slice/user@1000.service"), "cpu pids\n")
+	h := &Hierarchy{V2: true, Root: root, Dirs: map[string]string{"": filepath.Join(root, "user.slice/user-1000.slice/session-3.scope")}}
+	assert.NoError(t, h.CheckDelegable(mem, 0), "root's scopes get the root's controllers")
+	assert.NoError(t, h.CheckDelegable(Limits{CPUPercent: 50, Pids: 9}, 1000))
+	err = h.CheckDelegable(mem, 1000)
+	require.ErrorIs(t, err, ErrUnavailable)
+	assert.Contains(t, err.Error(), "systemd's manager of uid 1000 is not given the memory controller (it has: cpu pids)")
+	err = h.CheckDelegable(mem, 1001)
+	require.ErrorIs(t, err, ErrUnavailable)
+	assert.Contains(t, err.Error(), "loginctl enable-linger")
+	container := &Hierarchy{V2: true, Dirs: h.Dirs}
+	assert.ErrorIs(t, container.CheckDelegable(mem, 0), ErrUnavailable, "a container's subtree: no systemd of ours to ask")
 }
 
 // A v1 box without a controller's hierarchy refuses the limit it takes.

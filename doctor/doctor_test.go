@@ -139,26 +139,29 @@ func write(t *testing.T, path, data string) {
 	require.NoError(t, os.WriteFile(path, []byte(data), 0o644))
 }
 
-// cgroupFacts asks what process_start asks: each controller a limit
-// needs, checked in the hierarchy; a refusal keeps its reason for the Fix.
+// cgroupFacts asks what process_start asks (runs.Enforceable), per
+// controller; a refusal keeps its reason for the Fix.
 func TestCgroupFacts(t *testing.T) {
-	v2 := t.TempDir()
-	write(t, filepath.Join(v2, "cgroup.controllers"), "cpuset cpu io memory pids\n")
-	write(t, filepath.Join(v2, "cgroup.subtree_control"), "memory pids\n")
-	write(t, filepath.Join(v2, "cgroup.type"), "domain\n")
-	c := cgroupFacts(&cgroup.Hierarchy{V2: true, Dirs: map[string]string{"": v2}}, nil)
+	root := t.TempDir()
+	write(t, filepath.Join(root, "cgroup.controllers"), "cpuset cpu io memory pids\n")
+	write(t, filepath.Join(root, "user.slice/user-1000.slice/user@1000.service/cgroup.controllers"), "memory pids\n")
+	v2 := &cgroup.Hierarchy{V2: true, Root: root, Dirs: map[string]string{"": filepath.Join(root, "user.slice")}}
+	systemd := func() error { return nil }
+	c := cgroupFacts(v2, nil, systemd, 1000)
 	assert.Equal(t, 2, c.Version)
-	assert.Equal(t, v2, c.Where)
 	assert.Equal(t, []string{"memory", "pids"}, c.Writable)
 	assert.Equal(t, []string{"cpu"}, c.Missing)
-	assert.Contains(t, c.Why, "does not delegate the cpu controller")
+	assert.Contains(t, c.Why, "not given the cpu controller")
+	c = cgroupFacts(v2, nil, func() error { return errors.New("systemd is not running here") }, 0)
+	assert.Equal(t, limitControllers, c.Missing)
+	assert.Contains(t, c.Why, "systemd is not running here")
 
-	c = cgroupFacts(&cgroup.Hierarchy{Dirs: map[string]string{"memory": t.TempDir(), "pids": t.TempDir()}}, nil)
+	c = cgroupFacts(&cgroup.Hierarchy{Dirs: map[string]string{"memory": t.TempDir(), "pids": t.TempDir()}}, nil, systemd, 0)
 	assert.Equal(t, 1, c.Version)
 	assert.Equal(t, []string{"memory", "pids"}, c.Writable)
 	assert.Equal(t, []string{"cpu"}, c.Missing)
 
-	c = cgroupFacts(nil, cgroup.ErrUnavailable)
+	c = cgroupFacts(nil, cgroup.ErrUnavailable, systemd, 0)
 	assert.Equal(t, 0, c.Version)
 	assert.Equal(t, cgroup.ErrUnavailable.Error(), c.Why)
 }

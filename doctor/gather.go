@@ -60,7 +60,8 @@ func Gather(o Options) Facts {
 			f.Linger = &linger
 		}
 	}
-	f.Cgroup = cgroupFacts(cgroup.Self())
+	h, err := cgroup.Self()
+	f.Cgroup = cgroupFacts(h, err, runs.SystemdScopes, os.Geteuid())
 	f.ClientAlive = clientAliveInterval("/etc/ssh/sshd_config")
 	return f
 }
@@ -117,9 +118,9 @@ func gatherStateDir(f *Facts) {
 var limitControllers = []string{"memory", "cpu", "pids"}
 
 // cgroupFacts says, for each limit controller, whether a run could be
-// capped by it here: what cgroup's Check, which process_start asks,
-// answers for the hierarchy h (err: none was found).
-func cgroupFacts(h *cgroup.Hierarchy, err error) Cgroups {
+// capped by it here: what runs.Enforceable, which process_start asks,
+// answers for the hierarchy h (err: none was found) of a process of uid.
+func cgroupFacts(h *cgroup.Hierarchy, err error, scopes func() error, uid int) Cgroups {
 	if err != nil {
 		return Cgroups{Why: err.Error()}
 	}
@@ -128,8 +129,8 @@ func cgroupFacts(h *cgroup.Hierarchy, err error) Cgroups {
 		c.Version, c.Where = 2, h.Dirs[""]
 	}
 	for _, name := range limitControllers {
-		one := map[string]cgroup.Limits{"memory": {MemoryBytes: 1 << 30}, "cpu": {CPUPercent: 100}, "pids": {Pids: 100}}[name]
-		if err := h.Check(one); err != nil {
+		one := map[string]runs.Limits{"memory": {MemoryMB: 1024}, "cpu": {CPUPercent: 100}, "pids": {Pids: 100}}[name]
+		if err := runs.Enforceable(h, one, scopes, uid); err != nil {
 			c.Missing = append(c.Missing, name)
 			if c.Why == "" {
 				c.Why = err.Error()

@@ -3,6 +3,7 @@ package runs
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -87,10 +88,11 @@ func (m *Manager) applyLimits(req *StartRequest) error {
 	if err := CheckLimits(l); err != nil || l.Zero() {
 		return err
 	}
-	if err := m.CheckEnforceable(l); err != nil {
+	delegate, err := m.enforceable(l)
+	if err != nil {
 		return err
 	}
-	req.Limits = &l
+	req.Limits, req.delegate = &l, delegate
 	return nil
 }
 
@@ -98,18 +100,46 @@ func (m *Manager) applyLimits(req *StartRequest) error {
 // CheckLimits). Its error wraps ErrLimitUnavailable and says why and what
 // would enable it.
 func (m *Manager) CheckEnforceable(l Limits) error {
-	cgroups := m.Cgroups
+	_, err := m.enforceable(l)
+	return err
+}
+
+// enforceable is CheckEnforceable, and whether the run's supervisor must
+// be given a delegated scope for it (cgroup v2).
+func (m *Manager) enforceable(l Limits) (delegate bool, err error) {
+	cgroups, scopes := m.Cgroups, m.SystemdScopes
 	if cgroups == nil {
 		cgroups = cgroup.Self
 	}
+	if scopes == nil {
+		scopes = SystemdScopes
+	}
 	h, err := cgroups()
 	if err == nil {
-		err = h.Check(supervisor.CgroupLimits(l))
+		err = Enforceable(h, l, scopes, os.Geteuid())
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrLimitUnavailable, DescribeLimits(l), err)
+		return false, fmt.Errorf("%w: %s: %w", ErrLimitUnavailable, DescribeLimits(l), err)
 	}
-	return nil
+	return h.V2, nil
+}
+
+// Enforceable says whether l can be enforced for a run started by a
+// process of uid whose cgroups are h. Under v1 the supervisor makes the
+// run's group below its own, which must be writable. Under v2 a group may
+// not both hold processes and cap its children, so the supervisor must
+// have a group of its own, which only systemd gives it: scopes says
+// whether it can (SystemdScopes), and the group must be given the
+// controllers (cgroup.Hierarchy.CheckDelegable).
+func Enforceable(h *cgroup.Hierarchy, l Limits, scopes func() error, uid int) error {
+	cl := supervisor.CgroupLimits(l)
+	if !h.V2 {
+		return h.Check(cl)
+	}
+	if err := scopes(); err != nil {
+		return fmt.Errorf("%w: under cgroup v2 a run with limits needs a group of its own, which agent-box gets from systemd (systemd-run --scope -p Delegate=yes): %w", cgroup.ErrUnavailable, err)
+	}
+	return h.CheckDelegable(cl, uid)
 }
 
 // CheckLimits checks each limit against its bounds (0 is no limit).

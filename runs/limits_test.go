@@ -2,6 +2,8 @@ package runs
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -56,6 +58,23 @@ func TestApplyLimits(t *testing.T) {
 	req = &StartRequest{Limits: &runrecord.Limits{Pids: 10, CPUPercent: 50}}
 	require.NoError(t, m.applyLimits(req))
 	assert.Equal(t, &runrecord.Limits{MemoryMB: 512, Pids: 10, CPUPercent: 50}, req.Limits)
+
+	// cgroup v2: only a scope systemd delegates can be capped.
+	v2root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(v2root, "cgroup.controllers"), []byte("cpu memory pids\n"), 0o644))
+	v2 := func() (*cgroup.Hierarchy, error) {
+		return &cgroup.Hierarchy{V2: true, Root: v2root, Dirs: map[string]string{"": v2root}}, nil
+	}
+	m = &Manager{Cgroups: v2, SystemdScopes: func() error { return errors.New("systemd is not running here") }}
+	err = m.applyLimits(&StartRequest{Limits: &runrecord.Limits{Pids: 10}})
+	require.ErrorIs(t, err, ErrLimitUnavailable)
+	assert.Contains(t, err.Error(), "under cgroup v2 a run with limits needs a group of its own, which agent-box gets from systemd (systemd-run --scope -p Delegate=yes): systemd is not running here")
+	if os.Geteuid() == 0 {
+		m.SystemdScopes = func() error { return nil }
+		req = &StartRequest{Limits: &runrecord.Limits{Pids: 10}}
+		require.NoError(t, m.applyLimits(req))
+		assert.True(t, req.delegate, "the supervisor is to get a delegated scope")
+	}
 
 	m = &Manager{Cgroups: none}
 	req = &StartRequest{}

@@ -88,6 +88,10 @@ type Manager struct {
 	// Cgroups is where this process's cgroups are, asked when a run has
 	// limits (nil: cgroup.Self); tests substitute a box without them.
 	Cgroups func() (*cgroup.Hierarchy, error)
+	// SystemdScopes says whether systemd can give a supervisor a scope of
+	// its own, which a run with limits needs under cgroup v2 (nil:
+	// SystemdScopes); tests substitute one.
+	SystemdScopes func() error
 }
 
 // logf writes to the Manager's Logf, if main gave it one.

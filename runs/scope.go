@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +68,19 @@ func ChooseLaunch(mode string, f HostFacts) (launch, reason string) {
 // where logind kills every process of the session's scope.
 func EndsWithSession(launch string, f HostFacts) bool {
 	return launch == LaunchSetsid && f.SystemdBooted && f.InSessionScope && f.KillUserProcesses
+}
+
+// SystemdScopes says whether systemd-run can start a supervisor in a
+// scope of its own here: systemd runs (sd_booted(3)) and systemd-run is
+// on PATH.
+func SystemdScopes() error {
+	if fi, err := os.Stat("/run/systemd/system"); err != nil || !fi.IsDir() {
+		return errors.New("systemd is not running here")
+	}
+	if _, err := exec.LookPath("systemd-run"); err != nil {
+		return errors.New("systemd-run is not on PATH (package systemd)")
+	}
+	return nil
 }
 
 // ProbeHost reads HostFacts from the live system.

@@ -59,6 +59,9 @@ type StartRequest struct {
 	// Limits cap the run, field by field over the Manager's DefaultLimits
 	// (nil: the defaults alone).
 	Limits *runrecord.Limits
+	// delegate: the supervisor needs a scope systemd delegates to it, to
+	// make the run's group in (cgroup v2; set by applyLimits).
+	delegate bool
 	// IfRunning says what a running run of the same name means: "" or
 	// "error", the name is in use; "reuse", that run is the answer when
 	// it runs the same command or argv, in the same cwd with the same env.
@@ -647,7 +650,7 @@ func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, er
 	now := time.Now().UTC()
 	runID := runrecord.NewRunID(now)
 	spec := m.spec(req, runID, path, argv)
-	sup, err := m.create(m.newRecord(req, runID, now, statusOf), spec)
+	sup, err := m.create(m.newRecord(req, runID, now, statusOf), spec, req.delegate)
 	if err != nil {
 		return StartResult{}, err
 	}
@@ -690,11 +693,17 @@ func (m *Manager) spec(req *StartRequest, runID, path string, argv []string) *su
 }
 
 // create makes the run dir with its first record, rec, and launches the
-// run's supervisor in it, not yet told to start the child.
-func (m *Manager) create(rec *runrecord.Record, spec *supervisor.Spec) (*supervisor.Launched, error) {
+// run's supervisor in it, not yet told to start the child; in a scope
+// systemd delegates to it when delegate (cgroup v2 limits).
+func (m *Manager) create(rec *runrecord.Record, spec *supervisor.Spec, delegate bool) (*supervisor.Launched, error) {
 	launch := LaunchSetsid
 	if m.Launch != nil {
 		launch = m.Launch()
+	}
+	if delegate {
+		// Under cgroup v2 the supervisor caps its run only in a group of
+		// its own (Enforceable).
+		launch = LaunchSystemd
 	}
 	// The supervisor is started inside the run dir before the dir and its
 	// record become visible, so that the first record anybody reads names
@@ -705,11 +714,12 @@ func (m *Manager) create(rec *runrecord.Record, spec *supervisor.Spec) (*supervi
 	err := m.Store.CreateWith(rec, func(dir string) error {
 		var err error
 		sup, err = supervisor.Launch(supervisor.LaunchRequest{
-			Command: m.Supervisor,
-			Spec:    spec,
-			Dir:     dir,
-			Env:     m.Env,
-			Scope:   launch == LaunchSystemd,
+			Command:  m.Supervisor,
+			Spec:     spec,
+			Dir:      dir,
+			Env:      m.Env,
+			Scope:    launch == LaunchSystemd,
+			Delegate: delegate,
 		})
 		if err != nil {
 			return err

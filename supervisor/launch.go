@@ -61,6 +61,10 @@ type LaunchRequest struct {
 	// its own outside the session's cgroup: a system scope as root, else a
 	// --user scope.
 	Scope bool
+	// Delegate asks systemd to hand the scope's cgroup to the supervisor
+	// (Delegate=yes), which makes the run's group in it under cgroup v2
+	// (cgroup.Hierarchy.Create). Only with Scope.
+	Delegate bool
 }
 
 // Launched is a supervisor started, in a session of its own, and not yet
@@ -99,6 +103,11 @@ func Launch(req LaunchRequest) (*Launched, error) {
 
 	argv := commandLine(req, os.Geteuid() == 0)
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if req.Scope {
+		// systemd-run is looked up in the PATH the supervisor is given,
+		// the environment runs are started from.
+		cmd.Path, cmd.Err = lookPath(argv[0], req.Env)
+	}
 	cmd.Env = append([]string{}, req.Env...) // never nil: nil would be ours
 	// Not agent-box's stdin or stdout: those belong to the MCP session and
 	// vanish with it.
@@ -145,6 +154,9 @@ func commandLine(req LaunchRequest, root bool) []string {
 	// through.
 	runID := req.Spec.RunID
 	args = append(args, "--scope", "--collect", "--quiet", "--unit", "agent-box-"+req.Spec.Name+"-"+runID[max(len(runID)-6, 0):])
+	if req.Delegate {
+		args = append(args, "--property=Delegate=yes")
+	}
 	return append(args, cmd...)
 }
 
@@ -231,4 +243,25 @@ func LogHead(runDir string) string {
 		line += " ..."
 	}
 	return strconv.Quote(line)
+}
+
+// lookPath finds the executable file named name in the PATH of env, as
+// exec.LookPath does in our own.
+func lookPath(name string, env []string) (string, error) {
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return name, &exec.Error{Name: name, Err: exec.ErrNotFound}
 }

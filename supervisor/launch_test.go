@@ -25,6 +25,10 @@ func TestCommandLine(t *testing.T) {
 	assert.Equal(t, cmd, got[7:])
 	assert.NotContains(t, commandLine(req, true), "--user")
 	assert.Equal(t, []string{"/bin/agent-box", "supervise"}, req.Command, "the request's command is left as it was")
+	req.Delegate = true
+	got = commandLine(req, true)
+	assert.Equal(t, []string{"systemd-run", "--scope", "--collect", "--quiet", "--unit", "agent-box-build-3f9a1c", "--property=Delegate=yes"}, got[:7])
+	assert.Equal(t, cmd, got[7:])
 	// The other side of the contract: a supervisor is known by the end
 	// of its command line, scoped or not.
 	for _, scope := range []bool{false, true} {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-box/agent-box/internal/abtest"
+	"github.com/agent-box/agent-box/runs"
 	"github.com/agent-box/agent-box/tools"
 )
 
@@ -50,6 +51,13 @@ func TestMain(m *testing.M) {
 // the process itself (its stdio, a kill of it) use spawn.
 func connect(t *testing.T, stateDir string, env ...string) *abtest.Server {
 	t.Helper()
+	return connectWith(t, stateDir, nil, env...)
+}
+
+// connectWith is connect, with tweak given the Manager before it serves:
+// a test's stand-in for a fact of the machine (its cgroups).
+func connectWith(t *testing.T, stateDir string, tweak func(*runs.Manager), env ...string) *abtest.Server {
+	t.Helper()
 	environ := withEnv(os.Environ(), env...)
 	// Registered first, so run last: after ConnectServe's cleanup has
 	// stopped the server, a handler still finishing (Serve stops waiting
@@ -64,6 +72,9 @@ func connect(t *testing.T, stateDir string, env ...string) *abtest.Server {
 	}
 	m, err := w.manager(stateDir)
 	require.NoError(t, err)
+	if tweak != nil {
+		tweak(m)
+	}
 	return abtest.ConnectServe(t, stateDir, func(ctx context.Context, in io.Reader, out io.Writer) error {
 		return tools.Serve(ctx, &tools.Handlers{M: m}, version, in, out, log.New(w.stderr, "agent-box: ", 0))
 	})

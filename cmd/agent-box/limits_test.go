@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/agent-box/agent-box/cgroup"
 	"github.com/agent-box/agent-box/internal/abtest"
+	"github.com/agent-box/agent-box/runs"
 )
 
 // allocate500MB touches 500 MB, 10 MB at a time, and says so if it lives.
@@ -190,4 +192,36 @@ func TestLimitSupervisorCrash(t *testing.T) {
 	})
 	s.OK("process_remove", map[string]any{"name": "orphan"})
 	assert.Nil(t, h.Group(cgroup.Leaf("orphan", runID)), "the group is removed with the run")
+}
+
+// Under cgroup v2 the supervisor of a run with limits is started in a
+// scope systemd delegates to it (--property=Delegate=yes), where it makes
+// the run's group. This box is v1: the Manager is shown a v2 hierarchy,
+// and systemd-run is the test's stand-in, which runs the supervisor in
+// place (it then caps the run with v1).
+func TestLimitV2StartsADelegatedScope(t *testing.T) {
+	t.Parallel()
+	fake := installFakeSystemdRun(t)
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("cpu memory pids\n"), 0o644))
+	if uid := strconv.Itoa(os.Geteuid()); uid != "0" {
+		dir := filepath.Join(root, "user.slice", "user-"+uid+".slice", "user@"+uid+".service")
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte("cpu memory pids\n"), 0o644))
+	}
+	s := connectWith(t, t.TempDir(), func(m *runs.Manager) {
+		m.Cgroups = func() (*cgroup.Hierarchy, error) {
+			return &cgroup.Hierarchy{V2: true, Root: root, Dirs: map[string]string{"": filepath.Join(root, "session.scope")}}, nil
+		}
+		m.SystemdScopes = func() error { return nil }
+	}, slices.DeleteFunc(fake.Env(), func(kv string) bool { return kv == "AGENT_BOX_LAUNCH=systemd" })...)
+	st := s.OK("process_start", map[string]any{"name": "v2", "argv": []string{"sleep", "60"}, "limits": map[string]any{"pids": 50}})
+	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "v2", "signal": "KILL"}) })
+	calls := fake.Calls(t)
+	require.Len(t, calls, 1, "a scope even where setsid is the launch: %s", st.Text)
+	require.Empty(t, calls[0].Refused)
+	assert.Contains(t, calls[0].Argv, "--property=Delegate=yes")
+
+	s.OK("process_start", map[string]any{"name": "free", "argv": []string{"true"}})
+	assert.Len(t, fake.Calls(t), 1, "a run without limits starts as the launch says")
 }

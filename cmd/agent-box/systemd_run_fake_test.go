@@ -133,8 +133,11 @@ func parseSystemdRunArgs(args []string, root bool) (unit string, command []strin
 				val = args[i]
 			}
 			unit, opt = val, "--unit"
+		} else if opt == "--property" && val == "Delegate=yes" {
+			// What a v2 run with limits asks for: nothing for the fake
+			// to do, it makes no scope.
 		} else {
-			return "", nil, fmt.Errorf("unexpected option %q: agent-box passes only --user, --scope, --collect, --quiet and --unit", a)
+			return "", nil, fmt.Errorf("unexpected option %q: agent-box passes only --user, --scope, --collect, --quiet, --unit and --property=Delegate=yes", a)
 		}
 		if seen[opt] {
 			return "", nil, fmt.Errorf("option %s given twice", opt)
