@@ -121,7 +121,6 @@ func TestUsage(t *testing.T) {
 	}
 	mem, cpu := t.TempDir(), t.TempDir()
 	write(mem, map[string]string{
-		"memory.stat":               "cache 100\nrss 5\ntotal_cache 4096\ntotal_rss 1000\ntotal_mapped_file 24\n",
 		"memory.max_usage_in_bytes": "9000\n",
 		"memory.oom_control":        "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
 		"cgroup.procs":              "10\n11\n12\n",
@@ -131,11 +130,10 @@ func TestUsage(t *testing.T) {
 	g := &Group{dirs: map[string]string{"memory": mem, "cpuacct": cpu}}
 	u, err := g.Usage()
 	require.NoError(t, err)
-	assert.Equal(t, Usage{MemoryBytes: 1024, PeakMemoryBytes: 9000, CPUNanos: 2_500_000_000, Procs: 3, OOMKills: 2, LimitHits: 1}, u)
+	assert.Equal(t, Usage{Pids: []int{10, 11, 12}, PeakMemoryBytes: 9000, CPUNanos: 2_500_000_000, OOMKills: 2, LimitHits: 1}, u)
 
 	v2 := t.TempDir()
 	write(v2, map[string]string{
-		"memory.stat":   "anon 2048\nfile 99999\nfile_mapped 100\n",
 		"memory.peak":   "5000\n",
 		"cpu.stat":      "usage_usec 1500\nuser_usec 1000\n",
 		"memory.events": "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n",
@@ -143,7 +141,7 @@ func TestUsage(t *testing.T) {
 	})
 	u, err = (&Group{v2: true, dirs: map[string]string{"": v2}}).Usage()
 	require.NoError(t, err)
-	assert.Equal(t, Usage{MemoryBytes: 2148, PeakMemoryBytes: 5000, CPUNanos: 1_500_000, Procs: 1, OOMKills: 1, LimitHits: 1}, u)
+	assert.Equal(t, Usage{Pids: []int{7}, PeakMemoryBytes: 5000, CPUNanos: 1_500_000, OOMKills: 1, LimitHits: 1}, u)
 }
 
 // On this machine's real hierarchy: a group is made with its caps, the
@@ -163,7 +161,7 @@ func TestCreateStartRemove(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); g.Remove() })
 	u, err := g.Usage()
 	require.NoError(t, err)
-	assert.Equal(t, 1, u.Procs, "only the child is in the group")
+	assert.Equal(t, []int{cmd.Process.Pid}, u.Pids, "only the child is in the group")
 	self, err := Self()
 	require.NoError(t, err)
 	assert.Equal(t, h.Dirs, self.Dirs, "the maker is back where it was")
@@ -255,7 +253,7 @@ func TestCountProcsReadsToTheEnd(t *testing.T) {
 	for i := range 1200 {
 		b.WriteString(itoa(10000+i) + "\n")
 	}
-	n, err := countFrom(iotest.OneByteReader(strings.NewReader(b.String())))
+	pids, err := pidsFrom(iotest.OneByteReader(strings.NewReader(b.String())))
 	require.NoError(t, err)
-	assert.Equal(t, 1200, n)
+	assert.Len(t, pids, 1200)
 }

@@ -280,10 +280,13 @@ func (h *Hierarchy) Group(leaf string) *Group {
 
 // Usage is what a group's processes use and have used.
 type Usage struct {
-	MemoryBytes     int64 // resident now: anonymous and mapped file memory
+	// Pids are the group's processes now: every process of the run,
+	// wherever in the process tree; what each has resident is /proc's to
+	// say (the group's own count leaves out pages it was not first to
+	// touch, such as a shared library's).
+	Pids            []int
 	PeakMemoryBytes int64 // the most the group was charged at once, page cache included: what a memory cap counts
-	CPUNanos        int64
-	Procs           int   // processes in the group now
+	CPUNanos        int64 // of every process it ever had
 	OOMKills        int64 // processes the kernel killed in the group: for its cap, or the box's OOM killer
 	// LimitHits counts the times the group's own memory cap was reached
 	// (v2 memory.events "oom"; v1: 1 when its peak reached the cap): with
@@ -297,12 +300,6 @@ func (g *Group) Usage() (Usage, error) {
 	var u Usage
 	if g.v2 {
 		dir := g.dirs[""]
-		stat, err := readSmall(filepath.Join(dir, "memory.stat"))
-		if err == nil {
-			anon, _ := field(stat, "anon")
-			mapped, _ := field(stat, "file_mapped")
-			u.MemoryBytes = anon + mapped
-		}
 		u.PeakMemoryBytes, _ = number(dir, "memory.peak")
 		if cpu, err := readSmall(filepath.Join(dir, "cpu.stat")); err == nil {
 			us, _ := field(cpu, "usage_usec")
@@ -312,18 +309,11 @@ func (g *Group) Usage() (Usage, error) {
 			u.OOMKills, _ = field(ev, "oom_kill")
 			u.LimitHits, _ = field(ev, "oom")
 		}
-		u.Procs, err = countProcs(dir)
+		var err error
+		u.Pids, err = pidsOf(dir)
 		return u, err
 	}
-	var errs []error
 	if dir := g.dirs["memory"]; dir != "" {
-		if stat, err := readSmall(filepath.Join(dir, "memory.stat")); err == nil {
-			rss, _ := field(stat, "total_rss")
-			mapped, _ := field(stat, "total_mapped_file")
-			u.MemoryBytes = rss + mapped
-		} else {
-			errs = append(errs, err)
-		}
 		u.PeakMemoryBytes, _ = number(dir, "memory.max_usage_in_bytes")
 		if oc, err := readSmall(filepath.Join(dir, "memory.oom_control")); err == nil {
 			u.OOMKills, _ = field(oc, "oom_kill") // Linux 4.13 and later
@@ -335,29 +325,34 @@ func (g *Group) Usage() (Usage, error) {
 	}
 	for _, c := range v1Controllers {
 		if dir := g.dirs[c]; dir != "" {
-			n, err := countProcs(dir)
-			u.Procs = n
-			errs = append(errs, err)
-			break
+			var err error
+			u.Pids, err = pidsOf(dir)
+			return u, err
 		}
 	}
-	return u, errors.Join(errs...)
+	return u, nil
 }
 
-// countProcs counts the processes of the group at dir.
-func countProcs(dir string) (int, error) {
+// pidsOf lists the processes of the group at dir.
+func pidsOf(dir string) ([]int, error) {
 	f, err := os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer f.Close()
-	return countFrom(f)
+	return pidsFrom(f)
 }
 
-// countFrom counts the pids listed in r.
-func countFrom(r io.Reader) (int, error) {
+// pidsFrom reads the pids listed in r, one a line.
+func pidsFrom(r io.Reader) ([]int, error) {
 	data, err := readAll(r)
-	return len(strings.Fields(string(data))), err
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, err
 }
 
 // capReached is 1 when the v1 memory group at dir reached its cap, with

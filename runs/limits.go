@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agent-box/agent-box/cgroup"
+	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/supervisor"
 )
@@ -51,7 +52,14 @@ func (m *Manager) cgroupUsage(rec *runrecord.Record, supAlive bool) (Usage, bool
 	if err != nil {
 		return Usage{}, false
 	}
-	return Usage{MemoryBytes: u.MemoryBytes, PeakMemoryBytes: u.PeakMemoryBytes, CPUMS: u.CPUNanos / 1e6, Procs: u.Procs, From: UsageFromCgroup}, true
+	// Resident memory as /proc says it, for every process in the group.
+	var rss int64
+	for _, pid := range u.Pids {
+		if st, err := proc.ReadStat(pid); err == nil {
+			rss += st.RSSPages * int64(os.Getpagesize())
+		}
+	}
+	return Usage{MemoryBytes: rss, PeakMemoryBytes: u.PeakMemoryBytes, CPUMS: u.CPUNanos / 1e6, Procs: len(u.Pids), From: UsageFromCgroup}, true
 }
 
 // Bounds on a run's limits.

@@ -69,14 +69,20 @@ func treePids(t *testing.T, root int) []int {
 }
 
 // A running run's usage sums its processes: memory within 10 % of their
-// VmRSS as /proc says, CPU time, and every one of them counted.
+// VmRSS as /proc says, CPU time, and every one of them counted. A run with
+// limits reads the same from its cgroup.
 func TestUsageOfARunningRun(t *testing.T) {
 	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
+	t.Run("proc", func(t *testing.T) { usageMatchesProc(t, nil, UsageFromProc) })
+	t.Run("cgroup", func(t *testing.T) { usageMatchesProc(t, &runrecord.Limits{MemoryMB: 1024}, UsageFromCgroup) })
+}
+
+func usageMatchesProc(t *testing.T, limits *runrecord.Limits, from string) {
 	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
 	require.NoError(t, err)
 	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
 		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
-	res, err := m.Start(context.Background(), StartRequest{Name: "mem", Argv: []string{"python3", "-c", usageScript}, Cwd: "/"})
+	res, err := m.Start(context.Background(), StartRequest{Name: "mem", Argv: []string{"python3", "-c", usageScript}, Cwd: "/", Limits: limits})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Kill("mem", "", unix.SIGKILL, 0) })
 
@@ -102,10 +108,17 @@ func TestUsageOfARunningRun(t *testing.T) {
 	}
 	u := run.Usage
 	t.Logf("usage %+v; VmRSS summed here %d", *u, rss)
-	assert.Equal(t, UsageFromProc, u.From)
+	assert.Equal(t, from, u.From)
 	assert.GreaterOrEqual(t, rss, int64(100<<20))
 	assert.InEpsilon(t, rss, u.MemoryBytes, 0.10, "memory_bytes %d, /proc says %d", u.MemoryBytes, rss)
-	assert.GreaterOrEqual(t, u.PeakMemoryBytes, u.MemoryBytes)
+	if from == UsageFromCgroup {
+		// The most the group was charged at once: each page once,
+		// however many processes share it.
+		assert.Greater(t, u.PeakMemoryBytes, int64(100<<20))
+		assert.LessOrEqual(t, u.PeakMemoryBytes, int64(limits.MemoryMB)<<20)
+	} else {
+		assert.GreaterOrEqual(t, u.PeakMemoryBytes, u.MemoryBytes)
+	}
 	assert.GreaterOrEqual(t, u.CPUMS, int64(400), "a child spun for half a second")
 
 	// process_wait's answer has it too.

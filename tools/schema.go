@@ -42,7 +42,7 @@ const runProps = `{
   "log_capped": {"type": "boolean"},
   "log_error": {"type": "string"},
   "limits": {"type": "object", "properties": {"memory_mb": {"type": "integer"}, "cpu_percent": {"type": "integer"}, "pids": {"type": "integer"}}, "description": "the caps the run was started under"},
-  "usage": {"type": "object", "description": "what its processes use (running) or used (exited); from: cgroup, proc (summed over its live processes; peak: the sum of their own peaks) or exit (recorded then)", "properties": {
+  "usage": {"type": "object", "description": "what its processes use (running) or used (exited); from: cgroup (its processes; peak: the most it was charged, as memory_mb counts), proc (summed over its live processes; peak: the sum of their own peaks) or exit (recorded then)", "properties": {
     "memory_bytes": {"type": "integer", "description": "resident now"},
     "peak_memory_bytes": {"type": "integer"},
     "cpu_ms": {"type": "integer"},
