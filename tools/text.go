@@ -102,6 +102,9 @@ func runLine(r runs.Run) string {
 		fmt.Fprintf(&b, " survivors=%v", r.Survivors)
 	}
 	b.WriteString(usageText(r.Usage))
+	if r.Limits != nil {
+		b.WriteString(" limits=" + runs.DescribeLimits(*r.Limits))
+	}
 	// An exited run's reason restates its exit unless it adds something
 	// (survivors, output still open).
 	restates := r.State == "exited" && !strings.Contains(r.Reason, ";")
