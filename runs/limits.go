@@ -56,7 +56,7 @@ func (m *Manager) cgroupUsage(rec *runrecord.Record, supAlive bool) (Usage, bool
 	var rss int64
 	for _, pid := range u.Pids {
 		if st, err := proc.ReadStat(pid); err == nil {
-			rss += st.RSSPages * int64(os.Getpagesize())
+			rss += st.RSSPages * proc.PageSize
 		}
 	}
 	return Usage{MemoryBytes: rss, PeakMemoryBytes: u.PeakMemoryBytes, CPUMS: u.CPUNanos / 1e6, Procs: len(u.Pids), From: UsageFromCgroup}, true
