@@ -189,6 +189,9 @@ func (h *Hierarchy) checkV2(l Limits) error {
 // what the hierarchy's root offers, a user's those delegated to its
 // manager (user@UID.service). Only for v2; its error wraps ErrUnavailable.
 func (h *Hierarchy) CheckDelegable(l Limits, uid int) error {
+	if err := cloneIntoCgroup(); err != nil {
+		return err
+	}
 	if h.Root == "" {
 		return fmt.Errorf("%w: the cgroup v2 hierarchy is mounted from a subtree (a container's); only a group delegated by systemd can be capped", ErrUnavailable)
 	}
@@ -219,6 +222,22 @@ func writable(dir string) error {
 		return fmt.Errorf("%w: %s is not writable by uid %d (run agent-box as root, or in a cgroup delegated to this user)", ErrUnavailable, dir, os.Geteuid())
 	}
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, dir, err)
+}
+
+// cloneIntoCgroup says whether the kernel can start a process in a v2
+// group (clone3 CLONE_INTO_CGROUP, Linux 5.7), which a run's start needs:
+// Go has no fallback for SysProcAttr.UseCgroupFD.
+func cloneIntoCgroup() error {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return nil // let the start say
+	}
+	release := unix.ByteSliceToString(u.Release[:])
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err == nil && (major < 5 || major == 5 && minor < 7) {
+		return fmt.Errorf("%w: Linux %s cannot start a process inside a cgroup v2 group (clone3 into a cgroup needs 5.7)", ErrUnavailable, release)
+	}
+	return nil
 }
 
 func hasWord(s, w string) bool {

@@ -2,6 +2,7 @@ package cgroup
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -124,13 +125,12 @@ func TestUsage(t *testing.T) {
 		"memory.max_usage_in_bytes": "9000\n",
 		"memory.oom_control":        "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
 		"cgroup.procs":              "10\n11\n12\n",
-		"memory.limit_in_bytes":     "9000\n",
 	})
 	write(cpu, map[string]string{"cpuacct.usage": "2500000000\n", "cgroup.procs": "10\n11\n12\n"})
 	g := &Group{dirs: map[string]string{"memory": mem, "cpuacct": cpu}}
 	u, err := g.Usage()
 	require.NoError(t, err)
-	assert.Equal(t, Usage{Pids: []int{10, 11, 12}, PeakMemoryBytes: 9000, CPUNanos: 2_500_000_000, OOMKills: 2, LimitHits: 1}, u)
+	assert.Equal(t, Usage{Pids: []int{10, 11, 12}, PeakMemoryBytes: 9000, CPUNanos: 2_500_000_000, OOMKills: 2}, u, "v1 counts no cap OOMs but WatchOOM's")
 
 	v2 := t.TempDir()
 	write(v2, map[string]string{
@@ -239,8 +239,13 @@ func TestV2ClaimAndStart(t *testing.T) {
 	require.NotNil(t, found)
 	assert.Equal(t, g.dirs, found.dirs)
 
-	// Not alone: refused, saying why.
-	_, err = mine.Create(Leaf("v2", "r2"), Limits{})
+	// Not alone: refused, saying why. (The maker is below it now, and
+	// another process joins the group.)
+	other := newSleep()
+	require.NoError(t, other.Start())
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	require.NoError(t, write(given, "cgroup.procs", itoa(other.Process.Pid)))
+	_, err = (&Hierarchy{V2: true, Dirs: map[string]string{"": given}}).Create(Leaf("v2", "r2"), Limits{})
 	require.ErrorIs(t, err, ErrUnavailable)
 	assert.Contains(t, err.Error(), "holds other processes")
 }
@@ -256,4 +261,39 @@ func TestCountProcsReadsToTheEnd(t *testing.T) {
 	pids, err := pidsFrom(iotest.OneByteReader(strings.NewReader(b.String())))
 	require.NoError(t, err)
 	assert.Len(t, pids, 1200)
+}
+
+// The v1 OOM watch tells the cap's own OOM from a peak at the cap: a
+// run whose page cache fills its group to the cap has had no OOM, and one
+// that allocates past it has.
+func TestWatchOOM(t *testing.T) {
+	t.Parallel()
+	h, err := Self()
+	require.NoError(t, err)
+	if h.V2 {
+		t.Skip("v2 counts its own OOM events (memory.events oom); TestUsage reads them")
+	}
+	run := func(name string, argv ...string) Usage {
+		g, err := h.Create(Leaf(name, filepath.Base(t.TempDir())), Limits{MemoryBytes: 32 << 20})
+		require.NoError(t, err)
+		stop, err := g.WatchOOM()
+		require.NoError(t, err)
+		defer stop()
+		cmd := exec.Command(argv[0], argv[1:]...)
+		require.NoError(t, g.Start(cmd))
+		cmd.Wait()
+		u, err := g.Usage()
+		require.NoError(t, err)
+		require.NoError(t, g.Remove())
+		return u
+	}
+	file := filepath.Join(t.TempDir(), "data")
+	cache := run("cache", "sh", "-c", `dd if=/dev/zero of="$0" bs=1M count=96 status=none && cat "$0" >/dev/null`, file)
+	assert.InDelta(t, 32<<20, cache.PeakMemoryBytes, 1<<20, "page cache took the group to its cap")
+	assert.Zero(t, cache.LimitHits, "and that is no OOM")
+	assert.Zero(t, cache.OOMKills)
+
+	oom := run("oom", "python3", "-c", "b = [bytearray(1 << 20) for i in range(96)]")
+	assert.Positive(t, oom.OOMKills)
+	assert.Positive(t, oom.LimitHits, "the cap's own OOM")
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,9 @@ type Group struct {
 	dirs   map[string]string // as Hierarchy.Dirs
 	parent *Hierarchy        // where the maker was: Start moves it back there
 	limits Limits
+	// oomEvents counts the v1 OOM events at the group's own cap that
+	// WatchOOM saw.
+	oomEvents atomic.Int64
 }
 
 // Leaf is the name of a run's group under the cgroup of its supervisor.
@@ -113,10 +117,12 @@ func (h *Hierarchy) delegate(l Limits) error {
 	available, _ := readSmall(filepath.Join(dir, "cgroup.controllers"))
 	enabled, _ := readSmall(filepath.Join(dir, "cgroup.subtree_control"))
 	for _, c := range []string{"memory", "cpu", "pids"} {
-		if hasWord(string(enabled), c) || (!slices.Contains(needs(l), c) && !hasWord(string(available), c)) {
+		needed := slices.Contains(needs(l), c)
+		if hasWord(string(enabled), c) || (!needed && !hasWord(string(available), c)) {
 			continue
 		}
-		if err := write(dir, "cgroup.subtree_control", "+"+c); err != nil {
+		// One only for usage is best effort.
+		if err := write(dir, "cgroup.subtree_control", "+"+c); err != nil && needed {
 			return fmt.Errorf("%w: enabling the %s controller: %w", ErrUnavailable, c, err)
 		}
 	}
@@ -208,6 +214,8 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 		return errors.Join(err, back)
 	}
 	if err := errors.Join(back, g.setLimits()); err != nil {
+		// Its group (a run's leader leads one), and what it forked since.
+		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
 		_ = cmd.Process.Kill()
 		_, _ = cmd.Process.Wait()
 		return fmt.Errorf("capping the run's cgroup: %w", err)
@@ -288,9 +296,9 @@ type Usage struct {
 	PeakMemoryBytes int64 // the most the group was charged at once, page cache included: what a memory cap counts
 	CPUNanos        int64 // of every process it ever had
 	OOMKills        int64 // processes the kernel killed in the group: for its cap, or the box's OOM killer
-	// LimitHits counts the times the group's own memory cap was reached
-	// (v2 memory.events "oom"; v1: 1 when its peak reached the cap): with
-	// OOMKills, what tells a kill for the cap from one for the box's
+	// LimitHits counts the times the group's own memory cap ran out (v2
+	// memory.events "oom"; v1: the OOM events WatchOOM saw at the cap):
+	// with OOMKills, what tells a kill for the cap from one for the box's
 	// memory or a parent's cap.
 	LimitHits int64
 }
@@ -318,7 +326,7 @@ func (g *Group) Usage() (Usage, error) {
 		if oc, err := readSmall(filepath.Join(dir, "memory.oom_control")); err == nil {
 			u.OOMKills, _ = field(oc, "oom_kill") // Linux 4.13 and later
 		}
-		u.LimitHits = capReached(dir)
+		u.LimitHits = g.oomEvents.Load()
 	}
 	if dir := g.dirs["cpuacct"]; dir != "" {
 		u.CPUNanos, _ = number(dir, "cpuacct.usage")
@@ -355,17 +363,63 @@ func pidsFrom(r io.Reader) ([]int, error) {
 	return pids, err
 }
 
-// capReached is 1 when the v1 memory group at dir reached its cap, with
-// or without swap, else 0. v1's failcnt would count it, but Linux 6.x
-// counts it only for some groups (seen at 0 after an OOM kill at the cap,
-// 6.18); the high-water mark at the cap is the kernel's own record of it.
-func capReached(dir string) int64 {
+// WatchOOM counts, until stop, the times the v1 group's own memory cap
+// runs out, for Usage's LimitHits. v1 has no such counter: its OOM
+// notifier (an eventfd registered through cgroup.event_control on
+// memory.oom_control, Documentation/admin-guide/cgroup-v1/memory.rst
+// section 9) fires for the group's OOM and for an ancestor's, and its
+// peak reaches the cap by page cache alone. An event with the group's
+// usage at its cap is its own. The box's OOM killer notifies nobody.
+// Under v2 (memory.events counts it) and without a memory cap it watches
+// nothing.
+func (g *Group) WatchOOM() (stop func(), err error) {
+	dir := g.dirs["memory"]
+	if g.v2 || dir == "" || g.limits.MemoryBytes <= 0 {
+		return func() {}, nil
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("watching for OOM: %w", err)
+	}
+	events := os.NewFile(uintptr(efd), "oom eventfd")
+	ctl, err := os.OpenFile(filepath.Join(dir, "memory.oom_control"), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		events.Close()
+		return nil, fmt.Errorf("watching for OOM: %w", err)
+	}
+	defer ctl.Close()
+	if err := write(dir, "cgroup.event_control", fmt.Sprintf("%d %d", efd, ctl.Fd())); err != nil {
+		events.Close()
+		return nil, fmt.Errorf("watching for OOM: %w", err)
+	}
+	go func() {
+		var buf [8]byte
+		// The read ends when stop closes the file (the runtime poller
+		// wakes it), or the group is removed (the kernel signals EOF).
+		for {
+			if _, err := events.Read(buf[:]); err != nil {
+				return
+			}
+			if g.atCap(dir) {
+				g.oomEvents.Add(1)
+			}
+		}
+	}()
+	return func() { events.Close() }, nil
+}
+
+// atCap reports whether the v1 group at dir is charged within a little
+// of its memory cap (with or without swap): where a charge that fails
+// leaves it, and where an ancestor's OOM, which reclaims its cache
+// first, does not.
+func (g *Group) atCap(dir string) bool {
+	const slack = 1 << 20
 	for _, f := range []string{"memory", "memory.memsw"} {
 		limit, err1 := number(dir, f+".limit_in_bytes")
-		peak, err2 := number(dir, f+".max_usage_in_bytes")
-		if err1 == nil && err2 == nil && limit > 0 && peak >= limit {
-			return 1
+		usage, err2 := number(dir, f+".usage_in_bytes")
+		if err1 == nil && err2 == nil && limit > 0 && usage >= limit-slack {
+			return true
 		}
 	}
-	return 0
+	return false
 }

@@ -99,9 +99,9 @@ type Exit struct {
 	Signal   string    `json:"signal,omitempty"` // e.g. "SIGKILL" when it was killed by a signal
 	At       time.Time `json:"at"`
 	TimedOut bool      `json:"timed_out,omitempty"` // the supervisor killed it at timeout_s
-	// OOMKilled: the run's cgroup counted an out-of-memory kill (its own
-	// oom_kill counter, read by the supervisor at the exit), so a SIGKILL
-	// is the kernel's answer to Limits.MemoryMB, not somebody's kill.
+	// OOMKilled: the kernel killed a process of the run for its own
+	// memory cap: the run's cgroup counted a kill and its cap's own OOM
+	// (cgroup.Usage.LimitHits), read by the supervisor at the exit.
 	OOMKilled bool `json:"oom_killed,omitempty"`
 	// What the run used, as the supervisor measured it at the exit: from
 	// the run's cgroup when it has one, else from wait4's rusage (the

@@ -255,8 +255,11 @@ func lookPath(name string, env []string) (string, error) {
 		}
 	}
 	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
+		if !filepath.IsAbs(dir) {
+			// "" and relative entries name the server's cwd, perhaps a
+			// project's directory: exec.LookPath refuses them too
+			// (ErrDot).
+			continue
 		}
 		p := filepath.Join(dir, name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {

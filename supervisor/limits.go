@@ -23,6 +23,12 @@ func (s *supervisor) startIn(cmd *exec.Cmd) error {
 	if err != nil {
 		return err
 	}
+	// Before the start: an OOM at once is seen too. It watches until the
+	// supervisor exits.
+	if _, err := g.WatchOOM(); err != nil {
+		g.Remove()
+		return err
+	}
 	if err := g.Start(cmd); err != nil {
 		g.Remove()
 		return err

@@ -77,8 +77,8 @@ for i in range(100):
         break
 print("forked", n, flush=True)`
 
-// pids caps the run's processes: its forks fail past the cap, the box's do
-// not.
+// pids caps the run's processes: its forks fail past the cap (the cap is
+// its group's alone; the cgroup tests see who is in the group).
 func TestLimitPidsStopsAForkLoop(t *testing.T) {
 	t.Parallel()
 	s := connect(t, t.TempDir())
