@@ -55,15 +55,33 @@ func Self() (*Hierarchy, error) { return Of("self") }
 // Of is the hierarchy of process pid ("self" for the caller), from
 // /proc/PID/cgroup and the cgroup mounts this process sees.
 func Of(pid string) (*Hierarchy, error) {
-	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	ms, err := ReadMounts()
+	if err != nil {
+		return nil, err
+	}
+	return ms.Of(pid)
+}
+
+// Mounts are the cgroup mounts this process sees: read once for the
+// lookups of a listing (a box may have thousands of mounts).
+type Mounts []*mountinfo.Info
+
+// ReadMounts reads the cgroup mounts from /proc/self/mountinfo.
+func ReadMounts() (Mounts, error) {
+	ms, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
 	if err != nil {
 		return nil, fmt.Errorf("reading cgroup mounts: %w", err)
 	}
+	return ms, nil
+}
+
+// Of is the hierarchy of process pid in ms.
+func (ms Mounts) Of(pid string) (*Hierarchy, error) {
 	data, err := readSmall("/proc/" + pid + "/cgroup")
 	if err != nil {
 		return nil, err
 	}
-	return parse(mounts, string(data))
+	return parse(ms, string(data))
 }
 
 // parse joins the cgroup mounts with the lines of /proc/PID/cgroup

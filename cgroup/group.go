@@ -250,7 +250,16 @@ func (g *Group) Remove() error {
 // Create made it from there. It is nil, without error, when pid has no
 // such group (a run without limits).
 func Find(pid int, leaf string) (*Group, error) {
-	h, err := Of(strconv.Itoa(pid))
+	ms, err := ReadMounts()
+	if err != nil {
+		return nil, err
+	}
+	return ms.Find(pid, leaf)
+}
+
+// Find is Find with the mounts ms.
+func (ms Mounts) Find(pid int, leaf string) (*Group, error) {
+	h, err := ms.Of(strconv.Itoa(pid))
 	if err != nil {
 		return nil, err
 	}

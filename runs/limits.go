@@ -40,11 +40,15 @@ const (
 // The group is found from live facts, not the record: under the cgroup
 // of the supervisor (alive, and vouched for as this run's), by the name
 // only this run's group has.
-func (m *Manager) cgroupUsage(rec *runrecord.Record, supAlive bool) (Usage, bool) {
+func (m *Manager) cgroupUsage(rec *runrecord.Record, supAlive bool, idx *procIndex) (Usage, bool) {
 	if rec.Limits == nil || !supAlive {
 		return Usage{}, false
 	}
-	g, err := cgroup.Find(rec.SupervisorPID, cgroup.Leaf(rec.Name, rec.RunID))
+	mounts, err := idx.cgroupMounts()
+	if err != nil {
+		return Usage{}, false
+	}
+	g, err := mounts.Find(rec.SupervisorPID, cgroup.Leaf(rec.Name, rec.RunID))
 	if err != nil || g == nil {
 		return Usage{}, false
 	}
@@ -260,4 +264,12 @@ func outOfMemory(e *runrecord.Exit) bool {
 // cap: its SIGKILL was the kernel's (see outOfMemory).
 func (r *Run) OutOfMemory() bool {
 	return r.rec != nil && r.rec.Exit != nil && outOfMemory(r.rec.Exit)
+}
+
+// cgroupMounts reads the cgroup mounts once for the call.
+func (x *procIndex) cgroupMounts() (cgroup.Mounts, error) {
+	if x.mounts == nil && x.mountsErr == nil {
+		x.mounts, x.mountsErr = cgroup.ReadMounts()
+	}
+	return x.mounts, x.mountsErr
 }

@@ -178,6 +178,9 @@ type procIndex struct {
 	procs  []proc.Stat
 	byPID  map[int]proc.Stat
 	byPGID map[int][]proc.Stat
+	// The cgroup mounts, for the usage of runs with limits.
+	mounts    cgroup.Mounts
+	mountsErr error
 }
 
 func (x *procIndex) load() {

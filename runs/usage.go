@@ -22,7 +22,7 @@ func (m *Manager) withUsage(r *Run, idx *procIndex) {
 	switch {
 	case rec == nil:
 	case r.Verdict.Reason == outcome.ReasonRunning && r.supAlive:
-		if u, ok := m.cgroupUsage(rec, r.supAlive); ok {
+		if u, ok := m.cgroupUsage(rec, r.supAlive, idx); ok {
 			r.Usage = &u
 			return
 		}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -148,4 +150,21 @@ func TestSpecRoundTrip(t *testing.T) {
 	var out Spec
 	require.NoError(t, decodeSpec(strings.NewReader(b.String()), &out))
 	assert.Equal(t, in, out)
+}
+
+// systemd-run is found in the PATH the supervisor is given, in absolute
+// entries only: "" and relative ones name the server's cwd.
+func TestLookPath(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "systemd-run"), []byte("#!/bin/sh\n"), 0o755))
+	p, err := lookPath("systemd-run", []string{"HOME=/x", "PATH=/nonexistent:" + dir})
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, "systemd-run"), p)
+	t.Chdir(dir)
+	for _, path := range []string{"PATH=.", "PATH=", "PATH=:/nonexistent"} {
+		_, err := lookPath("systemd-run", []string{path})
+		assert.ErrorIs(t, err, exec.ErrNotFound, path)
+	}
+	_, err = lookPath("systemd-run", nil)
+	assert.ErrorIs(t, err, exec.ErrNotFound, "no PATH")
 }
