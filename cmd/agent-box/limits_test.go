@@ -226,3 +226,19 @@ func TestLimitV2StartsADelegatedScope(t *testing.T) {
 	s.OK("process_start", map[string]any{"name": "free", "argv": []string{"true"}})
 	assert.Len(t, fake.Calls(t), 1, "a run without limits starts as the launch says")
 }
+
+// Default limits that do not parse stop the server at once, saying why.
+func TestLimitDefaultsThatDoNotParse(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binary, "--state-dir", t.TempDir())
+	cmd.Env = append(os.Environ(), "AGENT_BOX_DEFAULT_LIMITS=memory=512")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	assert.Equal(t, 1, exit.ExitCode())
+	assert.Contains(t, string(out), `agent-box: AGENT_BOX_DEFAULT_LIMITS: invalid argument: limits "memory=512": unknown key "memory"`)
+
+	cmd = exec.Command(binary, "--default-limits", "pids=0x10", "--state-dir", t.TempDir())
+	out, _ = cmd.CombinedOutput()
+	assert.Contains(t, string(out), `agent-box: --default-limits: invalid argument: limits "pids=0x10": "pids=0x10" is not key=number`)
+}
