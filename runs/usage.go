@@ -8,8 +8,9 @@ import (
 	"github.com/agent-box/agent-box/runrecord"
 )
 
-// withUsage fills r.Usage: what a running run's processes use now, or
-// what the supervisor recorded at the exit. Only for what outcome vouches
+// withUsage fills r.Usage: what a running run's processes use now (also
+// those its leader left behind), or what the supervisor recorded at the
+// exit. Only for what outcome vouches
 // for: a run that is not running with its supervisor (unknown, foreign,
 // unsupervised) shows no live figures, so a planted record never shows
 // the use of a pid it names.
@@ -21,7 +22,9 @@ func (m *Manager) withUsage(r *Run, idx *procIndex) {
 	rec := r.rec
 	switch {
 	case rec == nil:
-	case r.Verdict.Reason == outcome.ReasonRunning && r.supAlive:
+	case r.supAlive && (r.Verdict.Reason == outcome.ReasonRunning || len(r.Survivors) > 0):
+		// Running, or ended with processes left behind (a dev server a
+		// script started): what they use now is what matters.
 		if u, ok := m.cgroupUsage(rec, r.supAlive, idx); ok {
 			r.Usage = &u
 			return

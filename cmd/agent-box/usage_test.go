@@ -1,13 +1,18 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/internal/abtest"
 )
 
 // A running run's usage over MCP: process_list and process_wait say it in
@@ -46,4 +51,39 @@ func TestUsageShown(t *testing.T) {
 	require.Len(t, lines, 2, out)
 	assert.Regexp(t, `^NAME\s+RUN ID\s+STATE\s+PID\s+MEM\s+PEAK\s+CPU\s+STARTED\s+LOG\s+COMMAND$`, lines[0])
 	assert.Regexp(t, `^mem\s+\S+\s+running\s+\d+\s+\d+\.\dM\s+\d+\.\dM\s+\S+s\s`, lines[1])
+}
+
+// A run that ended and left processes behind (a server a script started)
+// shows what they use now, not what the leader used: the leftovers that
+// eat a box are seen, with and without limits.
+func TestUsageOfWhatARunLeftBehind(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	left := `python3 -c "import time; b = bytearray(30 << 20); b[::4096] = b'x' * len(b[::4096]); open('$0', 'w').close(); time.sleep(600)" & exit 0`
+	for _, tc := range []struct {
+		name, from string
+		limits     map[string]any
+	}{{"free", "proc", nil}, {"capped", "cgroup", map[string]any{"memory_mb": 256}}} {
+		ready := filepath.Join(t.TempDir(), "ready")
+		args := map[string]any{"name": tc.name, "argv": []string{"sh", "-c", left, ready}}
+		if tc.limits != nil {
+			args["limits"] = tc.limits
+		}
+		s.OK("process_start", args)
+		t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": tc.name, "signal": "KILL"}) })
+		abtest.WaitFor(t, "the leftover to be ready", 30*time.Second, func() bool {
+			_, err := os.Stat(ready)
+			return err == nil
+		})
+		w := s.OK("process_wait", map[string]any{"name": tc.name, "timeout_ms": 30000})
+		run := w.Data["run"].(map[string]any)
+		require.Equal(t, int64(0), abtest.Num(run["exit_code"]), w.Text)
+		require.NotEmpty(t, run["survivors"], w.Text)
+		u, ok := run["usage"].(map[string]any)
+		require.True(t, ok, "no usage: %s", w.Text)
+		assert.Equal(t, tc.from, u["from"], w.Text)
+		assert.Equal(t, float64(1), u["procs"], w.Text)
+		assert.GreaterOrEqual(t, u["memory_bytes"].(float64), float64(30<<20), w.Text)
+		assert.Regexp(t, ` mem=\d+M `, w.Text)
+	}
 }
