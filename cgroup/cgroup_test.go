@@ -145,16 +145,17 @@ func TestUsage(t *testing.T) {
 }
 
 // On this machine's real hierarchy: a group is made with its caps, the
-// child is born in it while the maker stays out, and it is removed.
+// child is born in it while the maker stays out, and it is removed. The
+// tests that start into a v1 group are not parallel: the test process
+// itself moves, and another test would read its own groups wrong.
 func TestCreateStartRemove(t *testing.T) {
-	t.Parallel()
 	h, err := Self()
 	require.NoError(t, err)
 	l := Limits{MemoryBytes: 64 << 20, Pids: 8, CPUPercent: 150}
 	if err := h.Check(l); err != nil {
 		t.Fatalf("this machine cannot enforce limits (%v): the suite runs where it can (make test as root on a cgroup v1 or delegated v2 box)", err)
 	}
-	g, err := h.Create(Leaf("t", filepath.Base(t.TempDir())), l)
+	g, err := h.Create(testLeaf(t, "t"), l)
 	require.NoError(t, err)
 	cmd := newSleep()
 	require.NoError(t, g.Start(cmd))
@@ -267,14 +268,13 @@ func TestCountProcsReadsToTheEnd(t *testing.T) {
 // run whose page cache fills its group to the cap has had no OOM, and one
 // that allocates past it has.
 func TestWatchOOM(t *testing.T) {
-	t.Parallel()
 	h, err := Self()
 	require.NoError(t, err)
 	if h.V2 {
 		t.Skip("v2 counts its own OOM events (memory.events oom); TestUsage reads them")
 	}
 	run := func(name string, argv ...string) Usage {
-		g, err := h.Create(Leaf(name, filepath.Base(t.TempDir())), Limits{MemoryBytes: 32 << 20})
+		g, err := h.Create(testLeaf(t, name), Limits{MemoryBytes: 32 << 20})
 		require.NoError(t, err)
 		stop, err := g.WatchOOM()
 		require.NoError(t, err)

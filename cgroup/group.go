@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -180,6 +181,12 @@ func (g *Group) setLimits() error {
 	return nil
 }
 
+// v1Start serialises the v1 starts of one process (Group.Start). While
+// one is under way the process is in the run's group: what else in it
+// reads its own cgroups then (Self) reads the run's. The supervisor makes
+// one group and starts once.
+var v1Start sync.Mutex
+
 // Start starts cmd with its process born in the group, so that nothing it
 // forks can be outside it, however fast.
 //
@@ -203,6 +210,9 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 		return cmd.Start()
 	}
+	// The whole process moves: two starts at once would fork into each
+	// other's groups.
+	v1Start.Lock()
 	self := strconv.Itoa(os.Getpid())
 	err := g.move(self, g.dirs)
 	if err == nil {
@@ -210,6 +220,7 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	}
 	// Always back out: the group's OOM killer must never pick the caller.
 	back := g.move(self, g.parent.Dirs)
+	v1Start.Unlock()
 	if err != nil {
 		return errors.Join(err, back)
 	}
