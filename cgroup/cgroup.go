@@ -167,8 +167,9 @@ func needs(l Limits) []string {
 }
 
 // Check says whether l can be enforced in a group made under h: each
-// controller l needs is there and its directory is writable (v1), or
-// delegated to sub-groups (v2). Its error wraps ErrUnavailable.
+// controller l needs is there and its directory is writable (v1), or the
+// group offers them and is writable, as a scope systemd delegated is
+// (v2). Its error wraps ErrUnavailable.
 func (h *Hierarchy) Check(l Limits) error {
 	if h.V2 {
 		return h.checkV2(l)

@@ -3,7 +3,6 @@ package cgroup
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,18 +256,9 @@ func (g *Group) Remove() error {
 	return errors.Join(errs...)
 }
 
-// Find is the group leaf of the process pid: under pid's own cgroup, as
-// Create made it from there. It is nil, without error, when pid has no
-// such group (a run without limits).
-func Find(pid int, leaf string) (*Group, error) {
-	ms, err := ReadMounts()
-	if err != nil {
-		return nil, err
-	}
-	return ms.Find(pid, leaf)
-}
-
-// Find is Find with the mounts ms.
+// Find is the group leaf of the process pid, with the mounts ms: under
+// pid's own cgroup, as Create made it from there. It is nil, without
+// error, when pid has no such group (a run without limits).
 func (ms Mounts) Find(pid int, leaf string) (*Group, error) {
 	h, err := ms.Of(strconv.Itoa(pid))
 	if err != nil {
@@ -363,24 +353,19 @@ func (g *Group) Usage() (Usage, error) {
 
 // pidsOf lists the processes of the group at dir.
 func pidsOf(dir string) ([]int, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return pidsFrom(f)
+	data, err := readSmall(filepath.Join(dir, "cgroup.procs"))
+	return parsePids(data), err
 }
 
-// pidsFrom reads the pids listed in r, one a line.
-func pidsFrom(r io.Reader) ([]int, error) {
-	data, err := readAll(r)
+// parsePids reads the pids of a cgroup.procs, one a line.
+func parsePids(data []byte) []int {
 	var pids []int
 	for _, f := range strings.Fields(string(data)) {
 		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
 			pids = append(pids, pid)
 		}
 	}
-	return pids, err
+	return pids
 }
 
 // WatchOOM counts, until stop, the times the v1 group's own memory cap

@@ -119,14 +119,11 @@ func (m *Manager) CheckEnforceable(l Limits) error {
 // enforceable is CheckEnforceable, and whether the run's supervisor must
 // be given a delegated scope for it (cgroup v2).
 func (m *Manager) enforceable(l Limits) (delegate bool, err error) {
-	cgroups, scopes := m.Cgroups, m.SystemdScopes
-	if cgroups == nil {
-		cgroups = cgroup.Self
-	}
+	scopes := m.SystemdScopes
 	if scopes == nil {
 		scopes = SystemdScopes
 	}
-	h, err := cgroups()
+	h, err := m.cgroups()
 	if err == nil {
 		err = Enforceable(h, l, scopes, os.Geteuid())
 	}
@@ -240,17 +237,21 @@ func (m *Manager) removeGroup(run Run) {
 	if run.Limits == nil {
 		return
 	}
-	cgroups := m.Cgroups
-	if cgroups == nil {
-		cgroups = cgroup.Self
-	}
-	h, err := cgroups()
+	h, err := m.cgroups()
 	if err != nil {
 		return
 	}
 	if g := h.Group(cgroup.Leaf(run.Name, run.RunID)); g != nil {
 		_ = g.Remove()
 	}
+}
+
+// cgroups is where this process's cgroups are (Manager.Cgroups).
+func (m *Manager) cgroups() (*cgroup.Hierarchy, error) {
+	if m.Cgroups != nil {
+		return m.Cgroups()
+	}
+	return cgroup.Self()
 }
 
 // outOfMemory reports whether the leader's own end was the memory cap's:
