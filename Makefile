@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PREFIX  ?= $(HOME)/.local
 
-.PHONY: build install test test-short chaos fuzz fuzz-ci bench bench-quick lint demo e2e ci
+.PHONY: build install test test-plain test-short chaos fuzz fuzz-ci bench bench-quick lint demo e2e ci
 
 # agent-box-supervisor goes beside agent-box, which starts it for every run
 # (agent-box alone works too, through "agent-box supervise").
@@ -32,7 +32,18 @@ install:
 # unseen); pipefail keeps go test's own failure.
 test: SHELL := /bin/bash
 test:
-	set -o pipefail; $(GO) test -race -count=1 -timeout 10m -json ./... | $(GO) run ./internal/testsum
+	set -o pipefail; $(GO) test -race -count=1 -timeout 10m -json $(TESTPKGS) | $(GO) run ./internal/testsum
+
+# The same packages without -race (.ci/run's second lane).
+test-plain:
+	$(GO) test -count=1 -timeout 10m $(TESTPKGS)
+
+# Every package, the longest-running first. go test runs two at a time on
+# two cores, in the order it is given them: ./... alone starts e2e and
+# cmd/agent-box (two thirds of the suite's CPU) only after the small
+# packages' links and runs, and then ends with them running alone.
+# go test lists each package once, where it first names it.
+TESTPKGS := ./cmd/agent-box ./e2e ./faults ./chaos ./logread ./bench ./runs ./runrecord ./cmd/agent-box-demo ./...
 
 test-short:
 	$(GO) test -race -short -count=1 ./...
