@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agent-box/agent-box/internal/abtest"
 )
 
 // TestPlumbing runs every scenario at the smallest sizes against a freshly
@@ -16,6 +18,12 @@ import (
 func TestPlumbing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds agent-box and starts some 40 runs")
+	}
+	if abtest.RaceEnabled {
+		// The benchmark drives a plain build in every lane, as make
+		// bench does; a race-built harness only makes it slower (15 s
+		// of the race lane). The plain lane and make bench-quick run it.
+		t.Skip("bench plumbing: runs in the plain lane (go test ./...) only")
 	}
 	bin := filepath.Join(t.TempDir(), "agent-box")
 	build := exec.Command("go", "build", "-o", bin, "../cmd/agent-box")

@@ -52,6 +52,14 @@ func TestReadmeInstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("install lane: builds agent-box as two users and starts two sshds")
 	}
+	if !abtest.RaceEnabled {
+		// What this lane runs is the same in both lanes: make install's
+		// binaries (never race-built), sshd and the pinned inspector. So
+		// make test, the README's test command, runs it, and the plain
+		// lane (go test ./...) does not run it a second time: it is a
+		// fifth of that lane's CPU.
+		t.Skip("install lane: runs under make test (-race) only; its binaries are make install's in either lane")
+	}
 	if os.Geteuid() != 0 {
 		missing(t, "the install lane runs as root: it starts sshd for another user and builds in that user's home")
 	}
