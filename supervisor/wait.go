@@ -84,20 +84,24 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	if s.ptyIn != nil {
 		s.ptyIn.Close() // the stdin server leaves a terminal's input open
 	}
-	// Processes of the run that outlive the leader and let go of the
-	// output (a daemon it started, a job in a session of its own) are
-	// still ours: as their subreaper we are their parent, so agent-box can
-	// find them as our descendants, report them and kill them. Stay until
-	// the last one is gone (without us they would go to init, untraceable),
-	// and hold them to the run's deadline.
+	return errors.Join(err, s.outlive(dl, allReaped))
+}
+
+// outlive stays with the processes of the run that outlive the leader and
+// let go of the output (a daemon it started, a job in a session of its
+// own): they are still ours. As their subreaper we are their parent, so
+// agent-box can find them as our descendants, report them and kill them.
+// It returns once the last one is gone (without us they would go to init,
+// untraceable), holding them to the run's deadline meanwhile.
+func (s *supervisor) outlive(dl *deadline, allReaped <-chan struct{}) error {
 	for {
 		select {
 		case <-allReaped:
 			// Empty now: the run's cgroup can go.
 			if s.group != nil {
-				err = errors.Join(err, s.group.Remove())
+				return s.group.Remove()
 			}
-			return err
+			return nil
 		case <-dl.timeout:
 			dl.expire(true)
 		case <-dl.grace:
