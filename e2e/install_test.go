@@ -56,7 +56,7 @@ func TestReadmeInstall(t *testing.T) {
 		// What this lane runs is the same in both lanes: make install's
 		// binaries (never race-built), sshd and the pinned inspector. So
 		// make test, the README's test command, runs it, and the plain
-		// lane (go test ./...) does not run it a second time: it is a
+		// lane (make test-plain, go test ./...) does not run it a second time: it is a
 		// fifth of that lane's CPU.
 		t.Skip("install lane: runs under make test (-race) only; its binaries are make install's in either lane")
 	}
