@@ -22,13 +22,18 @@ import (
 	"github.com/agent-box/agent-box/runs"
 )
 
-// drainLimit bounds how long the server keeps answering after stdin
-// closed or ctx ended (SIGTERM). Blocking calls end at once then
-// (Handlers.Gone), and every quick call answers within it; a call stuck in
-// a system call (none should be: every file under the state dir is
-// opened non-blocking) is abandoned, so that the process exits within a
-// second of its client going away whatever is in flight (issue 9).
-const drainLimit = time.Second
+// drainIdle bounds how long the server keeps answering after stdin
+// closed or ctx ended (SIGTERM) while no answer gets out. Blocking calls
+// end at once then (Handlers.Gone), and the quick ones answer one after
+// the other: as long as they do, the server waits for the last, however
+// loaded the machine (forty requests piped in and stdin closed were cut
+// off after a fixed second under make test). A call stuck in a system
+// call (none should be: every file under the state dir is opened
+// non-blocking), or a client that no longer reads, stops the answers:
+// the server gives up this long after the last one, so that it exits
+// soon after its client went away whatever is in flight (issue 9). A
+// variable, for the tests.
+var drainIdle = time.Second
 
 // maxLine bounds one JSON-RPC message: tool arguments are at most
 // MaxArgumentBytes, which JSON escaping can make at most six times longer,
@@ -36,8 +41,9 @@ const drainLimit = time.Second
 const maxLine = 16 << 20
 
 // Serve runs the MCP server on in and out until in reaches EOF (or ctx
-// ends) and every request read before it has been answered, at most
-// drainLimit after.
+// ends) and every request read before it has been answered, or no answer
+// got out for drainIdle. Once it returns it writes nothing more, and it
+// never returns in the middle of a line.
 //
 // mcp-go's MCPServer decides every message (initialize, tools/list,
 // tools/call, ping, the schemas); this is only the stdio transport around
@@ -73,7 +79,8 @@ func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out i
 	ctx, stop := context.WithCancel(s.WithContext(ctx, sess))
 	defer stop()
 
-	c := &conn{srv: s, out: out, errLog: errLog, slots: make(chan struct{}, Workers), inflight: map[string]context.CancelFunc{}}
+	c := &conn{srv: s, out: out, errLog: errLog, slots: make(chan struct{}, Workers), inflight: map[string]context.CancelFunc{},
+		answered: make(chan struct{}, 1)}
 	go c.notifications(ctx, sess.notes)
 	// A read of stdin cannot be cancelled; SIGTERM (ctx) must end the
 	// session all the same, so the read runs on its own goroutine, which
@@ -87,14 +94,46 @@ func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out i
 		err = ctx.Err()
 	}
 	close(gone)
+	c.drain(errLog)
+	return err
+}
+
+// drain waits for the requests in flight until every one is answered, or
+// none was for drainIdle; then it stops the writes (see quiesce).
+func (c *conn) drain(errLog *log.Logger) {
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(drainLimit):
-		errLog.Printf("giving up on unanswered requests %s after the client went away", drainLimit)
+	idle := time.NewTimer(drainIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case <-done:
+			c.quiesce()
+			return
+		case <-c.answered:
+			idle.Reset(drainIdle)
+		case <-idle.C:
+			errLog.Printf("giving up on unanswered requests: none answered for %s after the client went away", drainIdle)
+			c.quiesce()
+			return
+		}
 	}
-	return err
+}
+
+// quiesce makes every later write a no-op, once the write in progress (if
+// any) has ended, so that the process exits between two lines rather than
+// in one. A write blocked on a client that no longer reads holds it up at
+// most drainIdle; such a client sees nothing more anyway.
+func (c *conn) quiesce() {
+	deadline := time.Now().Add(drainIdle)
+	for !c.writeMu.TryLock() {
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.closed = true
+	c.writeMu.Unlock()
 }
 
 // Instructions is what the server tells the client about itself.
@@ -128,6 +167,8 @@ type conn struct {
 	wg     sync.WaitGroup
 
 	writeMu   sync.Mutex
+	closed    bool          // under writeMu: Serve returned, nothing more is written
+	answered  chan struct{} // a message went out (drain's sign of progress)
 	writeErrs atomic.Int64
 
 	mu       sync.Mutex
@@ -328,8 +369,16 @@ func (c *conn) write(msg any) {
 	}
 	b = append(b, '\n')
 	c.writeMu.Lock()
+	if c.closed {
+		c.writeMu.Unlock()
+		return
+	}
 	_, err = c.out.Write(b)
 	c.writeMu.Unlock()
+	select {
+	case c.answered <- struct{}{}:
+	default: // drain has a sign already
+	}
 	// The client is gone once stdout breaks; say so once, not per reply.
 	if err != nil && c.writeErrs.Add(1) == 1 {
 		c.errLog.Printf("writing a reply: %v", err)

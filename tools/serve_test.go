@@ -32,13 +32,7 @@ type pipeConn struct {
 func servePipe(t *testing.T) *pipeConn {
 	t.Helper()
 	state := t.TempDir()
-	store, _, err := runrecord.Open(state)
-	require.NoError(t, err)
-	sys, err := runs.NewLiveSystem(supervisor.NewExecutables())
-	require.NoError(t, err)
-	// No supervisor can start here: these tests are about messages, and a
-	// process_start that got as far as launching one fails visibly.
-	m := &runs.Manager{Store: store, Sys: sys, Supervisor: []string{filepath.Join(t.TempDir(), "no-supervisor")}}
+	m := messagesManager(t, state)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	c := &pipeConn{t: t, in: inW, lines: make(chan string, 64), state: state}
@@ -63,6 +57,18 @@ func servePipe(t *testing.T) *pipeConn {
 	}()
 	t.Cleanup(func() { inW.Close(); <-done })
 	return c
+}
+
+// messagesManager is a Manager on the state dir state under which no
+// supervisor can start: the tests that use it are about messages, and a
+// process_start that got as far as launching one fails visibly.
+func messagesManager(t *testing.T, state string) *runs.Manager {
+	t.Helper()
+	store, _, err := runrecord.Open(state)
+	require.NoError(t, err)
+	sys, err := runs.NewLiveSystem(supervisor.NewExecutables())
+	require.NoError(t, err)
+	return &runs.Manager{Store: store, Sys: sys, Supervisor: []string{filepath.Join(t.TempDir(), "no-supervisor")}}
 }
 
 // call sends one line and returns the next line the server writes.
