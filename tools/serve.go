@@ -43,7 +43,7 @@ const maxLine = 16 << 20
 // Serve runs the MCP server on in and out until in reaches EOF (or ctx
 // ends) and every request read before it has been answered, or no answer
 // got out for drainIdle. Once it returns it writes nothing more, and it
-// never returns in the middle of a line.
+// returns in the middle of a line only when the client stopped reading.
 //
 // mcp-go's MCPServer decides every message (initialize, tools/list,
 // tools/call, ping, the schemas); this is only the stdio transport around
