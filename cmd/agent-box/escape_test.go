@@ -118,9 +118,17 @@ func TestKillingARunSparesARunItStarted(t *testing.T) {
 		agentBox(t, state, "kill", "-s", "KILL", "outer")
 	})
 	s := connect(t, state)
+	// Started, not starting: a run whose supervisor has not yet recorded
+	// the pid lists as running too, and killing the outer run then kills
+	// the inner "agent-box start" (in the outer run's group) mid-start,
+	// which rightly leaves the inner run's start interrupted.
 	abtest.WaitFor(t, "the inner run to start", 10*time.Second, func() bool {
 		l := s.Call("process_list", map[string]any{"name": "inner"})
-		return !l.IsError && abtest.RunOf(t, l, "inner")["state"] == "running"
+		if l.IsError {
+			return false
+		}
+		run := abtest.RunOf(t, l, "inner")
+		return run["state"] == "running" && abtest.Num(run["pid"]) > 0
 	})
 	k := s.OK("process_kill", map[string]any{"name": "outer", "grace_ms": 5000})
 	assert.Nil(t, k.Data["signalled_pids"], "nothing outside the outer run's group: %s", k.Text)
