@@ -83,19 +83,28 @@ func BootID() (string, error) {
 	return id, nil
 }
 
+// readPIDFile reads /proc/PID/name. A pid that names no process (≤ 0,
+// missing, or gone between open and read: ESRCH) is ErrNoProcess.
+func readPIDFile(pid int, name string) ([]byte, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+	}
+	data, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/" + name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+		}
+		return nil, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	return data, nil
+}
+
 // ReadStat parses /proc/PID/stat. The comm field may hold spaces and
 // parentheses: parse from the last ')'. A missing pid is ErrNoProcess.
 func ReadStat(pid int) (Stat, error) {
-	if pid <= 0 {
-		return Stat{}, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
-	}
-	data, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/stat")
+	data, err := readPIDFile(pid, "stat")
 	if err != nil {
-		// ESRCH: the process exited between open and read.
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-			return Stat{}, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
-		}
-		return Stat{}, fmt.Errorf("pid %d: %w", pid, err)
+		return Stat{}, err
 	}
 	st, err := ParseStat(data)
 	if err != nil {

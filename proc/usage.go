@@ -2,12 +2,9 @@ package proc
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"strconv"
-	"syscall"
 )
 
 // ClockTicks is the unit of the CPU times and start time in
@@ -44,15 +41,9 @@ type Usage struct {
 // it: a pid handed to another process in between has another start time.
 // A process that is gone, a zombie or another is ErrNoProcess.
 func ReadUsage(pid int, start uint64) (Usage, error) {
-	if pid <= 0 {
-		return Usage{}, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
-	}
-	data, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/status")
+	data, err := readPIDFile(pid, "status")
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-			return Usage{}, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
-		}
-		return Usage{}, fmt.Errorf("pid %d: %w", pid, err)
+		return Usage{}, err
 	}
 	peak := ParsePeakRSS(data)
 	st, err := ReadStat(pid)
