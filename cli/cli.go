@@ -239,16 +239,7 @@ func usageCells(u *runs.Usage) (mem, peak, cpu string) {
 	if u.PeakMemoryBytes > 0 {
 		peak = size(u.PeakMemoryBytes)
 	}
-	d := time.Duration(u.CPUMS) * time.Millisecond
-	switch {
-	case d < time.Second:
-		cpu = d.String()
-	case d < time.Minute:
-		cpu = d.Round(100 * time.Millisecond).String()
-	default:
-		cpu = d.Round(time.Second).String()
-	}
-	return
+	return mem, peak, u.CPU()
 }
 
 // logSize is the log's size, and what of the output it lacks.

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agent-box/agent-box/cgroup"
 	"github.com/agent-box/agent-box/proc"
@@ -25,6 +26,19 @@ type Usage struct {
 	CPUMS           int64  `json:"cpu_ms"`
 	Procs           int    `json:"procs,omitempty"` // processes running now
 	From            string `json:"from"`            // UsageFromCgroup, UsageFromProc or UsageAtExit
+}
+
+// CPU is the usage's CPU time as the tools' text and the CLI's ps show
+// it: 340ms, 1.2s, 3m25s.
+func (u Usage) CPU() string {
+	d := time.Duration(u.CPUMS) * time.Millisecond
+	switch {
+	case d < time.Second:
+		return d.String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 // Where a Usage comes from.

@@ -149,7 +149,7 @@ func usageText(u *runs.Usage) string {
 	if u.PeakMemoryBytes > 0 {
 		fmt.Fprintf(&b, " peak_mem=%s", bytesText(u.PeakMemoryBytes))
 	}
-	fmt.Fprintf(&b, " cpu=%s", cpuText(u.CPUMS))
+	fmt.Fprintf(&b, " cpu=%s", u.CPU())
 	if u.Procs > 0 {
 		fmt.Fprintf(&b, " procs=%d", u.Procs)
 	}
@@ -172,18 +172,6 @@ func bytesText(n int64) string {
 		return fmt.Sprintf("%.1f%c", v, units[i])
 	}
 	return fmt.Sprintf("%.0f%c", v, units[i])
-}
-
-// cpuText is a CPU time: 340ms, 1.2s, 3m25s.
-func cpuText(ms int64) string {
-	d := time.Duration(ms) * time.Millisecond
-	switch {
-	case d < time.Second:
-		return d.String()
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
 }
 
 func startText(res runs.StartResult) string {
