@@ -439,12 +439,7 @@ func TestFullDiskAtTheChildsPID(t *testing.T) {
 	ballast := filepath.Join(mnt, "ballast")
 	fill(t, ballast)
 	const free = 1 + 4 // the first record, the reserve
-	for avail(t, mnt) < free {
-		fi, err := os.Stat(ballast)
-		require.NoError(t, err)
-		require.NoError(t, os.Truncate(ballast, fi.Size()/4096*4096-4096))
-	}
-	require.Equal(t, uint64(free), avail(t, mnt), "free 4 KiB blocks")
+	setFree(t, mnt, ballast, free)
 
 	r := s.Call("process_start", map[string]any{"name": "p", "command": "exit 4"})
 	require.False(t, r.IsError, "the reserve has room for the pid record: %s", r.Text)
@@ -468,6 +463,41 @@ func waitClosed(t *testing.T, s *abtest.Server, name string) abtest.Result {
 		return w.Data["wait_timed_out"] == false && !strings.Contains(abtest.Str(runMap(w)["reason"]), "output not closed yet")
 	})
 	return w
+}
+
+// setFree leaves exactly n free blocks on the file system at mnt, by
+// shrinking or growing ballast, and returns once the count has held still
+// for a while. A loop that truncated a block at a time until the count was
+// right was not enough: under load, one page more was free microseconds
+// after the count (CI saw it, and a stress run in about one of twenty
+// tries), as if the free count trailed a truncate; the record this test
+// must find without room then had some.
+func setFree(t *testing.T, mnt, ballast string, n uint64) {
+	t.Helper()
+	const page = 4096
+	held := 0
+	abtest.WaitFor(t, fmt.Sprintf("exactly %d free blocks", n), 10*time.Second, func() bool {
+		a := avail(t, mnt)
+		if a == n {
+			held++
+			return held == 5 // 100 ms at WaitFor's pace
+		}
+		held = 0
+		fi, err := os.Stat(ballast)
+		require.NoError(t, err)
+		size := fi.Size() / page * page // whole pages: a block more or less is one page
+		if a < n {
+			require.NoError(t, os.Truncate(ballast, size-int64(n-a)*page))
+			return false
+		}
+		require.NoError(t, os.Truncate(ballast, size))
+		f, err := os.OpenFile(ballast, os.O_WRONLY|os.O_APPEND, 0)
+		require.NoError(t, err)
+		defer f.Close()
+		// A write cut short by ENOSPC is fine: the next round counts again.
+		f.Write(make([]byte, int64(a-n)*page))
+		return false
+	})
 }
 
 // avail is the number of free blocks of the file system at path.
