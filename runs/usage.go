@@ -10,10 +10,9 @@ import (
 
 // withUsage fills r.Usage: what a running run's processes use now (also
 // those its leader left behind), or what the supervisor recorded at the
-// exit. Only for what outcome vouches
-// for: a run that is not running with its supervisor (unknown, foreign,
-// unsupervised) shows no live figures, so a planted record never shows
-// the use of a pid it names.
+// exit. Only for what outcome vouches for: a run that is not running with
+// its supervisor (unknown, foreign, unsupervised) shows no live figures,
+// so a planted record never shows the use of a pid it names.
 //
 // It is not part of every read of a run (Get): waits, kills and followers
 // read a run again and again, and a run of several processes costs a scan
