@@ -178,14 +178,14 @@ func TestCreateFailureInjection(t *testing.T) {
 		cases = append(cases, faultCase{f, false})
 	}
 	cases = append(cases,
-		faultCase{fault{"fsync of runs/ after making the name dir", syscall.EIO, failSyncDir(func(dir string) bool {
-			return filepath.Base(dir) == "runs"
-		})}, false},
 		faultCase{fault{"fsync of the hidden run dir", syscall.EIO, failSyncDir(func(dir string) bool {
 			return strings.HasPrefix(filepath.Base(dir), ".new-")
 		})}, false},
 		faultCase{fault{"fsync of the name dir after the rename", syscall.EIO, failSyncDir(func(dir string) bool {
 			return filepath.Base(dir) == "fresh"
+		})}, true},
+		faultCase{fault{"fsync of runs/ after the rename", syscall.EIO, failSyncDir(func(dir string) bool {
+			return filepath.Base(dir) == "runs"
 		})}, true},
 	)
 

@@ -544,7 +544,15 @@ func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
 		_ = os.RemoveAll(tmp)
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	if err := syncDir(s.nameDir(r.Name)); err != nil {
+	// The name dir's entry in runs/ too: makeNameDir (here or in
+	// LockName) leaves it to this point, where process_start waits for the
+	// supervisor's start anyway. An fsync of runs/ with nothing new in it
+	// is a few tens of µs.
+	err = syncDir(s.nameDir(r.Name))
+	if err == nil {
+		err = syncDir(s.runsPath())
+	}
+	if err != nil {
 		// The rename is done and readers may have seen the run, so it is
 		// not undone; as in syncRenamed, the error says the run is in
 		// place but may not survive a crash.
@@ -554,14 +562,12 @@ func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
 }
 
 // makeNameDir creates runs/<name> if missing and checks it is a real
-// directory.
+// directory. It does not fsync runs/: CreateWith does, once its run is in
+// place (a lock file needs no durability).
 func (s *Store) makeNameDir(name string) error {
 	dir := s.nameDir(name)
 	err := os.Mkdir(dir, 0o700)
-	if err == nil {
-		return syncDir(s.runsPath())
-	}
-	if !errors.Is(err, fs.ErrExist) {
+	if err == nil || !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	return checkDir(dir, "run name directory")
