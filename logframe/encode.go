@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"slices"
+	"sync"
 )
 
 // The framed capture encodes every byte the child writes, so the encoder sets
@@ -16,12 +17,16 @@ const stdAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456
 
 // pairs maps 12 bits to their two base64 characters, first character in the
 // low byte so that a little-endian store writes them in order.
-var pairs = func() (t [4096]uint16) {
+//
+// Made on first use, not at package init: every supervisor links this
+// package, and only the supervisor of a framed run encodes frames.
+var pairs = sync.OnceValue(func() *[4096]uint16 {
+	var t [4096]uint16
 	for i := range t {
 		t[i] = uint16(stdAlphabet[i>>6]) | uint16(stdAlphabet[i&63])<<8
 	}
-	return t
-}()
+	return &t
+})
 
 // appendEncode appends the standard padded base64 encoding of src to dst.
 func appendEncode(dst, src []byte) []byte {
@@ -29,7 +34,7 @@ func appendEncode(dst, src []byte) []byte {
 	start := len(dst)
 	dst = slices.Grow(dst, n)[:start+n]
 	out := dst[start:]
-	t := &pairs
+	t := pairs()
 	si, di := 0, 0
 	// Each step reads 8-byte words that overlap by two bytes and consumes
 	// six bytes of each, so a step needs two bytes past what it consumes.

@@ -15,13 +15,13 @@ package runrecord
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -231,8 +231,11 @@ func quoteShort(s string) string {
 // refuses an existing run dir, so a collision fails instead of merging two
 // runs. t must lie in the years 0000-9999.
 func NewRunID(t time.Time) string {
-	var b [runIDRandBytes]byte
-	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead (Go 1.24)
+	// math/rand/v2's generator is ChaCha8 seeded by the kernel: as
+	// unpredictable as needed here. crypto/rand would add its package
+	// inits (the FIPS module) to every supervisor's start.
+	r := rand.Uint32()
+	b := [runIDRandBytes]byte{byte(r), byte(r >> 8), byte(r >> 16)}
 	return t.UTC().Format(runIDTimeLayout) + "-" + hex.EncodeToString(b[:])
 }
 
