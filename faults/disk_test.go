@@ -543,6 +543,31 @@ func firstLine(s string) string {
 	return line
 }
 
+// TestSupervisorOutlivesSignalsRightAfterStart: once process_start has
+// answered, the supervisor survives the signals that would end a process
+// that does not catch them, sent at once; it must outlive the session and
+// stay the one that records the run's exit. It catches them beside the
+// child's start, and its start report waits for that.
+func TestSupervisorOutlivesSignalsRightAfterStart(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	s := connect(t, state)
+	for i := range 5 {
+		name := fmt.Sprintf("sig%d", i)
+		r := s.OK("process_start", map[string]any{"name": name, "argv": []any{"sleep", "300"}})
+		rec, err := (&runrecord.Store{Root: state}).Read(name, abtest.Str(r.Data["run_id"]))
+		require.NoError(t, err)
+		for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGTTIN, syscall.SIGTTOU} {
+			require.NoError(t, syscall.Kill(rec.SupervisorPID, sig), "%v", sig)
+		}
+		s.OK("process_kill", map[string]any{"name": name, "signal": "TERM"})
+		w := waitClosed(t, s, name)
+		run := runMap(w)
+		assert.Equal(t, "exited", run["state"], "the supervisor recorded the exit: %s", firstLine(w.Text))
+		assert.Equal(t, "SIGTERM", run["signal"], firstLine(w.Text))
+	}
+}
+
 // TestChildStartsWithDefaultSignals: the supervisor ignores SIGHUP, SIGINT,
 // SIGPIPE, SIGXFSZ, SIGTTIN and SIGTTOU for itself (it must survive the
 // session's end and see EFBIG rather than die at RLIMIT_FSIZE); the child it

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -201,7 +202,11 @@ func TestRunDirHoldsTheNamedFiles(t *testing.T) {
 	run, err := m.Get("files", res.RunID)
 	require.NoError(t, err)
 	require.True(t, run.LogFinal(), "%s/%s", run.State, run.Reason)
-	// The reserve is given back; the socket stays, unlistened (listenUnix
-	// does not unlink it through its /proc path).
-	require.ElementsMatch(t, []string{runrecord.RecordFile, runrecord.LogFile, supervisor.StderrFile, supervisor.StdinSocket}, entries(), "once it has ended")
+	// The reserve is given back, right after the last record; the socket
+	// stays, unlistened (listenUnix does not unlink it through its /proc
+	// path).
+	ended := []string{runrecord.RecordFile, runrecord.LogFile, supervisor.StderrFile, supervisor.StdinSocket}
+	slices.Sort(ended) // as os.ReadDir lists them
+	require.Eventually(t, func() bool { return slices.Equal(ended, entries()) }, 10*time.Second, 5*time.Millisecond,
+		"once it has ended: %v", ended)
 }

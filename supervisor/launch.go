@@ -135,6 +135,11 @@ func Launch(req LaunchRequest) (*Launched, error) {
 		l.Abort()
 		return nil, fmt.Errorf("reading the supervisor's start time: %w", err)
 	}
+	// Here, while the supervisor's runtime starts, and not by the
+	// supervisor before it starts the child: the same room, set aside
+	// before the child can fill the disk, off process_start's path. Best
+	// effort, as the supervisor's own try when this one failed.
+	makeReserve(req.Dir)
 	return l, nil
 }
 

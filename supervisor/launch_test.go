@@ -96,6 +96,53 @@ func TestLaunchProtocol(t *testing.T) {
 	require.NoError(t, err, "its log says: %s", LogHead(dir))
 	assert.Equal(t, l.PID, pid, "the helper reports its own pid")
 	assert.Equal(t, `"started /bin/true"`, LogHead(dir), "its stderr is %s", StderrFile)
+	fi, err := os.Lstat(filepath.Join(dir, ReserveFile))
+	require.NoError(t, err, "Launch sets the reserve aside while the supervisor starts")
+	assert.True(t, fi.Mode().IsRegular())
+	assert.EqualValues(t, reserveSize, fi.Size())
+}
+
+// takeReserve adopts the reserve Launch made, makes one when there is
+// none, and takes nothing else for one: a symlink planted in its place is
+// neither followed nor removed.
+func TestTakeReserve(t *testing.T) {
+	t.Run("made by Launch", func(t *testing.T) {
+		dir := t.TempDir()
+		require.True(t, makeReserve(dir))
+		fi, err := os.Stat(filepath.Join(dir, ReserveFile))
+		require.NoError(t, err)
+		s := &supervisor{}
+		s.takeReserve(dir)
+		assert.Equal(t, filepath.Join(dir, ReserveFile), s.reserve)
+		again, err := os.Stat(s.reserve)
+		require.NoError(t, err)
+		assert.True(t, os.SameFile(fi, again), "adopted, not made again")
+		s.dropReserve()
+		assert.NoFileExists(t, filepath.Join(dir, ReserveFile))
+		assert.Empty(t, s.reserve)
+	})
+	t.Run("none yet", func(t *testing.T) {
+		dir := t.TempDir()
+		s := &supervisor{}
+		s.takeReserve(dir)
+		require.Equal(t, filepath.Join(dir, ReserveFile), s.reserve)
+		fi, err := os.Lstat(s.reserve)
+		require.NoError(t, err)
+		assert.EqualValues(t, reserveSize, fi.Size())
+	})
+	t.Run("a planted symlink", func(t *testing.T) {
+		dir := t.TempDir()
+		target := filepath.Join(t.TempDir(), "victim")
+		require.NoError(t, os.WriteFile(target, make([]byte, reserveSize), 0o600))
+		require.NoError(t, os.Symlink(target, filepath.Join(dir, ReserveFile)))
+		s := &supervisor{}
+		s.takeReserve(dir)
+		assert.Empty(t, s.reserve, "no reserve rather than a symlink for one")
+		s.dropReserve()
+		assert.FileExists(t, target)
+		_, err := os.Lstat(filepath.Join(dir, ReserveFile))
+		assert.NoError(t, err, "the symlink is left where it is")
+	})
 }
 
 func TestLaunchedThatDoesNotReport(t *testing.T) {

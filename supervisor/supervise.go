@@ -44,18 +44,11 @@ type Config struct {
 // reports on ReportFD, and returns when the child has exited and its output
 // is drained. The returned error is for the supervisor's own log only.
 func Main(c Config) error {
-	// The supervisor must survive the end of the SSH session and must see
-	// write errors (EFBIG) rather than die of them.
-	// Caught, not ignored: an ignored signal stays ignored across execve,
-	// and the child must start with default dispositions (a kill -INT must
-	// stop it, a pipeline must get SIGPIPE). Caught ones reset at exec.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGTTOU, syscall.SIGTTIN)
+	caught := make(chan struct{})
 	go func() {
-		for range sigs {
-		}
+		catchSignals()
+		close(caught)
 	}()
-
 	// Inherited descriptors arrive without close-on-exec; the child must
 	// not hold the report pipe (process_start would wait for its EOF), the
 	// spec pipe, nor anything agent-box's own caller left open.
@@ -75,7 +68,7 @@ func Main(c Config) error {
 		writeReport(report, 0, fmt.Errorf("reading spec: %w", err))
 		return err
 	}
-	s := &supervisor{spec: spec, cfg: c}
+	s := &supervisor{spec: spec, cfg: c, caught: caught}
 	// The supervisors of runs started from inside this one run the files
 	// this one runs: by those a nested supervisor is told from a process
 	// that only borrows a supervisor's command line.
@@ -86,10 +79,36 @@ func Main(c Config) error {
 	return s.run(report)
 }
 
+// catchSignals keeps the supervisor alive through the signals that would
+// end it: it must outlive the SSH session (SIGHUP, SIGINT) and see write
+// errors (EPIPE, EFBIG) rather than die of them.
+//
+// Caught, not ignored: an ignored signal stays ignored across execve, and
+// the child must start with default dispositions (a kill -INT must stop
+// it, a pipeline must get SIGPIPE). Caught ones reset at exec.
+//
+// Main runs it beside the start of the child, and the start report waits
+// for it (supervisor.caught): the first Notify starts a thread of its own,
+// 0.7 ms of process_start on a 2-core VM when it ran first. Until it is
+// done the Go runtime's defaults serve: SIGPIPE and SIGXFSZ only fail the
+// write (stdout and stderr are not pipes here), and the supervisor, in a
+// session of its own with no terminal, gets SIGHUP or SIGINT only from an
+// explicit kill. It installs no handler the runtime has not installed at
+// start, so the child's dispositions do not depend on when it runs.
+func catchSignals() {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGTTOU, syscall.SIGTTIN)
+	go func() {
+		for range sigs {
+		}
+	}()
+}
+
 type supervisor struct {
 	spec   Spec
 	cfg    Config
-	nested *Executables // what the supervisors of runs started from this one run
+	nested *Executables    // what the supervisors of runs started from this one run
+	caught <-chan struct{} // closed once catchSignals is done
 	store  *runrecord.Store
 	rec    *runrecord.Record
 	log    *capture.Log
@@ -159,19 +178,41 @@ func (s *supervisor) logf(format string, args ...any) {
 	}
 }
 
-// makeReserve sets aside reserveSize bytes on the run's file system.
-func (s *supervisor) makeReserve(runDir string) {
+// makeReserve sets aside reserveSize bytes on the file system of runDir,
+// in its ReserveFile, and says whether it did.
+func makeReserve(runDir string) bool {
 	path := filepath.Join(runDir, ReserveFile)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
-		return
+		return false
 	}
 	defer f.Close()
 	if _, err := f.Write(make([]byte, reserveSize)); err != nil {
 		os.Remove(path)
-		return
+		return false
 	}
-	s.reserve = path
+	return true
+}
+
+// takeReserve makes runDir's reserve the supervisor's: the one Launch made
+// while this process started (off process_start's path), or else one made
+// now. Only a regular file of the full size counts; the supervisor only
+// ever removes it.
+func (s *supervisor) takeReserve(runDir string) {
+	path := filepath.Join(runDir, ReserveFile)
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() >= reserveSize || makeReserve(runDir) {
+		s.reserve = path
+	}
+}
+
+// dropReserve gives the reserve back once the run needs no more records.
+func (s *supervisor) dropReserve() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reserve != "" {
+		os.Remove(s.reserve)
+		s.reserve = ""
+	}
 }
 
 // redact masks the run's secrets in text the supervisor writes or reports.
@@ -239,7 +280,7 @@ func (s *supervisor) run(report *os.File) error {
 	}
 
 	// Set aside room for the exit before the child can fill the disk.
-	s.makeReserve(s.store.RunDir(sp.Name, sp.RunID))
+	s.takeReserve(s.store.RunDir(sp.Name, sp.RunID))
 	child, outs, stdinW, err := s.startChild()
 	if err != nil {
 		werr := s.writeRecord(func(r *runrecord.Record) {
@@ -268,6 +309,9 @@ func (s *supervisor) run(report *os.File) error {
 	// Listen on the stdin socket before reporting, so that a process_write
 	// right after process_start finds it.
 	stdin := s.listenStdin(stdinW)
+	// Once the report is out, the supervisor must survive what an agent
+	// may send it (the report says it supervises the run).
+	<-s.caught
 	writeReport(report, pid, nil)
 	report.Close()
 	if err := durable(); err != nil {
