@@ -326,11 +326,12 @@ func (l *Log) writeFile(b []byte) bool {
 
 // Stop ends writing for good, as a write error would: later output is
 // drained and counted as dropped. The supervisor uses it when the disk is
-// full, to keep what room is left for the run record.
+// full, to keep what room is left for the run record. A closed log has
+// all it will ever have, so Stop leaves it, and its status, as they are.
 func (l *Log) Stop(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.stopped {
+	if !l.stopped && !l.closed {
 		l.stop(err, false)
 	}
 }

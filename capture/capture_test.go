@@ -202,6 +202,22 @@ func TestCombined(t *testing.T) {
 	}
 }
 
+// Stop after Close changes nothing: the supervisor stops the log when a
+// record write finds the disk full, and the final record comes after the
+// log is closed, whole.
+func TestStopAfterClose(t *testing.T) {
+	f := &fakeFile{limit: -1}
+	l := createFake(t, capture.Combined, capture.Options{}, f)
+	mustWrite(t, l.Stdout(), "all of it")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l.Stop(errors.New("the disk is full"))
+	if st := l.Status(); st != (capture.Status{Bytes: 9}) {
+		t.Errorf("Status after Stop of a closed log = %+v, want 9 bytes and no error", st)
+	}
+}
+
 func TestFramed(t *testing.T) {
 	f := &fakeFile{limit: -1}
 	l := createFake(t, capture.Framed, capture.Options{}, f)
