@@ -757,6 +757,7 @@ func (m *Manager) startFailed(sup *supervisor.Launched, runDir string, err error
 	// error. Until it exits the run reads "starting", so answer once it
 	// has: the answer and every later listing then agree.
 	sup.AwaitExit(supervisorEndLimit)
+	sup.DropReserve()
 	// The supervisor (or the launcher before it: systemd-run) says why in
 	// its log; the first lines of it belong in the answer.
 	if why := supervisor.LogHead(runDir); why != "" {

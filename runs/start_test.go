@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -104,6 +105,8 @@ func TestFailedStartAgreesWithTheList(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, outcome.Running, run.State, "process_start failed, yet the run reads %s/%s", run.State, run.Reason)
 	require.False(t, run.Verdict.MayBeAlive, "the name stays in use after a failed start")
+	_, err = os.Lstat(filepath.Join(m.Store.RunDir("f", run.RunID), supervisor.ReserveFile))
+	require.ErrorIs(t, err, fs.ErrNotExist, "the reserve of a failed start is given back")
 }
 
 // TestHelperSpecSupervisor is not a test: with AGENT_BOX_SPEC_TO=FILE it
@@ -206,7 +209,13 @@ func TestRunDirHoldsTheNamedFiles(t *testing.T) {
 	// stays, unlistened (listenUnix does not unlink it through its /proc
 	// path).
 	ended := []string{runrecord.RecordFile, runrecord.LogFile, supervisor.StderrFile, supervisor.StdinSocket}
-	slices.Sort(ended) // as os.ReadDir lists them
-	require.Eventually(t, func() bool { return slices.Equal(ended, entries()) }, 10*time.Second, 5*time.Millisecond,
-		"once it has ended: %v", ended)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ents, err := os.ReadDir(dir)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		assert.NoError(c, err)
+		assert.ElementsMatch(c, ended, names)
+	}, 10*time.Second, 5*time.Millisecond, "once it has ended")
 }

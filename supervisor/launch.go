@@ -77,6 +77,7 @@ type Launched struct {
 	specW     *os.File
 	repR      *os.File
 	exited    chan struct{} // closed once it has exited and been reaped
+	reserve   string        // the reserve Start set aside, "" if none
 }
 
 // Launch starts the supervisor req asks for. It waits on SpecFD for the
@@ -135,11 +136,6 @@ func Launch(req LaunchRequest) (*Launched, error) {
 		l.Abort()
 		return nil, fmt.Errorf("reading the supervisor's start time: %w", err)
 	}
-	// Here, while the supervisor's runtime starts, and not by the
-	// supervisor before it starts the child: the same room, set aside
-	// before the child can fill the disk, off process_start's path. Best
-	// effort, as the supervisor's own try when this one failed.
-	makeReserve(req.Dir)
 	return l, nil
 }
 
@@ -175,6 +171,16 @@ func (l *Launched) Abort() {
 	_ = l.cmd.Process.Kill()
 }
 
+// DropReserve removes the reserve Start set aside, for a start that
+// failed: its run is over before it began, and its dir is kept for the
+// record and the supervisor's log.
+func (l *Launched) DropReserve() {
+	if l.reserve != "" {
+		os.Remove(l.reserve) // unlinks a name, follows nothing
+		l.reserve = ""
+	}
+}
+
 // AwaitExit waits, at most d, for the supervisor to exit.
 func (l *Launched) AwaitExit(d time.Duration) {
 	select {
@@ -194,11 +200,23 @@ func (e *ReportTimeoutError) Error() string {
 	return fmt.Sprintf("supervisor (pid %d) did not report within %s and was killed", e.PID, e.After)
 }
 
-// Start sends the supervisor its spec and waits, at most timeout (0:
-// DefaultStartTimeout), for its start report: the child's pid, or why it
-// could not be started (ErrStartFailed, ErrNoReport, *ReportTimeoutError).
+// Start sets the run's reserve aside in its run dir, sends the supervisor
+// its spec and waits, at most timeout (0: DefaultStartTimeout), for its
+// start report: the child's pid, or why it could not be started
+// (ErrStartFailed, ErrNoReport, *ReportTimeoutError). After a failure,
+// DropReserve gives the reserve back.
 func (l *Launched) Start(timeout time.Duration) (int, error) {
 	defer l.repR.Close()
+	// Here, while the supervisor's runtime is still starting, rather than
+	// by the supervisor on its way to the child: the same room, set aside
+	// before the child can fill the disk, off process_start's path. After
+	// the run's first record, which must fit first; before the spec, after
+	// which the supervisor looks for it (takeReserve). Best effort, as the
+	// supervisor's own try when this one failed.
+	runDir := (&runrecord.Store{Root: l.spec.StateDir}).RunDir(l.spec.Name, l.spec.RunID)
+	if makeReserve(runDir) {
+		l.reserve = filepath.Join(runDir, ReserveFile)
+	}
 	err := encodeSpec(l.specW, l.spec)
 	l.specW.Close()
 	if err != nil {

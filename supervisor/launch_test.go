@@ -75,9 +75,12 @@ func TestHelperLaunched(t *testing.T) {
 	os.Exit(0)
 }
 
+// launchHelper launches the helper in mode for a run whose dir it makes;
+// it returns the dir, which is also where the helper's stderr goes.
 func launchHelper(t *testing.T, mode string) (*Launched, string) {
-	dir := t.TempDir()
-	spec := &Spec{Name: "build", RunID: runrecord.NewRunID(time.Now()), Path: "/bin/true"}
+	spec := &Spec{StateDir: t.TempDir(), Name: "build", RunID: runrecord.NewRunID(time.Now()), Path: "/bin/true"}
+	dir := (&runrecord.Store{Root: spec.StateDir}).RunDir(spec.Name, spec.RunID)
+	require.NoError(t, os.MkdirAll(dir, 0o700))
 	l, err := Launch(LaunchRequest{
 		Command: []string{os.Args[0], "-test.run=^TestHelperLaunched$", "--"},
 		Spec:    spec,
@@ -97,7 +100,7 @@ func TestLaunchProtocol(t *testing.T) {
 	assert.Equal(t, l.PID, pid, "the helper reports its own pid")
 	assert.Equal(t, `"started /bin/true"`, LogHead(dir), "its stderr is %s", StderrFile)
 	fi, err := os.Lstat(filepath.Join(dir, ReserveFile))
-	require.NoError(t, err, "Launch sets the reserve aside while the supervisor starts")
+	require.NoError(t, err, "Start sets the reserve aside before it sends the spec")
 	assert.True(t, fi.Mode().IsRegular())
 	assert.EqualValues(t, reserveSize, fi.Size())
 }
@@ -106,7 +109,7 @@ func TestLaunchProtocol(t *testing.T) {
 // none, and takes nothing else for one: a symlink planted in its place is
 // neither followed nor removed.
 func TestTakeReserve(t *testing.T) {
-	t.Run("made by Launch", func(t *testing.T) {
+	t.Run("set aside by Start", func(t *testing.T) {
 		dir := t.TempDir()
 		require.True(t, makeReserve(dir))
 		fi, err := os.Stat(filepath.Join(dir, ReserveFile))
@@ -129,6 +132,15 @@ func TestTakeReserve(t *testing.T) {
 		fi, err := os.Lstat(s.reserve)
 		require.NoError(t, err)
 		assert.EqualValues(t, reserveSize, fi.Size())
+	})
+	t.Run("another name of a file", func(t *testing.T) {
+		dir := t.TempDir()
+		other := filepath.Join(t.TempDir(), "other")
+		require.NoError(t, os.WriteFile(other, make([]byte, reserveSize), 0o600))
+		require.NoError(t, os.Link(other, filepath.Join(dir, ReserveFile)))
+		s := &supervisor{}
+		s.takeReserve(dir)
+		assert.Empty(t, s.reserve, "removing it would free nothing")
 	})
 	t.Run("a planted symlink", func(t *testing.T) {
 		dir := t.TempDir()
@@ -165,6 +177,9 @@ func TestLaunchedThatDoesNotReport(t *testing.T) {
 		t.Error("AwaitExit returned, yet the supervisor has not exited")
 	}
 	assert.Empty(t, LogHead(dir))
+	assert.FileExists(t, filepath.Join(dir, ReserveFile))
+	l.DropReserve()
+	assert.NoFileExists(t, filepath.Join(dir, ReserveFile), "a failed start gives the reserve back")
 }
 
 // The start report, as writeReport sends it and readReport reads it.

@@ -87,14 +87,17 @@ func Main(c Config) error {
 // the child must start with default dispositions (a kill -INT must stop
 // it, a pipeline must get SIGPIPE). Caught ones reset at exec.
 //
-// Main runs it beside the start of the child, and the start report waits
-// for it (supervisor.caught): the first Notify starts a thread of its own,
-// 0.7 ms of process_start on a 2-core VM when it ran first. Until it is
-// done the Go runtime's defaults serve: SIGPIPE and SIGXFSZ only fail the
-// write (stdout and stderr are not pipes here), and the supervisor, in a
-// session of its own with no terminal, gets SIGHUP or SIGINT only from an
-// explicit kill. It installs no handler the runtime has not installed at
-// start, so the child's dispositions do not depend on when it runs.
+// It must be done before the child is forked: agent-box serve ignores
+// SIGHUP and SIGPIPE, the supervisor inherits that, and the Go runtime
+// keeps an inherited ignore of SIGHUP and SIGINT (and never handles TTIN
+// and TTOU) until Notify installs its handler, so a child forked before
+// would start with SIGHUP ignored. Main runs it in a goroutine from its
+// start, beside the spec's decode and the record's read, and run waits
+// for it (supervisor.caught) before it forks: the first Notify starts a
+// thread of its own, 0.7 ms of process_start on a 2-core VM when it ran
+// first. Until it is done the supervisor, in a session of its own with no
+// terminal, gets SIGHUP or SIGINT only from an explicit kill, and SIGPIPE
+// and SIGXFSZ only fail the write (stdout and stderr are not pipes here).
 func catchSignals() {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGTTOU, syscall.SIGTTIN)
@@ -194,15 +197,25 @@ func makeReserve(runDir string) bool {
 	return true
 }
 
-// takeReserve makes runDir's reserve the supervisor's: the one Launch made
-// while this process started (off process_start's path), or else one made
-// now. Only a regular file of the full size counts; the supervisor only
-// ever removes it.
+// takeReserve makes runDir's reserve the supervisor's: the one
+// Launched.Start set aside while this process started (off
+// process_start's path), or else one made now. Only a regular file of the
+// full size with one link counts (removing another name of a file frees
+// nothing). The supervisor only ever removes it.
 func (s *supervisor) takeReserve(runDir string) {
 	path := filepath.Join(runDir, ReserveFile)
-	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() >= reserveSize || makeReserve(runDir) {
+	if reserved(path) || makeReserve(runDir) {
 		s.reserve = path
 	}
+}
+
+func reserved(path string) bool {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Nlink == 1 && fi.Size() >= reserveSize
 }
 
 // dropReserve gives the reserve back once the run needs no more records.
@@ -281,6 +294,7 @@ func (s *supervisor) run(report *os.File) error {
 
 	// Set aside room for the exit before the child can fill the disk.
 	s.takeReserve(s.store.RunDir(sp.Name, sp.RunID))
+	<-s.caught // before the fork: see catchSignals
 	child, outs, stdinW, err := s.startChild()
 	if err != nil {
 		werr := s.writeRecord(func(r *runrecord.Record) {
@@ -309,9 +323,6 @@ func (s *supervisor) run(report *os.File) error {
 	// Listen on the stdin socket before reporting, so that a process_write
 	// right after process_start finds it.
 	stdin := s.listenStdin(stdinW)
-	// Once the report is out, the supervisor must survive what an agent
-	// may send it (the report says it supervises the run).
-	<-s.caught
 	writeReport(report, pid, nil)
 	report.Close()
 	if err := durable(); err != nil {
