@@ -463,7 +463,9 @@ func TestDiskFilledByAnotherAtTheExit(t *testing.T) {
 	t.Parallel()
 	mnt := tmpfs(t, "1m")
 	s := connect(t, filepath.Join(mnt, "state"))
-	s.OK("process_start", map[string]any{"name": "quiet", "command": "read line; exit 3", "stdin": "pipe"})
+	// Its output ends at once, so the exit comes in the one final record,
+	// after the log is closed, whatever the load.
+	s.OK("process_start", map[string]any{"name": "quiet", "command": "exec >/dev/null 2>&1; read line; exit 3", "stdin": "pipe"})
 	fill(t, filepath.Join(mnt, "ballast"))
 	require.Zero(t, avail(t, mnt), "the disk is full")
 	s.OK("process_write", map[string]any{"name": "quiet", "data": "go\n"})
@@ -567,10 +569,31 @@ func firstLine(s string) string {
 	return line
 }
 
-// TestChildStartsWithDefaultSignals: the supervisor ignores SIGHUP, SIGINT,
+// TestSupervisorOutlivesSignals: once process_start has answered, the
+// supervisor survives the signals that end a process that does not catch
+// them, and stays the one that records the run's exit (it must outlive the
+// session). It has caught them before it forked the child.
+func TestSupervisorOutlivesSignals(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	s := connect(t, state)
+	r := s.OK("process_start", map[string]any{"name": "sig", "argv": []any{"sleep", "300"}})
+	rec, err := (&runrecord.Store{Root: state}).Read("sig", abtest.Str(r.Data["run_id"]))
+	require.NoError(t, err)
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGTTIN, syscall.SIGTTOU} {
+		require.NoError(t, syscall.Kill(rec.SupervisorPID, sig), "%v", sig)
+	}
+	s.OK("process_kill", map[string]any{"name": "sig", "signal": "TERM"})
+	w := waitClosed(t, s, "sig")
+	run := runMap(w)
+	assert.Equal(t, "exited", run["state"], "the supervisor recorded the exit: %s", firstLine(w.Text))
+	assert.Equal(t, "SIGTERM", run["signal"], firstLine(w.Text))
+}
+
+// TestChildStartsWithDefaultSignals: the supervisor catches SIGHUP, SIGINT,
 // SIGPIPE, SIGXFSZ, SIGTTIN and SIGTTOU for itself (it must survive the
 // session's end and see EFBIG rather than die at RLIMIT_FSIZE); the child it
-// starts must not inherit that, or a child writing past RLIMIT_FSIZE gets
+// starts must start with the defaults, or a child writing past RLIMIT_FSIZE gets
 // EFBIG where the user's shell would have died of SIGXFSZ, `yes | head`
 // never gets its SIGPIPE, and process_kill with INT or HUP does nothing to
 // most programs. execve(2) keeps ignored dispositions and resets only
@@ -587,7 +610,7 @@ func TestChildStartsWithDefaultSignals(t *testing.T) {
 	for i := range 5 {
 		name := fmt.Sprintf("dispo%d", i)
 		s.OK("process_start", map[string]any{"name": name, "command": "grep SigIgn /proc/self/status"})
-		w := s.OK("process_wait", map[string]any{"name": name, "timeout_ms": 30000})
+		w := waitClosed(t, s, name)
 		out := abtest.Str(w.Data["output_tail"])
 		_, mask, ok := strings.Cut(strings.TrimSpace(out), "\t")
 		require.True(t, ok, "no SigIgn line: %q", out)

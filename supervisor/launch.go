@@ -23,7 +23,7 @@ const (
 	// diagnostics, and those of a launcher (systemd-run) before it.
 	StderrFile = "supervisor.log"
 	// ReserveFile holds the room kept for the record on a full disk
-	// (removed when the run ends).
+	// (removed when the run ends, or when its start fails).
 	ReserveFile = "reserve"
 	// StdinSocket is the name of the unix socket, in the run directory,
 	// through which any agent-box (not only the one that started the run)
@@ -70,14 +70,15 @@ type LaunchRequest struct {
 // Launched is a supervisor started, in a session of its own, and not yet
 // told what to run.
 type Launched struct {
-	PID       int
-	StartTime uint64 // /proc/PID/stat field 22: with PID, which process it is
-	spec      *Spec
-	cmd       *exec.Cmd
-	specW     *os.File
-	repR      *os.File
-	exited    chan struct{} // closed once it has exited and been reaped
-	reserve   string        // the reserve Start set aside, "" if none
+	PID         int
+	StartTime   uint64 // /proc/PID/stat field 22: with PID, which process it is
+	spec        *Spec
+	cmd         *exec.Cmd
+	specW       *os.File
+	repR        *os.File
+	exited      chan struct{} // closed once it has exited and been reaped
+	reserve     string        // the reserve Start set aside, "" if none
+	reserveInfo os.FileInfo   // which file it is
 }
 
 // Launch starts the supervisor req asks for. It waits on SpecFD for the
@@ -175,10 +176,15 @@ func (l *Launched) Abort() {
 // failed: its run is over before it began, and its dir is kept for the
 // record and the supervisor's log.
 func (l *Launched) DropReserve() {
-	if l.reserve != "" {
-		os.Remove(l.reserve) // unlinks a name, follows nothing
-		l.reserve = ""
+	if l.reserve == "" {
+		return
 	}
+	// Only the file Start made: the state dir is anybody's to edit, and
+	// a path is resolved again on every use.
+	if fi, err := os.Lstat(l.reserve); err == nil && l.reserveInfo != nil && os.SameFile(fi, l.reserveInfo) {
+		os.Remove(l.reserve)
+	}
+	l.reserve = ""
 }
 
 // AwaitExit waits, at most d, for the supervisor to exit.
@@ -216,6 +222,7 @@ func (l *Launched) Start(timeout time.Duration) (int, error) {
 	runDir := (&runrecord.Store{Root: l.spec.StateDir}).RunDir(l.spec.Name, l.spec.RunID)
 	if makeReserve(runDir) {
 		l.reserve = filepath.Join(runDir, ReserveFile)
+		l.reserveInfo, _ = os.Lstat(l.reserve)
 	}
 	err := encodeSpec(l.specW, l.spec)
 	l.specW.Close()

@@ -70,6 +70,11 @@ func TestHelperLaunched(t *testing.T) {
 		fmt.Fprintf(os.Stderr, "argv %q does not end with the spec's name and run id\n", os.Args)
 		os.Exit(1)
 	}
+	runDir := (&runrecord.Store{Root: spec.StateDir}).RunDir(spec.Name, spec.RunID)
+	if _, err := os.Lstat(filepath.Join(runDir, ReserveFile)); err != nil {
+		writeReport(os.NewFile(ReportFD, "report"), 0, fmt.Errorf("no reserve when the spec came: %w", err))
+		os.Exit(1)
+	}
 	fmt.Fprintf(os.Stderr, "started %s\n", spec.Path)
 	writeReport(os.NewFile(ReportFD, "report"), os.Getpid(), nil)
 	os.Exit(0)
@@ -105,7 +110,7 @@ func TestLaunchProtocol(t *testing.T) {
 	assert.EqualValues(t, reserveSize, fi.Size())
 }
 
-// takeReserve adopts the reserve Launch made, makes one when there is
+// takeReserve adopts the reserve Start set aside, makes one when there is
 // none, and takes nothing else for one: a symlink planted in its place is
 // neither followed nor removed.
 func TestTakeReserve(t *testing.T) {
@@ -180,6 +185,16 @@ func TestLaunchedThatDoesNotReport(t *testing.T) {
 	assert.FileExists(t, filepath.Join(dir, ReserveFile))
 	l.DropReserve()
 	assert.NoFileExists(t, filepath.Join(dir, ReserveFile), "a failed start gives the reserve back")
+
+	// Only the file it made: one put in its place stays.
+	l, dir = launchHelper(t, "silent")
+	_, err = l.Start(100 * time.Millisecond)
+	require.Error(t, err)
+	path, other := filepath.Join(dir, ReserveFile), filepath.Join(dir, "other")
+	require.NoError(t, os.WriteFile(other, []byte("not the reserve"), 0o600))
+	require.NoError(t, os.Rename(other, path))
+	l.DropReserve()
+	assert.FileExists(t, path)
 }
 
 // The start report, as writeReport sends it and readReport reads it.

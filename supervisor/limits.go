@@ -9,8 +9,10 @@ import (
 )
 
 // startIn starts cmd: in a cgroup of the run's own, capped by the spec's
-// limits, when it has any.
+// limits, when it has any. Not before the supervisor catches its signals:
+// see catchSignals.
 func (s *supervisor) startIn(cmd *exec.Cmd) error {
+	<-s.caught
 	l := s.spec.Limits
 	if l == nil || l.Zero() {
 		return cmd.Start()

@@ -92,12 +92,13 @@ func Main(c Config) error {
 // keeps an inherited ignore of SIGHUP and SIGINT (and never handles TTIN
 // and TTOU) until Notify installs its handler, so a child forked before
 // would start with SIGHUP ignored. Main runs it in a goroutine from its
-// start, beside the spec's decode and the record's read, and run waits
-// for it (supervisor.caught) before it forks: the first Notify starts a
-// thread of its own, 0.7 ms of process_start on a 2-core VM when it ran
-// first. Until it is done the supervisor, in a session of its own with no
-// terminal, gets SIGHUP or SIGINT only from an explicit kill, and SIGPIPE
-// and SIGXFSZ only fail the write (stdout and stderr are not pipes here).
+// start, beside the spec's decode, the record's read and the log's and
+// pipes' setup, and startIn, the one fork of a child, waits for it
+// (supervisor.caught): the first Notify starts a thread of its own, 0.7
+// ms of process_start on a 2-core VM when it ran first. Until it is done
+// the supervisor, in a session of its own with no terminal, gets SIGHUP or
+// SIGINT only from an explicit kill, and SIGPIPE and SIGXFSZ only fail the
+// write (stdout and stderr are not pipes here).
 func catchSignals() {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGTTOU, syscall.SIGTTIN)
@@ -294,7 +295,6 @@ func (s *supervisor) run(report *os.File) error {
 
 	// Set aside room for the exit before the child can fill the disk.
 	s.takeReserve(s.store.RunDir(sp.Name, sp.RunID))
-	<-s.caught // before the fork: see catchSignals
 	child, outs, stdinW, err := s.startChild()
 	if err != nil {
 		werr := s.writeRecord(func(r *runrecord.Record) {
@@ -302,6 +302,7 @@ func (s *supervisor) run(report *os.File) error {
 			r.OutputClosed = true
 		})
 		writeReport(report, 0, errors.New(s.redact(errors.Join(err, werr).Error())))
+		s.dropReserve() // the run is over; its dir stays for the record
 		return errors.New(s.redact(err.Error()))
 	}
 	pid := child.Process.Pid
@@ -318,6 +319,7 @@ func (s *supervisor) run(report *os.File) error {
 			s.group.Remove()
 		}
 		writeReport(report, 0, fmt.Errorf("recording pid %d: %w", pid, err))
+		s.dropReserve()
 		return err
 	}
 	// Listen on the stdin socket before reporting, so that a process_write
