@@ -94,11 +94,11 @@ func Main(c Config) error {
 // would start with SIGHUP ignored. Main runs it in a goroutine from its
 // start, beside the spec's decode, the record's read and the log's and
 // pipes' setup, and startIn, the one fork of a child, waits for it
-// (supervisor.caught): the first Notify starts a thread of its own, 0.7
-// ms of process_start on a 2-core VM when it ran first. Until it is done
-// the supervisor, in a session of its own with no terminal, gets SIGHUP or
-// SIGINT only from an explicit kill, and SIGPIPE and SIGXFSZ only fail the
-// write (stdout and stderr are not pipes here).
+// (supervisor.caught): the first Notify starts a thread of its own,
+// 0.7 ms of process_start on a 2-core VM when it ran first. Until it is
+// done the supervisor, in a session of its own with no terminal, gets
+// SIGHUP or SIGINT only from an explicit kill, and SIGPIPE and SIGXFSZ
+// only fail the write (stdout and stderr are not pipes here).
 func catchSignals() {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGTTOU, syscall.SIGTTIN)
