@@ -147,19 +147,18 @@ func awaitDrain(drained <-chan struct{}) bool {
 // and that its output is final.
 func (s *supervisor) finish(exit *runrecord.Exit) error {
 	cerr := s.log.Close()
+	// Before the record, so that its room is there for it, and so that
+	// once the record says the output is closed the run dir is as it
+	// stays (a reserve unlinked after it measured no faster answer).
+	s.dropReserve()
 	st := s.log.Status()
-	werr := s.writeRecord(func(r *runrecord.Record) {
+	return errors.Join(cerr, s.writeRecord(func(r *runrecord.Record) {
 		if r.Exit == nil {
 			r.Exit, r.FinishedAt = exit, &exit.At
 		}
 		applyStatus(r, st)
 		r.OutputClosed = true
-	})
-	// Only after the record (which takes the reserve itself if it must):
-	// unlinked before, the reserve went into the journal commit of the
-	// record's fsync, on the way to process_wait's answer.
-	s.dropReserve()
-	return errors.Join(cerr, werr)
+	}))
 }
 
 // deadline holds the whole run, not only its leader, to the run's timeout:
