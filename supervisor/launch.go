@@ -219,7 +219,7 @@ func (l *Launched) Start(timeout time.Duration) (int, error) {
 	// the run's first record, which must fit first; before the spec, after
 	// which the supervisor looks for it (takeReserve). Best effort, as the
 	// supervisor's own try when this one failed.
-	runDir := (&runrecord.Store{Root: l.spec.StateDir}).RunDir(l.spec.Name, l.spec.RunID)
+	runDir := l.spec.runDir()
 	if makeReserve(runDir) {
 		l.reserve = filepath.Join(runDir, ReserveFile)
 		l.reserveInfo, _ = os.Lstat(l.reserve)

@@ -70,8 +70,7 @@ func TestHelperLaunched(t *testing.T) {
 		fmt.Fprintf(os.Stderr, "argv %q does not end with the spec's name and run id\n", os.Args)
 		os.Exit(1)
 	}
-	runDir := (&runrecord.Store{Root: spec.StateDir}).RunDir(spec.Name, spec.RunID)
-	if _, err := os.Lstat(filepath.Join(runDir, ReserveFile)); err != nil {
+	if _, err := os.Lstat(filepath.Join(spec.runDir(), ReserveFile)); err != nil {
 		writeReport(os.NewFile(ReportFD, "report"), 0, fmt.Errorf("no reserve when the spec came: %w", err))
 		os.Exit(1)
 	}
@@ -84,7 +83,7 @@ func TestHelperLaunched(t *testing.T) {
 // it returns the dir, which is also where the helper's stderr goes.
 func launchHelper(t *testing.T, mode string) (*Launched, string) {
 	spec := &Spec{StateDir: t.TempDir(), Name: "build", RunID: runrecord.NewRunID(time.Now()), Path: "/bin/true"}
-	dir := (&runrecord.Store{Root: spec.StateDir}).RunDir(spec.Name, spec.RunID)
+	dir := spec.runDir()
 	require.NoError(t, os.MkdirAll(dir, 0o700))
 	l, err := Launch(LaunchRequest{
 		Command: []string{os.Args[0], "-test.run=^TestHelperLaunched$", "--"},
@@ -138,28 +137,27 @@ func TestTakeReserve(t *testing.T) {
 		require.NoError(t, err)
 		assert.EqualValues(t, reserveSize, fi.Size())
 	})
-	t.Run("another name of a file", func(t *testing.T) {
-		dir := t.TempDir()
-		other := filepath.Join(t.TempDir(), "other")
-		require.NoError(t, os.WriteFile(other, make([]byte, reserveSize), 0o600))
-		require.NoError(t, os.Link(other, filepath.Join(dir, ReserveFile)))
-		s := &supervisor{}
-		s.takeReserve(dir)
-		assert.Empty(t, s.reserve, "removing it would free nothing")
-	})
-	t.Run("a planted symlink", func(t *testing.T) {
-		dir := t.TempDir()
-		target := filepath.Join(t.TempDir(), "victim")
-		require.NoError(t, os.WriteFile(target, make([]byte, reserveSize), 0o600))
-		require.NoError(t, os.Symlink(target, filepath.Join(dir, ReserveFile)))
-		s := &supervisor{}
-		s.takeReserve(dir)
-		assert.Empty(t, s.reserve, "no reserve rather than a symlink for one")
-		s.dropReserve()
-		assert.FileExists(t, target)
-		_, err := os.Lstat(filepath.Join(dir, ReserveFile))
-		assert.NoError(t, err, "the symlink is left where it is")
-	})
+	// Another name of a file (removing it would free nothing), or a
+	// symlink: no reserve rather than either for one, and both are left as
+	// they are, with what they name.
+	for _, planted := range []struct {
+		name  string
+		plant func(target, at string) error
+	}{{"another name of a file", os.Link}, {"a planted symlink", os.Symlink}} {
+		t.Run(planted.name, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(t.TempDir(), "victim")
+			require.NoError(t, os.WriteFile(target, make([]byte, reserveSize), 0o600))
+			require.NoError(t, planted.plant(target, filepath.Join(dir, ReserveFile)))
+			s := &supervisor{}
+			s.takeReserve(dir)
+			assert.Empty(t, s.reserve, "not a reserve")
+			s.dropReserve()
+			assert.FileExists(t, target)
+			_, err := os.Lstat(filepath.Join(dir, ReserveFile))
+			assert.NoError(t, err, "what was planted is left where it is")
+		})
+	}
 }
 
 func TestLaunchedThatDoesNotReport(t *testing.T) {

@@ -49,6 +49,11 @@ type Spec struct {
 	KillGraceMS int `json:"kill_grace_ms,omitempty"`
 }
 
+// runDir is the dir of the run the spec is for, in its state dir.
+func (sp *Spec) runDir() string {
+	return (&runrecord.Store{Root: sp.StateDir}).RunDir(sp.Name, sp.RunID)
+}
+
 // ErrStartFailed is wrapped by Launched.Start when the supervisor could not
 // start the child.
 var ErrStartFailed = errors.New("could not start the process")

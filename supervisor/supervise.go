@@ -249,7 +249,7 @@ func (s *supervisor) listenStdin(w *os.File) *stdinServer {
 		return nil
 	}
 	sp := &s.spec
-	stdin, err := serveStdin(s.store.RunDir(sp.Name, sp.RunID), w, s.terminal())
+	stdin, err := serveStdin(sp.runDir(), w, s.terminal())
 	if err != nil {
 		// A terminal's input stays open to the end: see closeInput.
 		if s.ptyIn == nil {
@@ -294,7 +294,7 @@ func (s *supervisor) run(report *os.File) error {
 	}
 
 	// Set aside room for the exit before the child can fill the disk.
-	s.takeReserve(s.store.RunDir(sp.Name, sp.RunID))
+	s.takeReserve(sp.runDir())
 	child, outs, stdinW, err := s.startChild()
 	if err != nil {
 		werr := s.writeRecord(func(r *runrecord.Record) {
