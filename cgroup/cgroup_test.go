@@ -1,10 +1,13 @@
 package cgroup
 
 import (
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/iotest"
 
@@ -264,36 +267,164 @@ func TestCountProcsReadsToTheEnd(t *testing.T) {
 	assert.Len(t, parsePids(data), 1200)
 }
 
+// fakeV1Memory makes a v1 memory group with a 32 MiB cap in a temp dir,
+// with files (memory.max_usage_in_bytes and the like) on top, and starts
+// its OOM watch. signal is the kernel's side of the watch: it adds n
+// events to the eventfd the group registered in cgroup.event_control.
+func fakeV1Memory(t *testing.T, files map[string]string) (g *Group, stop func(), signal func(n uint64)) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"memory.limit_in_bytes": itoa(32<<20) + "\n",
+		"memory.oom_control":    "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+		"cgroup.event_control":  "",
+		"cgroup.procs":          "",
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+	for name, content := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+	g = &Group{dirs: map[string]string{"memory": dir}, limits: Limits{MemoryBytes: 32 << 20}}
+	stop, err := g.WatchOOM()
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	ctl, err := os.ReadFile(filepath.Join(dir, "cgroup.event_control"))
+	require.NoError(t, err)
+	efd, _, _ := strings.Cut(string(ctl), " ")
+	fd, err := strconv.Atoi(efd)
+	require.NoError(t, err, "cgroup.event_control holds %q", ctl)
+	return g, stop, func(n uint64) {
+		_, err := unix.Write(fd, binary.NativeEndian.AppendUint64(nil, n))
+		require.NoError(t, err)
+	}
+}
+
+// An OOM event is the v1 group's own when the group was ever charged to
+// its cap, its peak says: whenever the event is read, and however many
+// the kernel signalled before it was. The run's leader is reaped and its
+// usage read after the victim's memory was freed, and before anything
+// else may have read the event.
+func TestV1OOMEvents(t *testing.T) {
+	t.Parallel()
+	const usageFreed = "262144\n" // the victim's memory given back
+	for _, tc := range []struct {
+		name   string
+		files  map[string]string
+		events []uint64 // signalled before Usage
+		want   int64
+	}{
+		{"an OOM at the cap, read once the victim's memory was freed",
+			map[string]string{"memory.max_usage_in_bytes": itoa(32<<20) + "\n", "memory.usage_in_bytes": usageFreed},
+			[]uint64{1}, 1},
+		{"an OOM at the memory and swap cap",
+			map[string]string{
+				"memory.max_usage_in_bytes": itoa(20<<20) + "\n", "memory.usage_in_bytes": usageFreed,
+				"memory.memsw.limit_in_bytes": itoa(32<<20) + "\n", "memory.memsw.max_usage_in_bytes": itoa(32<<20-8<<12) + "\n", "memory.memsw.usage_in_bytes": usageFreed,
+			},
+			[]uint64{1}, 1},
+		{"OOMs signalled three times before a read",
+			map[string]string{"memory.max_usage_in_bytes": itoa(32<<20) + "\n", "memory.usage_in_bytes": usageFreed},
+			[]uint64{1, 2}, 3},
+		{"page cache to the cap is no OOM: no event",
+			map[string]string{"memory.max_usage_in_bytes": itoa(32<<20) + "\n", "memory.usage_in_bytes": itoa(30<<20) + "\n"},
+			nil, 0},
+		{"an ancestor's OOM: the group never reached its cap",
+			map[string]string{"memory.max_usage_in_bytes": itoa(20<<20) + "\n", "memory.usage_in_bytes": itoa(20<<20) + "\n"},
+			[]uint64{1}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g, _, signal := fakeV1Memory(t, tc.files)
+			for _, n := range tc.events {
+				signal(n)
+			}
+			u, err := g.Usage()
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, u.LimitHits)
+			u, err = g.Usage()
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, u.LimitHits, "counted once")
+		})
+	}
+}
+
+// Usage may be called while another reads the events or stops the
+// watch: each event is counted once. For -race.
+func TestV1OOMEventsAtOnce(t *testing.T) {
+	t.Parallel()
+	g, stop, signal := fakeV1Memory(t, map[string]string{"memory.max_usage_in_bytes": itoa(32<<20) + "\n"})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 50 {
+				_, err := g.Usage()
+				assert.NoError(t, err)
+			}
+		})
+	}
+	for range 100 {
+		signal(1)
+	}
+	stop()
+	wg.Wait()
+	u, err := g.Usage()
+	require.NoError(t, err)
+	assert.Equal(t, int64(100), u.LimitHits)
+	assert.Equal(t, -1, g.oom.fd, "stop released the eventfd")
+}
+
 // The v1 OOM watch tells the cap's own OOM from a peak at the cap: a
 // run whose page cache fills its group to the cap has had no OOM, and one
-// that allocates past it has.
+// that allocates past it has. The usage is read as the supervisor reads
+// it: once the leader is reaped, with the victim's memory freed and the
+// event not read before.
 func TestWatchOOM(t *testing.T) {
 	h, err := Self()
 	require.NoError(t, err)
 	if h.V2 {
 		t.Skip("v2 counts its own OOM events (memory.events oom); TestUsage reads them")
 	}
-	run := func(name string, argv ...string) Usage {
-		g, err := h.Create(testLeaf(t, name), Limits{MemoryBytes: 32 << 20})
-		require.NoError(t, err)
-		stop, err := g.WatchOOM()
-		require.NoError(t, err)
-		defer stop()
-		cmd := exec.Command(argv[0], argv[1:]...)
-		require.NoError(t, g.Start(cmd))
-		cmd.Wait()
-		u, err := g.Usage()
-		require.NoError(t, err)
-		require.NoError(t, g.Remove())
-		return u
-	}
+	const hog = "python3 -c 'b = [bytearray(1 << 20) for i in range(96)]'"
 	file := filepath.Join(t.TempDir(), "data")
-	cache := run("cache", "sh", "-c", `dd if=/dev/zero of="$0" bs=1M count=96 status=none && cat "$0" >/dev/null`, file)
-	assert.InDelta(t, 32<<20, cache.PeakMemoryBytes, 1<<20, "page cache took the group to its cap")
-	assert.Zero(t, cache.LimitHits, "and that is no OOM")
-	assert.Zero(t, cache.OOMKills)
-
-	oom := run("oom", "python3", "-c", "b = [bytearray(1 << 20) for i in range(96)]")
-	assert.Positive(t, oom.OOMKills)
-	assert.Positive(t, oom.LimitHits, "the cap's own OOM")
+	for _, tc := range []struct {
+		name   string
+		script string // run once the group is capped
+		oom    bool
+	}{
+		{"page cache to the cap", `dd if=/dev/zero of="$0" bs=1M count=96 status=none && cat "$0" >/dev/null`, false},
+		{"killed at the cap", "exec " + hog, true},
+		{"a shell whose child was killed at the cap", hog + "; exit 3", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := h.Create(testLeaf(t, "oom"), Limits{MemoryBytes: 32 << 20})
+			require.NoError(t, err)
+			t.Cleanup(func() { g.Remove() })
+			stop, err := g.WatchOOM()
+			require.NoError(t, err)
+			defer stop()
+			// v1 writes the caps after the fork (Start): on a loaded box
+			// the child could fill 96 MiB before, so it waits for them.
+			cmd := exec.Command("sh", "-c", "read go; "+tc.script, file)
+			capped, err := cmd.StdinPipe()
+			require.NoError(t, err)
+			require.NoError(t, g.Start(cmd))
+			capped.Close()
+			cmd.Wait()
+			now, err := number(g.dirs["memory"], "memory.usage_in_bytes")
+			require.NoError(t, err)
+			u, err := g.Usage()
+			require.NoError(t, err)
+			require.NoError(t, g.Remove())
+			assert.InDelta(t, 32<<20, u.PeakMemoryBytes, 1<<20, "the group reached its cap")
+			if !tc.oom {
+				assert.Zero(t, u.LimitHits, "and that is no OOM")
+				assert.Zero(t, u.OOMKills)
+				return
+			}
+			assert.Less(t, now, int64(16<<20), "the victim's memory was freed before its event was read")
+			assert.Positive(t, u.OOMKills)
+			assert.Positive(t, u.LimitHits, "the cap's own OOM")
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -10,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -26,9 +26,9 @@ type Group struct {
 	dirs   map[string]string // as Hierarchy.Dirs
 	parent *Hierarchy        // where the maker was: Start moves it back there
 	limits Limits
-	// oomEvents counts the v1 OOM events at the group's own cap that
-	// WatchOOM saw.
-	oomEvents atomic.Int64
+	// oom is the v1 OOM notifier WatchOOM registered, if it did: Usage
+	// counts its events. Set before the group is shared.
+	oom *oomWatch
 }
 
 // Leaf is the name of a run's group under the cgroup of its supervisor.
@@ -307,7 +307,8 @@ type Usage struct {
 	CPUNanos        int64 // of every process it ever had
 	OOMKills        int64 // processes the kernel killed in the group: for its cap, or the box's OOM killer
 	// LimitHits counts the times the group's own memory cap ran out (v2
-	// memory.events "oom"; v1: the OOM events WatchOOM saw at the cap):
+	// memory.events "oom"; v1: the OOM events WatchOOM registered for,
+	// once the group had reached its cap, see peakAtCap):
 	// with OOMKills, what tells a kill for the cap from one for the box's
 	// memory or a parent's cap.
 	LimitHits int64
@@ -336,7 +337,9 @@ func (g *Group) Usage() (Usage, error) {
 		if oc, err := readSmall(filepath.Join(dir, "memory.oom_control")); err == nil {
 			u.OOMKills, _ = field(oc, "oom_kill") // Linux 4.13 and later
 		}
-		u.LimitHits = g.oomEvents.Load()
+		if g.oom != nil {
+			u.LimitHits = g.oom.hits(dir)
+		}
 	}
 	if dir := g.dirs["cpuacct"]; dir != "" {
 		u.CPUNanos, _ = number(dir, "cpuacct.usage")
@@ -368,15 +371,19 @@ func parsePids(data []byte) []int {
 	return pids
 }
 
-// WatchOOM counts, until stop, the times the v1 group's own memory cap
-// runs out, for Usage's LimitHits. v1 has no such counter: its OOM
-// notifier (an eventfd registered through cgroup.event_control on
-// memory.oom_control, Documentation/admin-guide/cgroup-v1/memory.rst
-// section 9) fires for the group's OOM and for an ancestor's, and its
-// peak reaches the cap by page cache alone. An event with the group's
-// usage at its cap is its own. The box's OOM killer notifies nobody.
-// Under v2 (memory.events counts it) and without a memory cap it watches
-// nothing.
+// WatchOOM registers for the v1 group's OOM events, for Usage's
+// LimitHits, until stop. v1 has no counter of the times the group's own
+// cap ran out: its OOM notifier (an eventfd registered through
+// cgroup.event_control on memory.oom_control,
+// Documentation/admin-guide/cgroup-v1/memory.rst section 9) fires for the
+// group's OOM and for an ancestor's; peakAtCap tells them apart. Nothing
+// reads the eventfd in between: the kernel adds each event to its counter
+// (eventfd(2)), and Usage and stop take what is there. The kernel signals
+// before it picks a victim (memcg1_oom_prepare, then
+// mem_cgroup_out_of_memory, mm/memcontrol-v1.c), so once a killed process
+// is reaped its event is there to count, however loaded the box. The
+// box's OOM killer notifies nobody. Under v2 (memory.events counts it)
+// and without a memory cap it watches nothing.
 func (g *Group) WatchOOM() (stop func(), err error) {
 	dir := g.dirs["memory"]
 	if g.v2 || dir == "" || g.limits.MemoryBytes <= 0 {
@@ -386,43 +393,90 @@ func (g *Group) WatchOOM() (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("watching for OOM: %w", err)
 	}
-	events := os.NewFile(uintptr(efd), "oom eventfd")
 	ctl, err := os.OpenFile(filepath.Join(dir, "memory.oom_control"), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		events.Close()
+		unix.Close(efd)
 		return nil, fmt.Errorf("watching for OOM: %w", err)
 	}
 	defer ctl.Close()
 	if err := write(dir, "cgroup.event_control", fmt.Sprintf("%d %d", efd, ctl.Fd())); err != nil {
-		events.Close()
+		unix.Close(efd)
 		return nil, fmt.Errorf("watching for OOM: %w", err)
 	}
-	go func() {
-		var buf [8]byte
-		// The read ends when stop closes the file (the runtime poller
-		// wakes it), or the group is removed (the kernel signals EOF).
-		for {
-			if _, err := events.Read(buf[:]); err != nil {
-				return
-			}
-			if g.atCap(dir) {
-				g.oomEvents.Add(1)
-			}
-		}
-	}()
-	return func() { events.Close() }, nil
+	w := &oomWatch{fd: efd}
+	g.oom = w
+	return func() { w.stop(dir) }, nil
 }
 
-// atCap reports whether the v1 group at dir is charged within a little
-// of its memory cap (with or without swap): where a charge that fails
-// leaves it, and where an ancestor's OOM, which reclaims its cache
-// first, does not.
-func (g *Group) atCap(dir string) bool {
+// oomWatch is a v1 group's OOM notifier. Usage and stop may run at once.
+type oomWatch struct {
+	mu    sync.Mutex
+	fd    int   // the eventfd; -1 once stopped
+	count int64 // the events that were the group's own
+}
+
+// hits counts the events pending on the eventfd and says how many were
+// the group's own, in all.
+func (w *oomWatch) hits(dir string) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.take(dir)
+	return w.count
+}
+
+// stop counts what is pending and releases the eventfd; closing it also
+// unregisters the event (memcg_event_wake sees EPOLLHUP).
+func (w *oomWatch) stop(dir string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.take(dir)
+	if w.fd >= 0 {
+		unix.Close(w.fd)
+		w.fd = -1
+	}
+}
+
+// take reads the events pending on the eventfd, with w.mu held: a read
+// returns the number of signals since the last, 8 bytes host-endian, or
+// EAGAIN when there are none (EFD_NONBLOCK; eventfd(2)).
+func (w *oomWatch) take(dir string) {
+	var buf [8]byte
+	if w.fd < 0 {
+		return
+	}
+	if n, err := unix.Read(w.fd, buf[:]); err != nil || n != len(buf) {
+		return
+	}
+	if peakAtCap(dir) {
+		w.count += int64(binary.NativeEndian.Uint64(buf[:]))
+	}
+}
+
+// peakAtCap says whether the v1 group at dir was ever charged to within a
+// little of its memory cap (with or without swap): an OOM event then is
+// its own. A charge goes to the OOM killer only if it is of at most 8
+// pages (PAGE_ALLOC_COSTLY_ORDER, mem_cgroup_oom in mm/memcontrol.c), so
+// one that failed at the group's cap left the group's usage within that
+// of it, and max_usage_in_bytes, a high-water mark, keeps it: unlike the
+// usage now, which drops as soon as the victim's memory is freed, it does
+// not depend on when the event is read. Page cache alone takes the peak
+// to the cap as well, but is reclaimed without an event. The price: an
+// ancestor's OOM is taken for the group's own if the group had reached
+// its own cap before it is counted (with page cache, or before Start
+// wrote the cap).
+//
+// Not memory.failcnt, the failures at the group's own limit
+// (memory.rst 5.4, page_counter_try_charge in mm/page_counter.c): a
+// charge is tried against memsw first, and recent kernels count the
+// failures of the memory counter only (mem_cgroup_css_alloc sets
+// track_failcnt on memcg->memory alone), so with memsw capped too neither
+// count moves for an OOM (both read 0 after one on Linux 6.18).
+func peakAtCap(dir string) bool {
 	const slack = 1 << 20
 	for _, f := range []string{"memory", "memory.memsw"} {
 		limit, err1 := number(dir, f+".limit_in_bytes")
-		usage, err2 := number(dir, f+".usage_in_bytes")
-		if err1 == nil && err2 == nil && limit > 0 && usage >= limit-slack {
+		peak, err2 := number(dir, f+".max_usage_in_bytes")
+		if err1 == nil && err2 == nil && limit > 0 && peak >= limit-slack {
 			return true
 		}
 	}
