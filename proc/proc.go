@@ -366,3 +366,27 @@ func Exe(pid int) (f File, path string, deleted bool, err error) {
 	path, deleted = strings.CutSuffix(path, " (deleted)")
 	return f, path, deleted, nil
 }
+
+// ArgsEnd returns the address in process pid's memory one past the end of
+// its command line (/proc/PID/stat field 49, arg_end, Linux 3.5): what
+// /proc/PID/cmdline reads ends there.
+func ArgsEnd(pid int) (uint64, error) {
+	data, err := readPIDFile(pid, "stat")
+	if err != nil {
+		return 0, err
+	}
+	end := bytes.LastIndexByte(data, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("%w: no ')' closing comm", ErrMalformedStat)
+	}
+	fields := bytes.Fields(data[end+1:])
+	const n = 49
+	if len(fields) < n-2 {
+		return 0, fmt.Errorf("%w: %d fields after comm, want at least %d", ErrMalformedStat, len(fields), n-2)
+	}
+	v, err := strconv.ParseUint(string(fields[n-3]), 10, 64)
+	if err != nil || v == 0 {
+		return 0, fmt.Errorf("%w: field %d (arg_end) %q", ErrMalformedStat, n, fields[n-3])
+	}
+	return v, nil
+}

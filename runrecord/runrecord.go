@@ -89,7 +89,8 @@ const (
 	// let a stray file exhaust memory.
 	MaxRecordBytes = 1 << 20
 
-	maxNameLen = 64
+	// MaxNameLen bounds a run's name.
+	MaxNameLen = 64
 )
 
 // Exit is what the supervisor recorded when the child (the group leader)
@@ -182,8 +183,8 @@ func ValidName(name string) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %s: %s", ErrInvalidName, quoteShort(name), fmt.Sprintf(format, args...))
 	}
-	if len(name) > maxNameLen {
-		return bad("%d bytes, at most %d", len(name), maxNameLen)
+	if len(name) > MaxNameLen {
+		return bad("%d bytes, at most %d", len(name), MaxNameLen)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
@@ -247,7 +248,8 @@ func RunIDAt(t time.Time) string { return t.UTC().Format(runIDTimeLayout) }
 const (
 	runIDTimeLayout = "20060102T150405.000000000Z"
 	runIDRandBytes  = 3
-	runIDLen        = len(runIDTimeLayout) + 1 + 2*runIDRandBytes
+	// RunIDLen is the length of every run id.
+	RunIDLen = len(runIDTimeLayout) + 1 + 2*runIDRandBytes
 )
 
 // runIDShape is the run id byte by byte: d a digit, x a lowercase hex digit,
@@ -259,8 +261,8 @@ func ValidRunID(id string) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %s: %s (want the shape of %s)", ErrInvalidRunID, quoteShort(id), fmt.Sprintf(format, args...), "20261202T141701.123456789Z-3f9a1c")
 	}
-	if len(id) != runIDLen {
-		return bad("%d bytes, want %d", len(id), runIDLen)
+	if len(id) != RunIDLen {
+		return bad("%d bytes, want %d", len(id), RunIDLen)
 	}
 	for i := 0; i < len(id); i++ {
 		c, want := id[i], runIDShape[i]
@@ -501,11 +503,14 @@ func (s *Store) Create(r *Record) error {
 	return s.CreateWith(r, nil)
 }
 
-// CreateWith is Create with a step before the record is written: prepare
-// gets the run dir, not yet visible under its name, may put files in it
-// and may fill in r. agent-box starts the supervisor there, so the first
-// record anybody can read already names the supervisor.
-func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
+// CreateWith is Create with steps of the caller's. prepare, before the
+// record is written, gets the run dir, not yet visible under its name, may
+// put files in it and may fill in r; ready, the func it returns if not
+// nil, is the last step before the run becomes visible, and may fail it
+// too. agent-box starts the supervisor there, so the first record anybody
+// can read already names the supervisor; a spare supervisor takes its run
+// while the record is written, and ready waits until it has.
+func (s *Store) CreateWith(r *Record, prepare func(dir string) (ready func() error, err error)) error {
 	if _, err := Encode(r); err != nil { // validates name and run id before any path is built
 		return err
 	}
@@ -523,9 +528,10 @@ func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	var data []byte
+	var ready func() error
 	var err error
 	if prepare != nil {
-		err = prepare(tmp)
+		ready, err = prepare(tmp)
 	}
 	if err == nil {
 		data, err = Encode(r)
@@ -537,6 +543,9 @@ func (s *Store) CreateWith(r *Record, prepare func(dir string) error) error {
 	}
 	if err == nil {
 		err = syncDir(tmp)
+	}
+	if err == nil && ready != nil {
+		err = ready()
 	}
 	if err == nil {
 		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE)

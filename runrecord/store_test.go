@@ -811,3 +811,47 @@ func TestLockNameAcrossProcesses(t *testing.T) {
 	}
 	unlock()
 }
+
+// CreateWith's ready is the last step before the run becomes visible: the
+// record is written in the dir being built by then, and an error from it
+// undoes the create as one of prepare's does.
+func TestCreateWithReady(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		s := newStore(t)
+		r := sample("ready", clock.Add(time.Hour))
+		refused := errors.New("the supervisor did not take the run")
+		var built string
+		err := s.CreateWith(r, func(dir string) (func() error, error) {
+			built = dir
+			return func() error {
+				if _, err := os.Lstat(filepath.Join(built, runrecord.RecordFile)); err != nil {
+					t.Errorf("ready before the record was written: %v", err)
+				}
+				if _, err := os.Lstat(s.RunDir(r.Name, r.RunID)); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("ready after the run became visible: %v", err)
+				}
+				if fail {
+					return refused
+				}
+				return nil
+			}, nil
+		})
+		if !fail {
+			if err != nil {
+				t.Fatalf("CreateWith: %v", err)
+			}
+			if _, err := s.Read(r.Name, r.RunID); err != nil {
+				t.Errorf("Read after CreateWith: %v", err)
+			}
+			continue
+		}
+		if !errors.Is(err, refused) {
+			t.Fatalf("CreateWith = %v, want ready's error", err)
+		}
+		for _, dir := range []string{built, s.RunDir(r.Name, r.RunID)} {
+			if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s after ready failed: %v", dir, err)
+			}
+		}
+	}
+}

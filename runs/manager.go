@@ -16,6 +16,7 @@ import (
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
+	"github.com/agent-box/agent-box/supervisor"
 )
 
 // System is the live system as the outcome matrix sees it. The real one
@@ -92,6 +93,20 @@ type Manager struct {
 	// its own, which a run with limits needs under cgroup v2 (nil:
 	// SystemdScopes); tests substitute one.
 	SystemdScopes func() error
+
+	spares *supervisor.Spares // KeepSpare's
+}
+
+// KeepSpare makes m, a server's Manager, start its runs' supervisors
+// ahead: it keeps one spare supervisor ready (supervisor.Spares), so that
+// a start does not wait for a supervisor's exec and runtime start. A
+// start that finds none launches one as before. The returned stop ends
+// the spare; a server that exits without it leaves none either (a spare
+// ends when its server's pipe closes).
+func (m *Manager) KeepSpare() (stop func()) {
+	m.spares = supervisor.NewSpares(m.Supervisor, m.Env, m.Logf)
+	m.spares.Fill()
+	return m.spares.Close
 }
 
 // logf writes to the Manager's Logf, if main gave it one.

@@ -622,6 +622,10 @@ func (m *Manager) newRecord(req *StartRequest, runID string, now time.Time, stat
 }
 
 func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, error) {
+	// The next start's spare, if this one took it: launched once this one
+	// has its child (or failed), so that it does not compete with it for
+	// the CPU.
+	defer m.spares.Fill()
 	if err := req.normalize(m.home(), m.arg); err != nil {
 		return StartResult{}, err
 	}
@@ -705,27 +709,46 @@ func (m *Manager) create(rec *runrecord.Record, spec *supervisor.Spec, delegate 
 		// its own (Enforceable).
 		launch = LaunchSystemd
 	}
+	req := supervisor.LaunchRequest{Command: m.Supervisor, Spec: spec, Env: m.Env, Scope: launch == LaunchSystemd, Delegate: delegate}
+	// A spare is in no systemd scope.
+	sup, err := m.createWith(rec, req, !req.Scope)
+	if errors.Is(err, errSpareFailed) {
+		// The run was never visible: start it as if there had been no
+		// spare.
+		m.logf("run %s/%s: %v; launching another", rec.Name, rec.RunID, err)
+		sup, err = m.createWith(rec, req, false)
+	}
+	return sup, err
+}
+
+// errSpareFailed is createWith's error when the spare supervisor did not
+// take the run.
+var errSpareFailed = errors.New("the spare supervisor failed")
+
+// adoptLimit bounds the wait for a spare supervisor to take its run.
+const adoptLimit = 5 * time.Second
+
+// createWith is create with the supervisor req asks for, or with the
+// spare, when spare and m keeps one.
+func (m *Manager) createWith(rec *runrecord.Record, req supervisor.LaunchRequest, spare bool) (*supervisor.Launched, error) {
 	// The supervisor is started inside the run dir before the dir and its
 	// record become visible, so that the first record anybody reads names
 	// a supervisor: a run being started reads "starting", never
 	// "start_interrupted" (which frees its name and lets process_remove
 	// delete it).
 	var sup *supervisor.Launched
-	err := m.Store.CreateWith(rec, func(dir string) error {
-		var err error
-		sup, err = supervisor.Launch(supervisor.LaunchRequest{
-			Command:  m.Supervisor,
-			Spec:     spec,
-			Dir:      dir,
-			Env:      m.Env,
-			Scope:    launch == LaunchSystemd,
-			Delegate: delegate,
-		})
-		if err != nil {
-			return err
+	err := m.Store.CreateWith(rec, func(dir string) (ready func() error, err error) {
+		req.Dir = dir
+		if spare {
+			sup, ready = m.offerSpare(req)
+		}
+		if sup == nil {
+			if sup, err = supervisor.Launch(req); err != nil {
+				return nil, err
+			}
 		}
 		rec.SupervisorPID, rec.SupervisorStartTime = sup.PID, sup.StartTime
-		return nil
+		return ready, nil
 	})
 	switch {
 	case errors.Is(err, runrecord.ErrNotDurable):
@@ -740,6 +763,29 @@ func (m *Manager) create(rec *runrecord.Record, spec *supervisor.Spec, delegate 
 		return nil, fmt.Errorf("creating run: %w", err)
 	}
 	return sup, nil
+}
+
+// offerSpare hands req's run to the spare, if m keeps one that is alive:
+// it takes the run while the record is written, and taken says, before
+// the run becomes visible, whether it did. nil when there is none, or it
+// cannot be told.
+func (m *Manager) offerSpare(req supervisor.LaunchRequest) (sup *supervisor.Launched, taken func() error) {
+	sup = m.spares.Take()
+	if sup == nil {
+		return nil, nil
+	}
+	adopted, err := sup.Adopt(req.Spec, req.Dir, adoptLimit)
+	if err != nil {
+		sup.Abort()
+		m.logf("run %s/%s: %v; launching another", req.Spec.Name, req.Spec.RunID, err)
+		return nil, nil
+	}
+	return sup, func() error {
+		if err := adopted(); err != nil {
+			return fmt.Errorf("%w: %w", errSpareFailed, err)
+		}
+		return nil
+	}
 }
 
 // supervisorEndLimit bounds process_start's wait for a supervisor that

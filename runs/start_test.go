@@ -20,16 +20,22 @@ import (
 
 // TestHelperSupervisor is not a test: with AGENT_BOX_TEST_SUPERVISOR=1 it
 // is the supervisor, as agent-box-supervisor runs it; with "slow" one that
-// takes its time to start, as a loaded machine's would.
+// takes its time to start, as a loaded machine's would; with "spare-dies"
+// a spare (supervisor.LaunchSpare) dies once it is sent its run.
 func TestHelperSupervisor(t *testing.T) {
 	switch os.Getenv("AGENT_BOX_TEST_SUPERVISOR") {
 	case "1":
 	case "slow":
 		time.Sleep(300 * time.Millisecond)
+	case "spare-dies":
+		if n := len(os.Args); os.Args[n-2] == "--spare" {
+			os.NewFile(supervisor.SpecFD, "spec").Read(make([]byte, 1))
+			os.Exit(1)
+		}
 	default:
 		t.Skip("helper process")
 	}
-	if err := supervisor.Main(supervisor.Config{}); err != nil {
+	if err := supervisor.Main(supervisor.Config{Args: os.Args}); err != nil {
 		os.Exit(1)
 	}
 	os.Exit(0)

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -76,6 +77,8 @@ type Launched struct {
 	cmd         *exec.Cmd
 	specW       *os.File
 	repR        *os.File
+	rep         *bufio.Reader // reads repR
+	adopted     bool          // a spare told its spec (Adopt)
 	exited      chan struct{} // closed once it has exited and been reaped
 	reserve     string        // the reserve Start set aside, "" if none
 	reserveInfo os.FileInfo   // which file it is
@@ -84,6 +87,26 @@ type Launched struct {
 // Launch starts the supervisor req asks for. It waits on SpecFD for the
 // spec that Start sends; until then it starts nothing.
 func Launch(req LaunchRequest) (*Launched, error) {
+	stderr, err := runrecord.OpenFile(filepath.Join(req.Dir, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600, "the supervisor's log")
+	if err != nil {
+		return nil, fmt.Errorf("creating supervisor log: %w", err)
+	}
+	defer stderr.Close()
+	argv := commandLine(req, os.Geteuid() == 0)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if req.Scope {
+		// systemd-run is looked up in the PATH the supervisor is given,
+		// the environment runs are started from.
+		cmd.Path, cmd.Err = lookPath(argv[0], req.Env)
+	}
+	cmd.Env = append([]string{}, req.Env...) // never nil: nil would be ours
+	cmd.Stderr = stderr
+	return launch(cmd, req.Spec)
+}
+
+// launch starts cmd as a supervisor, in a session of its own, with the
+// spec and report pipes; spec is nil for a spare.
+func launch(cmd *exec.Cmd, spec *Spec) (*Launched, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -95,27 +118,10 @@ func Launch(req LaunchRequest) (*Launched, error) {
 		return nil, err
 	}
 	defer repW.Close()
-	stderr, err := runrecord.OpenFile(filepath.Join(req.Dir, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600, "the supervisor's log")
-	if err != nil {
-		specW.Close()
-		repR.Close()
-		return nil, fmt.Errorf("creating supervisor log: %w", err)
-	}
-	defer stderr.Close()
-
-	argv := commandLine(req, os.Geteuid() == 0)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	if req.Scope {
-		// systemd-run is looked up in the PATH the supervisor is given,
-		// the environment runs are started from.
-		cmd.Path, cmd.Err = lookPath(argv[0], req.Env)
-	}
-	cmd.Env = append([]string{}, req.Env...) // never nil: nil would be ours
 	// Not agent-box's stdin or stdout: those belong to the MCP session and
 	// vanish with it.
 	cmd.Stdin = nil
 	cmd.Stdout = nil
-	cmd.Stderr = stderr
 	files := make([]*os.File, ReportFD-2)
 	files[SpecFD-3], files[ReportFD-3] = specR, repW // ExtraFiles[i] is fd 3+i
 	cmd.ExtraFiles = files
@@ -131,7 +137,7 @@ func Launch(req LaunchRequest) (*Launched, error) {
 	// start time.)
 	st, err := proc.ReadStat(cmd.Process.Pid)
 	// Reap it if it ends while we live; after we are gone, init does.
-	l := &Launched{PID: cmd.Process.Pid, StartTime: st.StartTime, spec: req.Spec, cmd: cmd, specW: specW, repR: repR, exited: make(chan struct{})}
+	l := &Launched{PID: cmd.Process.Pid, StartTime: st.StartTime, spec: spec, cmd: cmd, specW: specW, repR: repR, rep: newReportReader(repR), exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(l.exited) }()
 	if err != nil {
 		l.Abort()
@@ -207,7 +213,7 @@ func (e *ReportTimeoutError) Error() string {
 }
 
 // Start sets the run's reserve aside in its run dir, sends the supervisor
-// its spec and waits, at most timeout (0: DefaultStartTimeout), for its
+// its spec (an adopted spare, which has it, the go-ahead) and waits, at most timeout (0: DefaultStartTimeout), for its
 // start report: the child's pid, or why it could not be started
 // (ErrStartFailed, ErrNoReport, *ReportTimeoutError). After a failure,
 // DropReserve gives the reserve back.
@@ -216,15 +222,20 @@ func (l *Launched) Start(timeout time.Duration) (int, error) {
 	// Here, while the supervisor's runtime is still starting, rather than
 	// by the supervisor on its way to the child: the same room, set aside
 	// before the child can fill the disk, off process_start's path. After
-	// the run's first record, which must fit first; before the spec, after
-	// which the supervisor looks for it (takeReserve). Best effort, as the
+	// the run's first record, which must fit first; before the spec or the
+	// go-ahead, after which the supervisor looks for it (takeReserve). Best effort, as the
 	// supervisor's own try when this one failed.
 	runDir := l.spec.runDir()
-	if makeReserve(runDir) {
+	if !l.adopted && makeReserve(runDir) { // an adopted spare made it
 		l.reserve = filepath.Join(runDir, ReserveFile)
 		l.reserveInfo, _ = os.Lstat(l.reserve)
 	}
-	err := encodeSpec(l.specW, l.spec)
+	var err error
+	if l.adopted {
+		_, err = io.WriteString(l.specW, goAhead)
+	} else {
+		err = encodeSpec(l.specW, l.spec)
+	}
 	l.specW.Close()
 	if err != nil {
 		return 0, fmt.Errorf("sending spec to supervisor: %w", err)
@@ -235,7 +246,7 @@ func (l *Launched) Start(timeout time.Duration) (int, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		pid, err := readReport(l.repR)
+		pid, err := nextReport(l.rep)
 		done <- result{pid, err}
 	}()
 	if timeout <= 0 {

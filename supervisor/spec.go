@@ -77,14 +77,28 @@ func writeReport(w io.Writer, pid int, startErr error) error {
 // readReport reads the supervisor's start report and returns the child's
 // pid, or why it could not be started.
 func readReport(r io.Reader) (int, error) {
-	line, err := bufio.NewReader(io.LimitReader(r, 64<<10)).ReadString('\n')
+	return nextReport(newReportReader(r))
+}
+
+// newReportReader reads what a supervisor writes on its report pipe: the
+// adoption's answer, if it is a spare, then the start report.
+func newReportReader(r io.Reader) *bufio.Reader {
+	return bufio.NewReader(io.LimitReader(r, 64<<10))
+}
+
+// nextReport reads the start report from r.
+func nextReport(r *bufio.Reader) (int, error) {
+	line, err := r.ReadString('\n')
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return 0, ErrNoReport
 		}
 		return 0, fmt.Errorf("reading supervisor report: %w", err)
 	}
-	line = strings.TrimSuffix(line, "\n")
+	return parseReport(strings.TrimSuffix(line, "\n"))
+}
+
+func parseReport(line string) (int, error) {
 	switch {
 	case strings.HasPrefix(line, "ok "):
 		pid, err := strconv.Atoi(strings.TrimPrefix(line, "ok "))

@@ -35,9 +35,17 @@ const DefaultKillGrace = 5 * time.Second
 // Config is what the supervisor's main wires in.
 type Config struct {
 	// Log is the supervisor's own log, a line per message: main's
-	// stderr, which Launch points at the run dir's StderrFile. Nil
-	// discards.
+	// stderr, which Launch points at the run dir's StderrFile (a spare
+	// points it there itself). Nil discards.
 	Log io.Writer
+	// Args is the process's command line, os.Args: a spare's ends with
+	// spareArg, and it rewrites it (retitle).
+	Args []string
+}
+
+// spare reports whether args are a spare supervisor's (LaunchSpare).
+func spare(args []string) bool {
+	return len(args) >= 3 && args[len(args)-2] == spareArg
 }
 
 // Main is the body of "agent-box supervise". It reads the Spec from SpecFD,
@@ -61,19 +69,27 @@ func Main(c Config) error {
 	if specFile == nil || report == nil {
 		return errors.New("supervise: spec or report descriptor missing (this subcommand is internal)")
 	}
-	var spec Spec
-	err := decodeSpec(specFile, &spec)
-	specFile.Close()
-	if err != nil {
-		writeReport(report, 0, fmt.Errorf("reading spec: %w", err))
-		return err
-	}
-	s := &supervisor{spec: spec, cfg: c, caught: caught}
+	s := &supervisor{cfg: c, caught: caught}
 	// The supervisors of runs started from inside this one run the files
 	// this one runs: by those a nested supervisor is told from a process
-	// that only borrows a supervisor's command line.
+	// that only borrows a supervisor's command line. (Before the spec: a
+	// spare does it before it is needed.)
 	if exe, err := os.Executable(); err == nil {
 		s.nested = InstalledWith(exe)
+	}
+	var err error
+	if spare(c.Args) {
+		err = s.adopt(specFile, report)
+	} else if err = decodeSpec(specFile, &s.spec); err != nil {
+		err = fmt.Errorf("reading spec: %w", err)
+	}
+	specFile.Close()
+	if errors.Is(err, errAbandoned) {
+		return nil
+	}
+	if err != nil {
+		writeReport(report, 0, err)
+		return err
 	}
 	debug.SetGCPercent(25)
 	return s.run(report)
@@ -293,8 +309,11 @@ func (s *supervisor) run(report *os.File) error {
 		}
 	}
 
-	// Set aside room for the exit before the child can fill the disk.
-	s.takeReserve(sp.runDir())
+	// Set aside room for the exit before the child can fill the disk (an
+	// adopted spare has).
+	if s.reserve == "" {
+		s.takeReserve(sp.runDir())
+	}
 	child, outs, stdinW, err := s.startChild()
 	if err != nil {
 		werr := s.writeRecord(func(r *runrecord.Record) {
@@ -344,18 +363,30 @@ type output struct {
 	w io.Writer
 }
 
-func (s *supervisor) startChild() (*exec.Cmd, []output, *os.File, error) {
+// createLog creates the run's log in runDir.
+func (s *supervisor) createLog(runDir string) error {
 	sp := &s.spec
-	mode := capture.Mode(sp.CaptureMode)
 	secrets := make([][]byte, 0, len(sp.Secrets))
 	for _, v := range sp.Secrets {
 		secrets = append(secrets, []byte(v))
 	}
-	log, err := capture.Create(s.store.LogPath(sp.Name, sp.RunID), mode, capture.Options{MaxBytes: sp.MaxLogBytes, Secrets: secrets})
+	log, err := capture.Create(filepath.Join(runDir, runrecord.LogFile), capture.Mode(sp.CaptureMode), capture.Options{MaxBytes: sp.MaxLogBytes, Secrets: secrets})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("creating log: %w", err)
+		return fmt.Errorf("creating log: %w", err)
 	}
 	s.log = log
+	return nil
+}
+
+func (s *supervisor) startChild() (*exec.Cmd, []output, *os.File, error) {
+	sp := &s.spec
+	mode := capture.Mode(sp.CaptureMode)
+	if s.log == nil { // an adopted spare made it
+		if err := s.createLog(sp.runDir()); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	log := s.log
 
 	if sp.Pty {
 		return s.startOnPty(log)

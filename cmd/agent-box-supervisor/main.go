@@ -18,7 +18,7 @@ import (
 
 func main() {
 	// Its stderr is the run dir's supervisor.log (supervisor.Launch).
-	if err := supervisor.Main(supervisor.Config{Log: os.Stderr}); err != nil {
+	if err := supervisor.Main(supervisor.Config{Log: os.Stderr, Args: os.Args}); err != nil {
 		fmt.Fprintf(os.Stderr, "agent-box-supervisor: %v\n", err)
 		os.Exit(1)
 	}

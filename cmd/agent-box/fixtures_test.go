@@ -1,8 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
+	"github.com/agent-box/agent-box/supervisor"
 
 	"github.com/agent-box/agent-box/internal/abtest"
 )
@@ -111,8 +112,10 @@ func TestLeanSupervisorIsUsed(t *testing.T) {
 	require.NoError(t, err)
 	rec, err := store.Read("lean", abtest.Str(r.Data["run_id"]))
 	require.NoError(t, err)
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", rec.SupervisorPID))
+	argv, err := proc.Cmdline(rec.SupervisorPID)
 	require.NoError(t, err)
-	assert.Contains(t, string(cmdline), "agent-box-supervisor\x00lean\x00")
+	require.GreaterOrEqual(t, len(argv), 3)
+	assert.Equal(t, supervisor.BinaryName, filepath.Base(argv[0]))
+	assert.Equal(t, []string{"lean", rec.RunID}, argv[len(argv)-2:], "it names its run")
 	s.OK("process_kill", map[string]any{"name": "lean", "signal": "KILL"})
 }

@@ -75,6 +75,7 @@ func connectWith(t *testing.T, stateDir string, tweak func(*runs.Manager), env .
 	if tweak != nil {
 		tweak(m)
 	}
+	t.Cleanup(m.KeepSpare()) // as serve does
 	return abtest.ConnectServe(t, stateDir, func(ctx context.Context, in io.Reader, out io.Writer) error {
 		return tools.Serve(ctx, &tools.Handlers{M: m}, version, in, out, log.New(w.stderr, "agent-box: ", 0))
 	})

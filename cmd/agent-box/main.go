@@ -47,7 +47,7 @@ func run(args []string) int {
 	_ = proc.CloseOnExecFrom(3)
 	if len(args) > 0 && args[0] == "supervise" {
 		// Its stderr is the run dir's supervisor.log (supervisor.Launch).
-		if err := supervisor.Main(supervisor.Config{Log: os.Stderr}); err != nil {
+		if err := supervisor.Main(supervisor.Config{Log: os.Stderr, Args: os.Args}); err != nil {
 			fmt.Fprintf(os.Stderr, "agent-box supervise: %v\n", err)
 			return 1
 		}
@@ -357,6 +357,8 @@ func serve(m *runs.Manager) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	errLog := log.New(os.Stderr, "agent-box: ", log.LstdFlags)
+	// A session starts many runs: each takes a supervisor launched ahead.
+	defer m.KeepSpare()()
 	if err := tools.Serve(ctx, &tools.Handlers{M: m}, version, os.Stdin, out, errLog); err != nil && !errors.Is(err, context.Canceled) {
 		errLog.Printf("serve: %v", err)
 		return 1

@@ -1,0 +1,317 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
+)
+
+// A spare is a supervisor launched before the start it serves: a server
+// keeps one ready (Spares), so that a process_start does not wait for a
+// supervisor's exec and Go runtime start, about 6 ms of its 16 on a 2-core
+// VM (docs/architecture/performance.md).
+//
+// A record's supervisor is known by its command line, which names the run
+// (IsSupervisorOf), and a spare cannot know the run before it is chosen.
+// So it is launched with a placeholder as long as the longest name and run
+// id, and once it is told its run, before the run is visible, it writes
+// them over the placeholder, in its own memory, where /proc/PID/cmdline
+// reads them (retitle). Every fact a reader checks is then what it is for
+// a supervisor launched for the run: its pid and start time in the record,
+// a session of its own, the executable, and a command line that ends with
+// the run's name and run id.
+const (
+	// spareArg is the second last argument of a spare. It is no run name
+	// (ValidName), and the filler after it is no run id: until it is
+	// adopted, a spare supervises nothing (IsSupervisor).
+	spareArg = "--spare"
+	// goAhead is what Start sends an adopted spare once the run is in
+	// place: the spare starts nothing without it.
+	goAhead = "go\n"
+	// adoptedLine is a spare's answer to its adoption, on the report pipe.
+	adoptedLine = "adopted\n"
+)
+
+// spareFiller is a spare's last argument: with spareArg, room for a run's
+// name, its run id and a filler argument of at least "" (retitle).
+var spareFiller = strings.Repeat("-", runrecord.MaxNameLen+runrecord.RunIDLen)
+
+// adoption is a spare's first message: the spec of the run it is to
+// supervise, and Dir, where the run dir is being built (its log goes
+// there).
+type adoption struct {
+	Spec *Spec  `json:"spec"`
+	Dir  string `json:"dir"`
+}
+
+// LaunchSpare starts a spare supervisor: command, with the spare's
+// arguments, in env. Its stderr is /dev/null until it is adopted.
+func LaunchSpare(command, env []string) (*Launched, error) {
+	argv := append(append([]string{}, command...), spareArg, spareFiller)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append([]string{}, env...) // never nil: nil would be ours
+	return launch(cmd, nil)
+}
+
+// Adopt tells spare l the run it is to supervise: spec, whose run dir is
+// being built at dir. The spare takes it while the caller goes on: taken
+// returns once the spare's command line names the run, so that the run
+// may be made visible, and Start then lets it start the child. Both wait
+// at most timeout in all; after an error the spare is of no use (Abort
+// it).
+func (l *Launched) Adopt(spec *Spec, dir string, timeout time.Duration) (taken func() error, err error) {
+	if l.spec != nil {
+		return nil, errors.New("the supervisor has its spec already")
+	}
+	l.spec = spec
+	deadline := time.Now().Add(timeout)
+	// Bounded: a spare that stopped reading must not hold the start.
+	l.specW.SetWriteDeadline(deadline)
+	err = json.NewEncoder(l.specW).Encode(adoption{Spec: spec, Dir: dir})
+	l.specW.SetWriteDeadline(time.Time{})
+	if err != nil {
+		return nil, fmt.Errorf("sending the spare supervisor (pid %d) its spec: %w", l.PID, err)
+	}
+	return func() error {
+		l.repR.SetReadDeadline(deadline)
+		line, err := l.rep.ReadString('\n')
+		l.repR.SetReadDeadline(time.Time{})
+		switch {
+		case err != nil:
+			return fmt.Errorf("the spare supervisor (pid %d) did not take the run: %w", l.PID, err)
+		case line != adoptedLine:
+			_, err := parseReport(strings.TrimSuffix(line, "\n"))
+			return fmt.Errorf("the spare supervisor (pid %d) did not take the run: %w", l.PID, err)
+		}
+		l.adopted = true
+		return nil
+	}, nil
+}
+
+// errAbandoned is a spare's end when its server went away (or dropped the
+// start) before it was told to start a child.
+var errAbandoned = errors.New("no run was started")
+
+// adopt is the start of a spare's Main. It reads its adoption, takes the
+// run's name and run id for its command line and the dir the run is built
+// in for its own log, the run's log and the reserve (while the server
+// writes the record there), answers, and returns once it is told to go
+// ahead, with s.spec set.
+func (s *supervisor) adopt(specFile, report *os.File) error {
+	// What the encoder and decoder learn of the types on first use
+	// (encoding/json caches their fields), learnt while the spare waits.
+	_ = json.Unmarshal([]byte(`{"spec":{"limits":{}}}`), &adoption{})
+	_, _ = json.Marshal(&runrecord.Record{})
+	dec := json.NewDecoder(io.LimitReader(specFile, maxSpec))
+	var a adoption
+	if err := dec.Decode(&a); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errAbandoned // the server ended: nothing to say
+		}
+		return fmt.Errorf("reading spec: %w", err)
+	}
+	if a.Spec == nil || !filepath.IsAbs(a.Dir) {
+		return errors.New("reading spec: no spec, or no absolute dir")
+	}
+	s.spec = *a.Spec
+	if err := retitle(s.cfg.Args, s.spec.Name, s.spec.RunID); err != nil {
+		return err
+	}
+	// The dir is moved into place once we answer, and what is made in it
+	// goes with it: by a descriptor, a path that stays its own.
+	dir, err := os.OpenFile(a.Dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("opening the run dir: %w", err)
+	}
+	defer dir.Close()
+	if _, err := io.WriteString(report, adoptedLine); err != nil {
+		return fmt.Errorf("answering the adoption: %w", err)
+	}
+	// While the server moves it into place: our own log, the reserve and
+	// the run's log. Best effort: what fails here, run tries again in the
+	// run dir, where a failure is recorded and reported.
+	at := fmt.Sprintf("/proc/self/fd/%d", dir.Fd())
+	if log, err := runrecord.OpenFile(filepath.Join(at, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600, "the supervisor's log"); err == nil {
+		_ = unix.Dup3(int(log.Fd()), 2, 0)
+		log.Close()
+	}
+	s.takeReserve(at)
+	_ = s.createLog(at)
+	// EOF without the go-ahead: the start was dropped (the run could not
+	// be made visible) or its server went away. (The encoder ended the
+	// adoption with a newline.)
+	rest, _ := io.ReadAll(io.LimitReader(io.MultiReader(dec.Buffered(), specFile), 16))
+	if strings.TrimSpace(string(rest)) != strings.TrimSpace(goAhead) {
+		return errAbandoned
+	}
+	// The dir is in place now, under the run's name; the files made in it
+	// went with it (the log is open already).
+	if s.reserve != "" {
+		s.reserve = filepath.Join(s.spec.runDir(), ReserveFile)
+	}
+	return nil
+}
+
+// retitle makes this process's command line, as /proc/PID/cmdline reads
+// it, end with name and runID, written over the spare's last two arguments
+// (spareArg and spareFiller) in the memory the kernel reads them from. The
+// bytes before name fill an argument of their own, so the length stays.
+// It checks the result as IsSupervisorOf will.
+//
+// Those bytes are also what os.Args' last two strings point at (the
+// runtime does not copy them), which nothing reads after this.
+func retitle(args []string, name, runID string) error {
+	if err := runrecord.ValidName(name); err != nil {
+		return err
+	}
+	if err := runrecord.ValidRunID(runID); err != nil {
+		return err
+	}
+	n := len(args)
+	if n < 3 || args[n-2] != spareArg {
+		return fmt.Errorf("command line %q is not a spare's", args)
+	}
+	room := len(args[n-2]) + 1 + len(args[n-1]) + 1
+	title := name + "\x00" + runID + "\x00"
+	if len(title)+1 > room {
+		return fmt.Errorf("no room for %q in the command line", title)
+	}
+	title = strings.Repeat("-", room-len(title)-1) + "\x00" + title
+	self := os.Getpid()
+	end, err := proc.ArgsEnd(self)
+	if err != nil {
+		return err
+	}
+	// Our own memory, through /proc: no pointer arithmetic in Go, and a
+	// kernel that forbids it fails the write instead of the process.
+	mem, err := os.OpenFile("/proc/self/mem", os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("naming the run in the command line: %w", err)
+	}
+	defer mem.Close()
+	if _, err := mem.WriteAt([]byte(title), int64(end)-int64(room)); err != nil {
+		return fmt.Errorf("naming the run in the command line: %w", err)
+	}
+	argv, err := proc.Cmdline(self)
+	if err != nil {
+		return fmt.Errorf("naming the run in the command line: %w", err)
+	}
+	if n, id, ok := supervisorArgs(argv); !ok || n != name || id != runID || len(argv) != len(args)+1 {
+		return fmt.Errorf("naming the run in the command line: it reads %q", argv)
+	}
+	return nil
+}
+
+// Spares keeps one spare supervisor ready for a server's next start.
+type Spares struct {
+	command, env []string
+	logf         func(format string, args ...any)
+	mu           sync.Mutex
+	ready        *Launched
+	filling      bool
+	closed       bool
+	wg           sync.WaitGroup // the fill under way
+}
+
+// NewSpares keeps spares of the supervisor command, in env; logf, if not
+// nil, hears why one could not be launched.
+func NewSpares(command, env []string, logf func(format string, args ...any)) *Spares {
+	return &Spares{command: command, env: env, logf: logf}
+}
+
+// Take hands over the ready spare, if there is one and it is still alive,
+// else nil. Fill launches the next.
+func (p *Spares) Take() *Launched {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	l := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	select {
+	case <-l.exited:
+		l.Abort()
+		return nil
+	default:
+		return l
+	}
+}
+
+// ReadyPID is the pid of the spare ready now, 0 if there is none.
+func (p *Spares) ReadyPID() int {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ready == nil {
+		return 0
+	}
+	return p.ready.PID
+}
+
+// Fill launches a spare, in the background, unless one is ready or being
+// launched, or p is closed.
+func (p *Spares) Fill() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.ready != nil || p.filling {
+		return
+	}
+	p.filling = true
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		l, err := LaunchSpare(p.command, p.env)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.filling = false
+		switch {
+		case err != nil:
+			if p.logf != nil {
+				p.logf("launching a spare supervisor: %v", err)
+			}
+		case p.closed:
+			l.Abort()
+		default:
+			p.ready = l
+		}
+	}()
+}
+
+// Close ends the ready spare and launches no more.
+func (p *Spares) Close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.closed = true
+	l := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+	if l != nil {
+		l.Abort()
+		l.AwaitExit(time.Second)
+	}
+}
