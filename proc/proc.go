@@ -132,16 +132,10 @@ func ParseStat(data []byte) (Stat, error) {
 	if err != nil || pid == 0 {
 		return Stat{}, fmt.Errorf("%w: field 1 (pid) %q", ErrMalformedStat, data[:sp])
 	}
-	end := bytes.LastIndexByte(data, ')')
-	if end < sp+1 {
-		return Stat{}, fmt.Errorf("%w: no ')' closing comm", ErrMalformedStat)
+	fields, err := fieldsAfterComm(data[sp+1:])
+	if err != nil {
+		return Stat{}, err
 	}
-	rest := data[end+1:]
-	if len(rest) == 0 || rest[0] != ' ' {
-		return Stat{}, fmt.Errorf("%w: no space after comm", ErrMalformedStat)
-	}
-	// Field n (1-based, as in proc(5)) is fields[n-3].
-	fields := bytes.Fields(rest)
 	if len(fields) < 22-2 {
 		return Stat{}, fmt.Errorf("%w: %d fields after comm, want at least %d", ErrMalformedStat, len(fields), 22-2)
 	}
@@ -167,6 +161,21 @@ func ParseStat(data []byte) (Stat, error) {
 	}
 	st.CPUTicks, st.RSSPages = parseUsage(fields)
 	return st, nil
+}
+
+// fieldsAfterComm splits a /proc/PID/stat line after its comm, which may
+// hold spaces and parentheses of its own: field n (1-based, as in
+// proc(5)) is fields[n-3].
+func fieldsAfterComm(data []byte) ([][]byte, error) {
+	end := bytes.LastIndexByte(data, ')')
+	if end < 0 {
+		return nil, fmt.Errorf("%w: no ')' closing comm", ErrMalformedStat)
+	}
+	rest := data[end+1:]
+	if len(rest) == 0 || rest[0] != ' ' {
+		return nil, fmt.Errorf("%w: no space after comm", ErrMalformedStat)
+	}
+	return bytes.Fields(rest), nil
 }
 
 // parseUsage reads fields 14-17 (CPU ticks) and 24 (rss) from the fields
@@ -375,11 +384,10 @@ func ArgsEnd(pid int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	end := bytes.LastIndexByte(data, ')')
-	if end < 0 {
-		return 0, fmt.Errorf("%w: no ')' closing comm", ErrMalformedStat)
+	fields, err := fieldsAfterComm(data)
+	if err != nil {
+		return 0, err
 	}
-	fields := bytes.Fields(data[end+1:])
 	const n = 49
 	if len(fields) < n-2 {
 		return 0, fmt.Errorf("%w: %d fields after comm, want at least %d", ErrMalformedStat, len(fields), n-2)

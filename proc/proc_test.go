@@ -164,6 +164,34 @@ func TestReadStatSelf(t *testing.T) {
 	}
 }
 
+// ArgsEnd is where the command line ends in the process's memory: the
+// bytes before it are what /proc/PID/cmdline reads.
+func TestArgsEnd(t *testing.T) {
+	cmdline, err := os.ReadFile("/proc/self/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := proc.ArgsEnd(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := os.Open("/proc/self/mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	got := make([]byte, len(cmdline))
+	if _, err := mem.ReadAt(got, int64(end)-int64(len(got))); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, cmdline) {
+		t.Errorf("memory before arg_end = %q, want the command line %q", got, cmdline)
+	}
+	if _, err := proc.ArgsEnd(1 << 30); !errors.Is(err, proc.ErrNoProcess) {
+		t.Errorf("ArgsEnd of no process = %v, want ErrNoProcess", err)
+	}
+}
+
 func TestMissingPid(t *testing.T) {
 	data, err := os.ReadFile("/proc/sys/kernel/pid_max")
 	if err != nil {

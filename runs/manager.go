@@ -105,8 +105,28 @@ type Manager struct {
 // ends when its server's pipe closes).
 func (m *Manager) KeepSpare() (stop func()) {
 	m.spares = supervisor.NewSpares(m.Supervisor, m.Env, m.Logf)
+	// Without asking how supervisors are launched: that may take a D-Bus
+	// round trip, which a server that only lists and reads must not pay.
+	// Where they go to systemd scopes, this first spare is the only one.
 	m.spares.Fill()
 	return m.spares.Close
+}
+
+// fillSpare launches the next spare, if m keeps one, unless supervisors
+// go to systemd scopes, which a spare is not in.
+func (m *Manager) fillSpare() {
+	if m.spares != nil && m.launchMode() == LaunchSetsid {
+		m.spares.Fill()
+	}
+}
+
+// launchMode is how supervisors are started: LaunchSetsid or
+// LaunchSystemd.
+func (m *Manager) launchMode() string {
+	if m.Launch == nil {
+		return LaunchSetsid
+	}
+	return m.Launch()
 }
 
 // logf writes to the Manager's Logf, if main gave it one.

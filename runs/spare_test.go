@@ -15,6 +15,7 @@ import (
 
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/supervisor"
 )
 
@@ -39,7 +40,9 @@ func TestStartTakesTheSpare(t *testing.T) {
 		return 0
 	}
 	start := func(name string) Run {
-		res, err := m.Start(context.Background(), StartRequest{Name: name, Argv: []string{"/bin/sleep", "30"}, Cwd: "/"})
+		// It lists its descriptors, then sleeps: none of a spare's (the
+		// run dir's, /proc/self/mem's, the pipes') reaches it.
+		res, err := m.Start(context.Background(), StartRequest{Name: name, Argv: []string{"/bin/sh", "-c", "ls /proc/$$/fd; exec sleep 30"}, Cwd: "/"})
 		require.NoError(t, err)
 		t.Cleanup(func() { m.Kill(name, "", unix.SIGKILL, 0) })
 		return res.Run
@@ -52,6 +55,15 @@ func TestStartTakesTheSpare(t *testing.T) {
 	assert.Equal(t, first, rec.SupervisorPID, "the run's supervisor is the spare")
 	assert.Equal(t, outcome.Running, run.State, run.Reason)
 	assert.Equal(t, outcome.Same, m.Sys.SupervisorOf(rec.SupervisorPID, "a", run.RunID), "the live system takes it for the run's supervisor")
+	fds := func(name, runID string) string {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if b, err := os.ReadFile(m.Store.LogPath(name, runID)); err == nil && strings.HasSuffix(string(b), "2\n") {
+				return string(b)
+			}
+		}
+		return "(nothing)"
+	}
+	assert.Equal(t, "0\n1\n2\n", fds("a", run.RunID), "the child's descriptors")
 	_, err = m.Kill("a", "", unix.SIGKILL, 0)
 	require.NoError(t, err)
 	m.waitRecorded("a", run.RunID, 10*time.Second)
@@ -75,6 +87,45 @@ func TestStartTakesTheSpare(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, next, rec.SupervisorPID)
 	assert.Equal(t, outcome.Running, run.State, run.Reason)
+	assert.Equal(t, "0\n1\n2\n", fds("b", run.RunID), "a launched supervisor's child's, the same")
+}
+
+// Any process of the user can write to a spare's spec pipe through
+// /proc/PID/fd/3, and so tell it another run. The start it is then taken
+// for does not take its word: the run is created with a launched
+// supervisor, and the spare is killed.
+func TestSpareToldAnotherRun(t *testing.T) {
+	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
+	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
+	require.NoError(t, err)
+	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(), Logf: t.Logf,
+		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
+	t.Cleanup(m.KeepSpare())
+	var spare int
+	for deadline := time.Now().Add(10 * time.Second); spare == 0; time.Sleep(time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "no spare was launched")
+		spare = m.spares.ReadyPID()
+	}
+	pipe, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", spare, supervisor.SpecFD), os.O_WRONLY, 0)
+	require.NoError(t, err)
+	other := runrecord.NewRunID(time.Now())
+	_, err = fmt.Fprintf(pipe, `{"spec":{"name":"other","run_id":%q,"capture_mode":"combined"},"dir":%q}`+"\n", other, t.TempDir())
+	require.NoError(t, err)
+	pipe.Close()
+
+	res, err := m.Start(context.Background(), StartRequest{Name: "a", Argv: []string{"/bin/sleep", "30"}, Cwd: "/"})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Kill("a", "", unix.SIGKILL, 0) })
+	assert.Equal(t, outcome.Running, res.Run.State, res.Run.Reason)
+	rec, err := m.Store.Read("a", res.RunID)
+	require.NoError(t, err)
+	assert.NotEqual(t, spare, rec.SupervisorPID)
+	assert.Equal(t, outcome.Same, m.Sys.SupervisorOf(rec.SupervisorPID, "a", res.RunID))
+	_, err = proc.ReadStat(spare)
+	for deadline := time.Now().Add(10 * time.Second); err == nil && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		_, err = proc.ReadStat(spare)
+	}
+	assert.Error(t, err, "the spare was killed")
 }
 
 // A spare that dies while it takes its run is passed over before the run
@@ -101,7 +152,7 @@ func TestStartOutlivesItsSpare(t *testing.T) {
 	assert.NotEqual(t, spare, rec.SupervisorPID)
 	assert.Equal(t, outcome.Same, m.Sys.SupervisorOf(rec.SupervisorPID, "a", res.RunID))
 	assert.Contains(t, logs.String(), fmt.Sprintf("the spare supervisor (pid %d) did not take the run", spare))
-	assert.Contains(t, logs.String(), "launching another")
+	assert.Contains(t, logs.String(), "launching a supervisor for it")
 }
 
 // syncLog collects a Manager's Logf lines.

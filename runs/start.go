@@ -625,7 +625,7 @@ func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, er
 	// The next start's spare, if this one took it: launched once this one
 	// has its child (or failed), so that it does not compete with it for
 	// the CPU.
-	defer m.spares.Fill()
+	defer m.fillSpare()
 	if err := req.normalize(m.home(), m.arg); err != nil {
 		return StartResult{}, err
 	}
@@ -700,10 +700,7 @@ func (m *Manager) spec(req *StartRequest, runID, path string, argv []string) *su
 // run's supervisor in it, not yet told to start the child; in a scope
 // systemd delegates to it when delegate (cgroup v2 limits).
 func (m *Manager) create(rec *runrecord.Record, spec *supervisor.Spec, delegate bool) (*supervisor.Launched, error) {
-	launch := LaunchSetsid
-	if m.Launch != nil {
-		launch = m.Launch()
-	}
+	launch := m.launchMode()
 	if delegate {
 		// Under cgroup v2 the supervisor caps its run only in a group of
 		// its own (Enforceable).
@@ -715,7 +712,6 @@ func (m *Manager) create(rec *runrecord.Record, spec *supervisor.Spec, delegate 
 	if errors.Is(err, errSpareFailed) {
 		// The run was never visible: start it as if there had been no
 		// spare.
-		m.logf("run %s/%s: %v; launching another", rec.Name, rec.RunID, err)
 		sup, err = m.createWith(rec, req, false)
 	}
 	return sup, err
@@ -777,15 +773,25 @@ func (m *Manager) offerSpare(req supervisor.LaunchRequest) (sup *supervisor.Laun
 	adopted, err := sup.Adopt(req.Spec, req.Dir, adoptLimit)
 	if err != nil {
 		sup.Abort()
-		m.logf("run %s/%s: %v; launching another", req.Spec.Name, req.Spec.RunID, err)
+		m.spareFailed(req.Spec, err)
 		return nil, nil
 	}
 	return sup, func() error {
-		if err := adopted(); err != nil {
+		err := adopted()
+		if err != nil {
+			m.spareFailed(req.Spec, err)
 			return fmt.Errorf("%w: %w", errSpareFailed, err)
 		}
+		m.spares.Adopted(nil)
 		return nil
 	}
+}
+
+// spareFailed notes that the spare did not take the run of spec, which
+// then gets a supervisor launched for it.
+func (m *Manager) spareFailed(spec *supervisor.Spec, err error) {
+	m.logf("run %s/%s: %v; launching a supervisor for it", spec.Name, spec.RunID, err)
+	m.spares.Adopted(err)
 }
 
 // supervisorEndLimit bounds process_start's wait for a supervisor that

@@ -28,7 +28,7 @@ func TestHelperSupervisor(t *testing.T) {
 	case "slow":
 		time.Sleep(300 * time.Millisecond)
 	case "spare-dies":
-		if n := len(os.Args); os.Args[n-2] == "--spare" {
+		if n := len(os.Args); os.Args[n-2] == "--spare" { // a spare's (supervisor.LaunchSpare)
 			os.NewFile(supervisor.SpecFD, "spec").Read(make([]byte, 1))
 			os.Exit(1)
 		}

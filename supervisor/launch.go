@@ -212,9 +212,10 @@ func (e *ReportTimeoutError) Error() string {
 	return fmt.Sprintf("supervisor (pid %d) did not report within %s and was killed", e.PID, e.After)
 }
 
-// Start sets the run's reserve aside in its run dir, sends the supervisor
-// its spec (an adopted spare, which has it, the go-ahead) and waits, at most timeout (0: DefaultStartTimeout), for its
-// start report: the child's pid, or why it could not be started
+// Start sets the run's reserve aside in its run dir (an adopted spare
+// has), sends the supervisor its spec (an adopted spare, which has it,
+// the go-ahead) and waits, at most timeout (0: DefaultStartTimeout), for
+// its start report: the child's pid, or why it could not be started
 // (ErrStartFailed, ErrNoReport, *ReportTimeoutError). After a failure,
 // DropReserve gives the reserve back.
 func (l *Launched) Start(timeout time.Duration) (int, error) {
@@ -222,13 +223,14 @@ func (l *Launched) Start(timeout time.Duration) (int, error) {
 	// Here, while the supervisor's runtime is still starting, rather than
 	// by the supervisor on its way to the child: the same room, set aside
 	// before the child can fill the disk, off process_start's path. After
-	// the run's first record, which must fit first; before the spec or the
-	// go-ahead, after which the supervisor looks for it (takeReserve). Best effort, as the
+	// the run's first record, which must fit first; before the spec, after
+	// which the supervisor looks for it (takeReserve). Best effort, as the
 	// supervisor's own try when this one failed.
 	runDir := l.spec.runDir()
-	if !l.adopted && makeReserve(runDir) { // an adopted spare made it
-		l.reserve = filepath.Join(runDir, ReserveFile)
-		l.reserveInfo, _ = os.Lstat(l.reserve)
+	path := filepath.Join(runDir, ReserveFile)
+	if l.adopted && reserved(path) || !l.adopted && makeReserve(runDir) {
+		l.reserve = path
+		l.reserveInfo, _ = os.Lstat(path)
 	}
 	var err error
 	if l.adopted {

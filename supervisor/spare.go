@@ -41,8 +41,9 @@ const (
 	// goAhead is what Start sends an adopted spare once the run is in
 	// place: the spare starts nothing without it.
 	goAhead = "go\n"
-	// adoptedLine is a spare's answer to its adoption, on the report pipe.
-	adoptedLine = "adopted\n"
+	// adoptedLine, with the run id, is a spare's answer to its adoption,
+	// on the report pipe.
+	adoptedLine = "adopted"
 )
 
 // spareFiller is a spare's last argument: with spareArg, room for a run's
@@ -86,19 +87,45 @@ func (l *Launched) Adopt(spec *Spec, dir string, timeout time.Duration) (taken f
 		return nil, fmt.Errorf("sending the spare supervisor (pid %d) its spec: %w", l.PID, err)
 	}
 	return func() error {
-		l.repR.SetReadDeadline(deadline)
-		line, err := l.rep.ReadString('\n')
-		l.repR.SetReadDeadline(time.Time{})
-		switch {
-		case err != nil:
-			return fmt.Errorf("the spare supervisor (pid %d) did not take the run: %w", l.PID, err)
-		case line != adoptedLine:
-			_, err := parseReport(strings.TrimSuffix(line, "\n"))
+		err := l.awaitAdopted(deadline)
+		if err != nil {
+			// Dead before the caller removes the dir it was told of: a
+			// spare that answers late must not make files in it then.
+			_ = l.cmd.Process.Kill()
+			l.AwaitExit(time.Until(deadline) + time.Second)
 			return fmt.Errorf("the spare supervisor (pid %d) did not take the run: %w", l.PID, err)
 		}
 		l.adopted = true
 		return nil
 	}, nil
+}
+
+// awaitAdopted reads the spare's answer and checks, from /proc, what it
+// says: the answer alone is no proof, since any process of the user can
+// open the spare's pipes through /proc/PID/fd and write to them.
+func (l *Launched) awaitAdopted(deadline time.Time) error {
+	l.repR.SetReadDeadline(deadline)
+	line, err := l.rep.ReadString('\n')
+	l.repR.SetReadDeadline(time.Time{})
+	switch {
+	case err != nil:
+		return err
+	case line != adoptedLine+" "+l.spec.RunID+"\n":
+		_, err := parseReport(strings.TrimSuffix(line, "\n"))
+		return err
+	}
+	st, err := proc.ReadStat(l.PID)
+	if err != nil {
+		return err
+	}
+	argv, err := proc.Cmdline(l.PID)
+	if err != nil {
+		return err
+	}
+	if st.StartTime != l.StartTime || !IsSupervisorOf(st, argv, l.spec.Name, l.spec.RunID) {
+		return fmt.Errorf("its command line %q does not name the run", argv)
+	}
+	return nil
 }
 
 // errAbandoned is a spare's end when its server went away (or dropped the
@@ -137,24 +164,33 @@ func (s *supervisor) adopt(specFile, report *os.File) error {
 		return fmt.Errorf("opening the run dir: %w", err)
 	}
 	defer dir.Close()
-	if _, err := io.WriteString(report, adoptedLine); err != nil {
-		return fmt.Errorf("answering the adoption: %w", err)
-	}
-	// While the server moves it into place: our own log, the reserve and
-	// the run's log. Best effort: what fails here, run tries again in the
-	// run dir, where a failure is recorded and reported.
 	at := fmt.Sprintf("/proc/self/fd/%d", dir.Fd())
-	if log, err := runrecord.OpenFile(filepath.Join(at, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600, "the supervisor's log"); err == nil {
-		_ = unix.Dup3(int(log.Fd()), 2, 0)
-		log.Close()
+	// Before the answer, as Launch and Start do them for a launched
+	// supervisor: our own log (a start that cannot have one fails), and
+	// the reserve, which Start then knows (DropReserve).
+	log, err := runrecord.OpenFile(filepath.Join(at, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600, "the supervisor's log")
+	if err != nil {
+		return fmt.Errorf("creating supervisor log: %w", err)
+	}
+	err = unix.Dup3(int(log.Fd()), 2, 0)
+	log.Close()
+	if err != nil {
+		return fmt.Errorf("making the supervisor log its stderr: %w", err)
 	}
 	s.takeReserve(at)
+	if _, err := io.WriteString(report, adoptedLine+" "+s.spec.RunID+"\n"); err != nil {
+		return fmt.Errorf("answering the adoption: %w", err)
+	}
+	// While the server moves the dir into place. Best effort: if it
+	// fails, run makes it in the run dir, where a failure is recorded and
+	// reported.
 	_ = s.createLog(at)
 	// EOF without the go-ahead: the start was dropped (the run could not
 	// be made visible) or its server went away. (The encoder ended the
 	// adoption with a newline.)
 	rest, _ := io.ReadAll(io.LimitReader(io.MultiReader(dec.Buffered(), specFile), 16))
 	if strings.TrimSpace(string(rest)) != strings.TrimSpace(goAhead) {
+		s.dropReserve() // through the dir's descriptor, wherever it is now
 		return errAbandoned
 	}
 	// The dir is in place now, under the run's name; the files made in it
@@ -180,10 +216,10 @@ func retitle(args []string, name, runID string) error {
 	if err := runrecord.ValidRunID(runID); err != nil {
 		return err
 	}
-	n := len(args)
-	if n < 3 || args[n-2] != spareArg {
+	if !spare(args) {
 		return fmt.Errorf("command line %q is not a spare's", args)
 	}
+	n := len(args)
 	room := len(args[n-2]) + 1 + len(args[n-1]) + 1
 	title := name + "\x00" + runID + "\x00"
 	if len(title)+1 > room {
@@ -223,7 +259,33 @@ type Spares struct {
 	ready        *Launched
 	filling      bool
 	closed       bool
+	failures     int            // spares in a row that did not take their runs
 	wg           sync.WaitGroup // the fill under way
+}
+
+// maxFailures is how many spares in a row may fail to take their runs
+// before p launches no more: on a box whose kernel refuses the rewrite of
+// a command line every start would pay for an adoption that cannot work.
+const maxFailures = 3
+
+// Adopted tells p whether the spare it handed over took its run: err is
+// Adopt's or its taken's.
+func (p *Spares) Adopted(err error) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		p.failures = 0
+		return
+	}
+	if p.failures++; p.failures >= maxFailures && !p.closed {
+		p.closed = true
+		if p.logf != nil {
+			p.logf("%d spare supervisors in a row did not take their runs: launching one for each start from now on", p.failures)
+		}
+	}
 }
 
 // NewSpares keeps spares of the supervisor command, in env; logf, if not
@@ -284,17 +346,18 @@ func (p *Spares) Fill() {
 		defer p.wg.Done()
 		l, err := LaunchSpare(p.command, p.env)
 		p.mu.Lock()
-		defer p.mu.Unlock()
 		p.filling = false
-		switch {
-		case err != nil:
-			if p.logf != nil {
-				p.logf("launching a spare supervisor: %v", err)
-			}
-		case p.closed:
-			l.Abort()
-		default:
+		closed := p.closed
+		if err == nil && !closed {
 			p.ready = l
+		}
+		p.mu.Unlock()
+		switch {
+		case err != nil && p.logf != nil:
+			p.logf("launching a spare supervisor: %v", err)
+		case err == nil && closed:
+			l.Abort()
+			l.AwaitExit(time.Second) // Close waits for it
 		}
 	}()
 }

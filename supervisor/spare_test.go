@@ -1,10 +1,13 @@
 package supervisor
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,11 +26,22 @@ const exitAbandoned = 3
 // TestHelperSpare is not a test: launched with SUPERVISOR_TEST_LAUNCHED=spare,
 // it is a spare that adopts its run as Main does and then reports its own
 // pid; its stderr is then the run's log.
+// With "spare-liar" it answers its adoption without taking the run; with
+// "spare-fails" it takes the run and then reports a failed start.
 func TestHelperSpare(t *testing.T) {
-	if os.Getenv(helperEnv) != "spare" {
+	mode := os.Getenv(helperEnv)
+	report := os.NewFile(ReportFD, "report")
+	switch mode {
+	case "spare", "spare-fails":
+	case "spare-liar":
+		var a adoption
+		json.NewDecoder(os.NewFile(SpecFD, "spec")).Decode(&a)
+		io.WriteString(report, adoptedLine+" "+a.Spec.RunID+"\n")
+		time.Sleep(time.Minute)
+		os.Exit(1)
+	default:
 		t.Skip("helper process")
 	}
-	report := os.NewFile(ReportFD, "report")
 	s := &supervisor{cfg: Config{Args: os.Args}}
 	err := s.adopt(os.NewFile(SpecFD, "spec"), report)
 	if errors.Is(err, errAbandoned) {
@@ -41,13 +55,21 @@ func TestHelperSpare(t *testing.T) {
 		writeReport(report, 0, fmt.Errorf("the reserve %q is not in the run dir: %v", s.reserve, err))
 		os.Exit(1)
 	}
+	if mode == "spare-fails" {
+		writeReport(report, 0, errors.New("no such file"))
+		os.Exit(1)
+	}
 	os.Stderr.WriteString("started " + s.spec.Path + "\n")
 	writeReport(report, os.Getpid(), nil)
 	os.Exit(0)
 }
 
-func launchSpareHelper(t *testing.T) *Launched {
-	l, err := LaunchSpare([]string{os.Args[0], "-test.run=^TestHelperSpare$", "--"}, []string{helperEnv + "=spare"})
+func launchSpareHelper(t *testing.T, mode ...string) *Launched {
+	m := "spare"
+	if len(mode) > 0 {
+		m = mode[0]
+	}
+	l, err := LaunchSpare([]string{os.Args[0], "-test.run=^TestHelperSpare$", "--"}, []string{helperEnv + "=" + m})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Abort(); l.AwaitExit(5 * time.Second) })
 	return l
@@ -103,19 +125,53 @@ func TestSpareAdoption(t *testing.T) {
 	assert.Error(t, err, "a supervisor is adopted once")
 }
 
+// An answer is no proof: any process of the user can write to a spare's
+// pipes through /proc/PID/fd. Until its command line names the run, the
+// run is not made visible, and the spare is dead before the caller
+// removes the dir it was told of.
+func TestSpareThatOnlySaysItTookTheRun(t *testing.T) {
+	l := launchSpareHelper(t, "spare-liar")
+	spec, dir := helperSpec(t)
+	err := adoptAll(l, spec, dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "does not name the run")
+	select {
+	case <-l.exited:
+	default:
+		t.Error("the spare still runs")
+	}
+}
+
+// A failed start of an adopted spare gives its reserve back, as one of a
+// launched supervisor does.
+func TestSpareThatFailsGivesTheReserveBack(t *testing.T) {
+	l := launchSpareHelper(t, "spare-fails")
+	spec, dir := helperSpec(t)
+	require.NoError(t, adoptAll(l, spec, dir))
+	_, err := l.Start(10 * time.Second)
+	require.ErrorIs(t, err, ErrStartFailed)
+	l.AwaitExit(10 * time.Second)
+	require.FileExists(t, filepath.Join(dir, ReserveFile))
+	l.DropReserve()
+	assert.NoFileExists(t, filepath.Join(dir, ReserveFile))
+}
+
 // A spare that is not told to go ahead starts nothing: neither when its
-// server goes away before it is adopted nor after.
+// server goes away before it is adopted nor after, when it gives back
+// the reserve it set aside.
 func TestSpareAbandoned(t *testing.T) {
 	for _, adopted := range []bool{false, true} {
 		l := launchSpareHelper(t)
+		spec, dir := helperSpec(t)
 		if adopted {
-			spec, dir := helperSpec(t)
 			require.NoError(t, adoptAll(l, spec, dir))
+			require.FileExists(t, filepath.Join(dir, ReserveFile))
 		}
 		l.specW.Close() // as a server that ends, or a create that failed
 		l.AwaitExit(10 * time.Second)
 		require.NotNil(t, l.cmd.ProcessState, "adopted %v: it did not exit", adopted)
 		assert.Equal(t, exitAbandoned, l.cmd.ProcessState.ExitCode(), "adopted %v", adopted)
+		assert.NoFileExists(t, filepath.Join(dir, ReserveFile), "adopted %v", adopted)
 	}
 }
 
@@ -181,4 +237,43 @@ func TestSpares(t *testing.T) {
 	}
 	p.Fill()
 	assert.Nil(t, p.Take(), "none after Close")
+
+	// Closed while the spare is being launched: it is ended too.
+	p = NewSpares(p.command, p.env, t.Logf)
+	p.Fill()
+	p.Close()
+	assert.Empty(t, liveSpares(t), "spares left running")
+
+	// Spares that do not take their runs: after maxFailures in a row no
+	// more are launched.
+	p = NewSpares(p.command, p.env, t.Logf)
+	for range maxFailures {
+		p.Adopted(errors.New("refused"))
+	}
+	p.Fill()
+	assert.Nil(t, p.Take())
+	assert.Empty(t, liveSpares(t))
+}
+
+// liveSpares are the pids of our children that are spares and have not
+// exited.
+func liveSpares(t *testing.T) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := proc.ReadStat(pid)
+		if err != nil || st.PPID != os.Getpid() || st.State == 'Z' {
+			continue
+		}
+		if argv, err := proc.Cmdline(pid); err == nil && spare(argv) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
