@@ -113,10 +113,15 @@ func (m *Manager) KeepSpare() (stop func()) {
 }
 
 // fillSpare launches the next spare, if m keeps one, unless supervisors
-// go to systemd scopes, which a spare is not in.
+// go to systemd scopes, which a spare is not in: then it ends the one
+// KeepSpare launched.
 func (m *Manager) fillSpare() {
-	if m.spares != nil && m.launchMode() == LaunchSetsid {
+	switch {
+	case m.spares == nil:
+	case m.launchMode() == LaunchSetsid:
 		m.spares.Fill()
+	default:
+		m.spares.Close()
 	}
 }
 

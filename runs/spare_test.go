@@ -147,6 +147,18 @@ func TestStartOutlivesItsSpare(t *testing.T) {
 	assert.Contains(t, logs.String(), "launching a supervisor for it")
 }
 
+// Where supervisors go to systemd scopes a spare, which is in none, is of
+// no use: the one launched before that was asked is ended once it is, at
+// the first start.
+func TestNoSpareForSystemdScopes(t *testing.T) {
+	m := spareManager(t, "1", t.Logf)
+	m.Launch = func() string { return LaunchSystemd }
+	spare := readySpare(t, m, 0)
+	m.fillSpare() // as a start does when it is done
+	assert.Zero(t, m.spares.ReadyPID())
+	awaitGone(t, spare)
+}
+
 // syncLog collects a Manager's Logf lines.
 type syncLog struct {
 	mu sync.Mutex

@@ -228,7 +228,11 @@ func (l *Launched) Start(timeout time.Duration) (int, error) {
 	// supervisor's own try when this one failed.
 	runDir := l.spec.runDir()
 	path := filepath.Join(runDir, ReserveFile)
-	if l.adopted && reserved(path) || !l.adopted && makeReserve(runDir) {
+	if l.adopted {
+		if fi, ok := reserveAt(path); ok {
+			l.reserve, l.reserveInfo = path, fi
+		}
+	} else if makeReserve(runDir) {
 		l.reserve = path
 		l.reserveInfo, _ = os.Lstat(path)
 	}
@@ -248,7 +252,7 @@ func (l *Launched) Start(timeout time.Duration) (int, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		pid, err := nextReport(l.rep)
+		pid, err := l.nextReport()
 		done <- result{pid, err}
 	}()
 	if timeout <= 0 {
@@ -266,6 +270,18 @@ func (l *Launched) Start(timeout time.Duration) (int, error) {
 		_ = l.cmd.Process.Kill()
 		return 0, &ReportTimeoutError{PID: l.PID, After: timeout}
 	}
+}
+
+// nextReport reads the start report. An adopted spare's own answer may
+// come first: another process of the user can have answered for it
+// (awaitAdopted), and /proc bore that out.
+func (l *Launched) nextReport() (int, error) {
+	if l.adopted {
+		if line, err := l.rep.Peek(len(l.adoptedAnswer())); err == nil && string(line) == l.adoptedAnswer() {
+			l.rep.Discard(len(line))
+		}
+	}
+	return nextReport(l.rep)
 }
 
 // LogHead returns the start of runDir's StderrFile, on one line, bounded

@@ -84,20 +84,31 @@ func (l *Launched) Adopt(spec *Spec, dir string, timeout time.Duration) (taken f
 	err = json.NewEncoder(l.specW).Encode(adoption{Spec: spec, Dir: dir})
 	l.specW.SetWriteDeadline(time.Time{})
 	if err != nil {
+		l.end(deadline)
 		return nil, fmt.Errorf("sending the spare supervisor (pid %d) its spec: %w", l.PID, err)
 	}
 	return func() error {
-		err := l.awaitAdopted(deadline)
-		if err != nil {
-			// Dead before the caller removes the dir it was told of: a
-			// spare that answers late must not make files in it then.
-			_ = l.cmd.Process.Kill()
-			l.AwaitExit(time.Until(deadline) + time.Second)
+		if err := l.awaitAdopted(deadline); err != nil {
+			l.end(deadline)
 			return fmt.Errorf("the spare supervisor (pid %d) did not take the run: %w", l.PID, err)
 		}
 		l.adopted = true
 		return nil
 	}, nil
+}
+
+// end kills a spare that did not take its run, and waits for it: dead
+// before the caller removes the dir it was told of, or launches another
+// supervisor there, since a spare that went on late would make files in
+// it.
+func (l *Launched) end(deadline time.Time) {
+	_ = l.cmd.Process.Kill()
+	l.AwaitExit(time.Until(deadline) + time.Second)
+}
+
+// adoptedAnswer is what the spare answers when it has taken l's run.
+func (l *Launched) adoptedAnswer() string {
+	return adoptedLine + " " + l.spec.RunID + "\n"
 }
 
 // awaitAdopted reads the spare's answer and checks, from /proc, what it
@@ -110,7 +121,7 @@ func (l *Launched) awaitAdopted(deadline time.Time) error {
 	switch {
 	case err != nil:
 		return err
-	case line != adoptedLine+" "+l.spec.RunID+"\n":
+	case line != l.adoptedAnswer():
 		_, err := parseReport(strings.TrimSuffix(line, "\n"))
 		return err
 	}
@@ -132,11 +143,11 @@ func (l *Launched) awaitAdopted(deadline time.Time) error {
 // start) before it was told to start a child.
 var errAbandoned = errors.New("no run was started")
 
-// adopt is the start of a spare's Main. It reads its adoption, takes the
-// run's name and run id for its command line and the dir the run is built
-// in for its own log, the run's log and the reserve (while the server
-// writes the record there), answers, and returns once it is told to go
-// ahead, with s.spec set.
+// adopt is the start of a spare's Main. It reads its adoption, makes its
+// own log and the reserve in the dir the run is built in, takes the run's
+// name and run id for its command line, answers, makes the run's log
+// while the server moves the dir into place, and returns once it is told
+// to go ahead, with s.spec set.
 func (s *supervisor) adopt(specFile, report *os.File) error {
 	// What the encoder and decoder learn of the types on first use
 	// (encoding/json caches their fields), learnt while the spare waits.
@@ -150,12 +161,14 @@ func (s *supervisor) adopt(specFile, report *os.File) error {
 		}
 		return fmt.Errorf("reading spec: %w", err)
 	}
-	if a.Spec == nil || !filepath.IsAbs(a.Dir) {
-		return errors.New("reading spec: no spec, or no absolute dir")
+	if a.Spec == nil {
+		return errors.New("reading spec: no spec")
 	}
 	s.spec = *a.Spec
-	if err := retitle(s.cfg.Args, s.spec.Name, s.spec.RunID); err != nil {
-		return err
+	// Only a dir beside the run's own place: a process of the user that
+	// wrote to our pipe must not have us make or remove files elsewhere.
+	if filepath.Dir(a.Dir) != filepath.Dir(s.spec.runDir()) || !strings.HasSuffix(filepath.Base(a.Dir), s.spec.RunID) {
+		return fmt.Errorf("reading spec: %s is not where run %s/%s is built", a.Dir, s.spec.Name, s.spec.RunID)
 	}
 	// The dir is moved into place once we answer, and what is made in it
 	// goes with it: by a descriptor, a path that stays its own.
@@ -177,7 +190,15 @@ func (s *supervisor) adopt(specFile, report *os.File) error {
 	if err != nil {
 		return fmt.Errorf("making the supervisor log its stderr: %w", err)
 	}
-	s.takeReserve(at)
+	if makeReserve(at) {
+		s.reserve = filepath.Join(at, ReserveFile)
+	}
+	// Last before the answer: once /proc shows the run's name and run id,
+	// the server may take the run as ours (awaitAdopted), and all of the
+	// above is done.
+	if err := retitle(s.cfg.Args, s.spec.Name, s.spec.RunID); err != nil {
+		return err
+	}
 	if _, err := io.WriteString(report, adoptedLine+" "+s.spec.RunID+"\n"); err != nil {
 		return fmt.Errorf("answering the adoption: %w", err)
 	}

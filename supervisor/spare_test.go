@@ -30,17 +30,20 @@ const exitAbandoned = 3
 // "spare-fails" it takes the run and then reports a failed start.
 func TestHelperSpare(t *testing.T) {
 	mode := os.Getenv(helperEnv)
-	report := os.NewFile(ReportFD, "report")
 	switch mode {
-	case "spare", "spare-fails":
-	case "spare-liar":
+	case "spare", "spare-fails", "spare-liar":
+	default:
+		t.Skip("helper process")
+	}
+	// Only in the helper: a File's finalizer closes its descriptor, which
+	// in the test process is another test's.
+	report := os.NewFile(ReportFD, "report")
+	if mode == "spare-liar" {
 		var a adoption
 		json.NewDecoder(os.NewFile(SpecFD, "spec")).Decode(&a)
 		io.WriteString(report, adoptedLine+" "+a.Spec.RunID+"\n")
 		time.Sleep(time.Minute)
 		os.Exit(1)
-	default:
-		t.Skip("helper process")
 	}
 	s := &supervisor{cfg: Config{Args: os.Args}}
 	err := s.adopt(os.NewFile(SpecFD, "spec"), report)
@@ -104,9 +107,12 @@ func TestSpareAdoption(t *testing.T) {
 	// Built under another name and moved into place once adopted, as
 	// runrecord.Store.CreateWith does.
 	spec, dir := helperSpec(t)
-	build := dir + ".new"
+	build := filepath.Join(filepath.Dir(dir), ".new-"+spec.RunID)
 	require.NoError(t, os.Rename(dir, build))
 	require.NoError(t, adoptAll(l, spec, build))
+	for _, f := range []string{StderrFile, ReserveFile} {
+		assert.FileExists(t, filepath.Join(build, f), "made before the answer")
+	}
 	require.NoError(t, os.Rename(build, dir))
 	argv, err := proc.Cmdline(l.PID)
 	require.NoError(t, err)
@@ -140,6 +146,24 @@ func TestSpareThatOnlySaysItTookTheRun(t *testing.T) {
 	default:
 		t.Error("the spare still runs")
 	}
+}
+
+// Another process of the user can answer for the spare (through
+// /proc/PID/fd/4) once /proc shows its command line naming the run; the
+// spare's own answer is then still in the pipe when Start reads the
+// report, and is not taken for it.
+func TestSpareAnswerLeftInThePipe(t *testing.T) {
+	l := launchSpareHelper(t)
+	spec, dir := helperSpec(t)
+	require.NoError(t, adoptAll(l, spec, dir))
+	pipe, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", l.PID, ReportFD), os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = io.WriteString(pipe, l.adoptedAnswer())
+	pipe.Close()
+	require.NoError(t, err)
+	pid, err := l.Start(10 * time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, l.PID, pid)
 }
 
 // A failed start of an adopted spare gives its reserve back, as one of a
@@ -186,9 +210,28 @@ func TestSpareRefusesAdoption(t *testing.T) {
 	assert.Contains(t, err.Error(), "not-a-run-id")
 
 	l = launchSpareHelper(t)
-	spec, _ = helperSpec(t)
-	err = adoptAll(l, spec, filepath.Join(t.TempDir(), "missing"))
+	spec, dir = helperSpec(t)
+	require.NoError(t, os.Remove(dir))
+	err = adoptAll(l, spec, dir)
 	assert.ErrorIs(t, err, ErrStartFailed, "no dir for its log")
+
+	// A dir that is not where the run is built: written to the spare's
+	// pipe by another process of the user, say.
+	l = launchSpareHelper(t)
+	spec, _ = helperSpec(t)
+	elsewhere := t.TempDir()
+	err = adoptAll(l, spec, elsewhere)
+	assert.ErrorIs(t, err, ErrStartFailed)
+	ents, _ := os.ReadDir(elsewhere)
+	assert.Empty(t, ents, "nothing made there")
+
+	// No log of its own: the start fails, as Launch's would.
+	l = launchSpareHelper(t)
+	spec, dir = helperSpec(t)
+	require.NoError(t, os.Mkdir(filepath.Join(dir, StderrFile), 0o700))
+	err = adoptAll(l, spec, dir)
+	assert.ErrorIs(t, err, ErrStartFailed)
+	assert.Contains(t, err.Error(), "supervisor log")
 }
 
 // retitle fits the longest name and run id into the spare's command line.
@@ -251,6 +294,7 @@ func TestSpares(t *testing.T) {
 		p.Adopted(errors.New("refused"))
 	}
 	p.Fill()
+	p.wg.Wait()
 	assert.Nil(t, p.Take())
 	assert.Empty(t, liveSpares(t))
 }

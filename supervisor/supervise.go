@@ -227,12 +227,19 @@ func (s *supervisor) takeReserve(runDir string) {
 }
 
 func reserved(path string) bool {
+	_, ok := reserveAt(path)
+	return ok
+}
+
+// reserveAt is the file at path, if it is a reserve: a regular file of the
+// full size with one link.
+func reserveAt(path string) (os.FileInfo, bool) {
 	fi, err := os.Lstat(path)
 	if err != nil || !fi.Mode().IsRegular() {
-		return false
+		return nil, false
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && st.Nlink == 1 && fi.Size() >= reserveSize
+	return fi, ok && st.Nlink == 1 && fi.Size() >= reserveSize
 }
 
 // dropReserve gives the reserve back once the run needs no more records.
