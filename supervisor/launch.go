@@ -276,12 +276,11 @@ func (l *Launched) Start(timeout time.Duration) (int, error) {
 // come first: another process of the user can have answered for it
 // (awaitAdopted), and /proc bore that out.
 func (l *Launched) nextReport() (int, error) {
-	if l.adopted {
-		if line, err := l.rep.Peek(len(l.adoptedAnswer())); err == nil && string(line) == l.adoptedAnswer() {
-			l.rep.Discard(len(line))
-		}
+	line, err := l.rep.ReadString('\n')
+	if err == nil && l.adopted && line == l.adoptedAnswer() {
+		line, err = l.rep.ReadString('\n')
 	}
-	return nextReport(l.rep)
+	return reportOf(line, err)
 }
 
 // LogHead returns the start of runDir's StderrFile, on one line, bounded

@@ -31,7 +31,7 @@ const exitAbandoned = 3
 func TestHelperSpare(t *testing.T) {
 	mode := os.Getenv(helperEnv)
 	switch mode {
-	case "spare", "spare-fails", "spare-liar":
+	case "spare", "spare-fails", "spare-liar", "spare-lingers":
 	default:
 		t.Skip("helper process")
 	}
@@ -61,6 +61,11 @@ func TestHelperSpare(t *testing.T) {
 	if mode == "spare-fails" {
 		writeReport(report, 0, errors.New("no such file"))
 		os.Exit(1)
+	}
+	if mode == "spare-lingers" { // reports, and keeps the pipe open
+		writeReport(report, os.Getpid(), nil)
+		time.Sleep(time.Minute)
+		os.Exit(0)
 	}
 	os.Stderr.WriteString("started " + s.spec.Path + "\n")
 	writeReport(report, os.Getpid(), nil)
@@ -162,6 +167,15 @@ func TestSpareAnswerLeftInThePipe(t *testing.T) {
 	pipe.Close()
 	require.NoError(t, err)
 	pid, err := l.Start(10 * time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, l.PID, pid)
+
+	// The report is read as a line, whatever its length, while the pipe
+	// is still open.
+	l = launchSpareHelper(t, "spare-lingers")
+	spec, dir = helperSpec(t)
+	require.NoError(t, adoptAll(l, spec, dir))
+	pid, err = l.Start(10 * time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, l.PID, pid)
 }

@@ -77,7 +77,7 @@ func writeReport(w io.Writer, pid int, startErr error) error {
 // readReport reads the supervisor's start report and returns the child's
 // pid, or why it could not be started.
 func readReport(r io.Reader) (int, error) {
-	return nextReport(newReportReader(r))
+	return reportOf(newReportReader(r).ReadString('\n'))
 }
 
 // newReportReader reads what a supervisor writes on its report pipe: the
@@ -86,9 +86,8 @@ func newReportReader(r io.Reader) *bufio.Reader {
 	return bufio.NewReader(io.LimitReader(r, 64<<10))
 }
 
-// nextReport reads the start report from r.
-func nextReport(r *bufio.Reader) (int, error) {
-	line, err := r.ReadString('\n')
+// reportOf is the start report in line, read with err.
+func reportOf(line string, err error) (int, error) {
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return 0, ErrNoReport
