@@ -107,7 +107,8 @@ func (m *Manager) KeepSpare() (stop func()) {
 	m.spares = supervisor.NewSpares(m.Supervisor, m.Env, m.Logf)
 	// Without asking how supervisors are launched: that may take a D-Bus
 	// round trip, which a server that only lists and reads must not pay.
-	// Where they go to systemd scopes, this first spare is the only one.
+	// Where they go to systemd scopes, fillSpare ends this first spare at
+	// the first start.
 	m.spares.Fill()
 	return m.spares.Close
 }

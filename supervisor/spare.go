@@ -107,9 +107,10 @@ func (l *Launched) end(deadline time.Time) {
 }
 
 // adoptedAnswer is what the spare answers when it has taken l's run.
-func (l *Launched) adoptedAnswer() string {
-	return adoptedLine + " " + l.spec.RunID + "\n"
-}
+func (l *Launched) adoptedAnswer() string { return adoptedAnswer(l.spec.RunID) }
+
+// adoptedAnswer is a spare's answer once it has taken the run runID.
+func adoptedAnswer(runID string) string { return adoptedLine + " " + runID + "\n" }
 
 // awaitAdopted reads the spare's answer and checks, from /proc, what it
 // says: the answer alone is no proof, since any process of the user can
@@ -199,7 +200,7 @@ func (s *supervisor) adopt(specFile, report *os.File) error {
 	if err := retitle(s.cfg.Args, s.spec.Name, s.spec.RunID); err != nil {
 		return err
 	}
-	if _, err := io.WriteString(report, adoptedLine+" "+s.spec.RunID+"\n"); err != nil {
+	if _, err := io.WriteString(report, adoptedAnswer(s.spec.RunID)); err != nil {
 		return fmt.Errorf("answering the adoption: %w", err)
 	}
 	// While the server moves the dir into place. Best effort: if it
