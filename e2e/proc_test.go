@@ -67,17 +67,27 @@ func cmdline(pid int) []string {
 
 // serverPIDs returns the agent-box MCP servers running on stateDir: the
 // processes whose argv is exactly the remote command the tests give ssh.
-// Supervisors (argv "supervise NAME RUN_ID") do not match.
+// Supervisors (argv "supervise NAME RUN_ID") do not match, nor does a
+// server's child between its fork and its exec (a supervisor being
+// launched, such as the spare a server launches as it starts), which
+// still shows its parent's argv.
 func serverPIDs(stateDir string) []int {
 	want := []string{binary, "--state-dir", stateDir}
-	var out []int
+	parents := map[int]int{}
 	for _, pid := range pids() {
 		if slices.Equal(cmdline(pid), want) {
-			if state, _, _, err := procStat(pid); err == nil && state != "Z" {
-				out = append(out, pid)
+			if state, _, ppid, err := procStat(pid); err == nil && state != "Z" {
+				parents[pid] = ppid
 			}
 		}
 	}
+	var out []int
+	for pid, ppid := range parents {
+		if _, forked := parents[ppid]; !forked {
+			out = append(out, pid)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
