@@ -1,15 +1,19 @@
 package cgroup
 
 import (
+	"bytes"
 	"encoding/binary"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/moby/sys/mountinfo"
 	"github.com/stretchr/testify/assert"
@@ -403,8 +407,9 @@ func TestWatchOOM(t *testing.T) {
 			stop, err := g.WatchOOM()
 			require.NoError(t, err)
 			defer stop()
-			// v1 writes the caps after the fork (Start): on a loaded box
-			// the child could fill 96 MiB before, so it waits for them.
+			// Where the kernel refuses a trace, v1 writes the caps after
+			// the child started (startMoving): on a loaded box it could
+			// fill 96 MiB before, so it waits for them.
 			cmd := exec.Command("sh", "-c", "read go; "+tc.script, file)
 			capped, err := cmd.StdinPipe()
 			require.NoError(t, err)
@@ -427,4 +432,92 @@ func TestWatchOOM(t *testing.T) {
 			assert.Positive(t, u.LimitHits, "the cap's own OOM")
 		})
 	}
+}
+
+// Under v1 the caps are in place before the run's first instruction: the
+// child waits, stopped at its exec, until they are written, however long
+// that takes on a loaded box. Each way of starting is asked what it
+// gives; the untraced one, kept where the kernel refuses a trace, is
+// known to start uncapped. Not parallel: beforeCaps is shared.
+func TestV1CappedFromTheFirstInstruction(t *testing.T) {
+	h, err := Self()
+	require.NoError(t, err)
+	if h.V2 {
+		t.Skip("v2 starts the child in its capped group (clone3); this is v1's start")
+	}
+	l := Limits{MemoryBytes: 48 << 20, Pids: 16}
+	require.NoError(t, h.Check(l))
+	beforeCaps = func() { time.Sleep(300 * time.Millisecond) }
+	t.Cleanup(func() { beforeCaps = func() {} })
+	for _, tc := range []struct {
+		name   string
+		start  func(g *Group, cmd *exec.Cmd) error
+		capped bool
+	}{
+		{"traced", (*Group).Start, true},
+		{"the kernel refuses the trace", func(g *Group, cmd *exec.Cmd) error {
+			refuseTrace(t)
+			return g.Start(cmd)
+		}, false},
+		{"untraced", (*Group).startMoving, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := h.Create(testLeaf(t, "first"), l)
+			require.NoError(t, err)
+			t.Cleanup(func() { g.Remove() })
+			mem, pids := filepath.Join(g.dirs["memory"], "memory.limit_in_bytes"), filepath.Join(g.dirs["pids"], "pids.max")
+			cmd := exec.Command("sh", "-c", `cat "$0" "$1"; cat /proc/self/cgroup`, mem, pids)
+			var out bytes.Buffer
+			cmd.Stdout = &out
+			require.NoError(t, tc.start(g, cmd))
+			require.NoError(t, cmd.Wait())
+			lines := strings.SplitN(out.String(), "\n", 3)
+			require.Len(t, lines, 3, out.String())
+			assert.Contains(t, lines[2], "/"+filepath.Base(g.dirs["memory"])+"\n", "born or moved into the group before it ran")
+			if tc.capped {
+				assert.Equal(t, []string{"50331648", "16"}, lines[:2], "capped from its first instruction")
+			} else {
+				assert.NotEqual(t, "16", lines[1], "the untraced start leaves the child uncapped for a moment")
+			}
+			self, err := Self()
+			require.NoError(t, err)
+			assert.Equal(t, h.Dirs, self.Dirs, "the maker is where it was")
+			u, err := g.Usage()
+			require.NoError(t, err)
+			assert.Empty(t, u.Pids)
+		})
+	}
+}
+
+// refuseTrace makes the next traced start fail as it does where the
+// kernel refuses PTRACE_TRACEME: the Cmd's Start was called, and it says
+// EPERM.
+func refuseTrace(t *testing.T) {
+	t.Cleanup(func() { startCmd = (*exec.Cmd).Start })
+	startCmd = func(cmd *exec.Cmd) error {
+		startCmd = (*exec.Cmd).Start
+		path := cmd.Path
+		cmd.Path = "/dev/null" // not executable: Start fails, and cmd is used
+		require.Error(t, cmd.Start())
+		cmd.Path = path
+		return &fs.PathError{Op: "fork/exec", Path: path, Err: syscall.EPERM}
+	}
+}
+
+// A program that gains privileges at its exec is not traced: traced, it
+// would run without them.
+func TestPrivilegedProgramsAreNotTraced(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	setuid := filepath.Join(dir, "setuid")
+	setgid := filepath.Join(dir, "setgid")
+	for path, mode := range map[string]os.FileMode{plain: 0o755, setuid: 0o755 | os.ModeSetuid, setgid: 0o755 | os.ModeSetgid} {
+		require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755))
+		require.NoError(t, os.Chmod(path, mode))
+	}
+	assert.False(t, privileged(exec.Command(plain)))
+	assert.False(t, privileged(&exec.Cmd{Path: "plain", Dir: dir}), "a relative path is the child's dir's")
+	assert.True(t, privileged(exec.Command(setuid)))
+	assert.True(t, privileged(exec.Command(setgid)))
+	assert.True(t, privileged(exec.Command(filepath.Join(dir, "missing"))), "what cannot be looked at is started untraced")
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,22 +181,13 @@ func (g *Group) setLimits() error {
 	return nil
 }
 
-// v1Start serialises the v1 starts of one process (Group.Start). While
-// one is under way the process is in the run's group: what else in it
-// reads its own cgroups then (Self) reads the run's. The supervisor makes
-// one group and starts once.
-var v1Start sync.Mutex
-
-// Start starts cmd with its process born in the group, so that nothing it
-// forks can be outside it, however fast.
+// Start starts cmd with its process in the group before it runs a single
+// instruction of its own, so that nothing it forks is outside the group
+// and nothing it does is uncapped.
 //
-// Under v2 the kernel does it (clone3 CLONE_INTO_CGROUP, through
-// SysProcAttr.UseCgroupFD). Under v1 there is no such call: the caller
-// moves itself into the group, forks, and moves back, and only then are
-// the caps written. While it is in, its threads count against a pids cap
-// (a Go program that cannot make a thread dies) and a CPU cap would
-// throttle it; v1 leaves the memory it touches charged to the group, a
-// few pages. The child runs uncapped for the microseconds in between.
+// Under v2 the kernel does it: the process is born in the group (clone3
+// CLONE_INTO_CGROUP, through SysProcAttr.UseCgroupFD), whose caps Create
+// wrote. Under v1 there is no such call: see startV1.
 func (g *Group) Start(cmd *exec.Cmd) error {
 	if g.v2 {
 		fd, err := unix.Open(g.dirs[""], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -209,6 +201,136 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 		return cmd.Start()
 	}
+	return g.startV1(cmd)
+}
+
+// beforeCaps runs between the fork of a v1 start and the caps' write; a
+// test stretches the moment.
+var beforeCaps = func() {}
+
+// startV1 starts cmd stopped at its exec, as a debugger starts a program
+// (PTRACE_TRACEME): the kernel stops it after execve, before the new
+// program's first instruction. Only then is it moved into the group and
+// are the caps written, and it is let go. The supervisor itself never
+// joins the group, so it is never capped, throttled or picked by the
+// group's OOM killer (a Go program that cannot make a thread under a pids
+// cap dies).
+//
+// Where the kernel refuses the trace (Yama ptrace_scope 2 or 3, a seccomp
+// filter), and for a set-user-ID, set-group-ID or file-capability program
+// (which runs without its privileges when traced), it starts the child
+// the old way (startMoving): uncapped for a moment.
+func (g *Group) startV1(cmd *exec.Cmd) error {
+	if privileged(cmd) {
+		return g.startMoving(cmd)
+	}
+	err := g.startTraced(cmd)
+	if !errors.Is(err, errNoTrace) {
+		return err
+	}
+	// An exec.Cmd starts once, even when its Start failed.
+	*cmd = exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir,
+		Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr,
+		ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
+	return g.startMoving(cmd)
+}
+
+// startCmd is (*exec.Cmd).Start; a test refuses the trace through it.
+var startCmd = (*exec.Cmd).Start
+
+// errNoTrace is startTraced's error when the kernel refused the trace and
+// nothing was started.
+var errNoTrace = errors.New("the kernel refused to trace the child")
+
+// startTraced is startV1's way. The ptrace calls come from the thread that
+// forked: the tracer is that thread, not the process (ptrace(2)).
+func (g *Group) startTraced(cmd *exec.Cmd) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	attr := syscall.SysProcAttr{}
+	if cmd.SysProcAttr != nil {
+		attr = *cmd.SysProcAttr
+	}
+	user := cmd.SysProcAttr
+	attr.Ptrace = true
+	cmd.SysProcAttr = &attr
+	err := startCmd(cmd)
+	cmd.SysProcAttr = user
+	if errors.Is(err, syscall.EPERM) {
+		// PTRACE_TRACEME's EPERM, or execve's own: either way nothing
+		// runs, and the untraced start says which.
+		return fmt.Errorf("%w: %w", errNoTrace, err)
+	}
+	if err != nil {
+		return err
+	}
+	pid := cmd.Process.Pid
+	var ws unix.WaitStatus
+	for {
+		_, err = unix.Wait4(pid, &ws, unix.WALL, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil || !ws.Stopped() {
+		// Killed before its first instruction and reaped here (its pid
+		// is free again: no signal may follow), or not ours to wait for.
+		return fmt.Errorf("starting the run's process: %w", errors.Join(err, errStopLost))
+	}
+	// Should this process die before the caps are written, the child
+	// dies too, rather than run uncapped.
+	_ = unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL)
+	beforeCaps()
+	err = errors.Join(g.move(strconv.Itoa(pid), g.dirs), g.setLimits())
+	if err == nil {
+		// Let go with no signal: the SIGTRAP of the exec is dropped.
+		err = unix.PtraceDetach(pid)
+	}
+	if err != nil {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		_, _ = cmd.Process.Wait()
+		return fmt.Errorf("capping the run's cgroup: %w", err)
+	}
+	return nil
+}
+
+// errStopLost says the traced child ended before its stop at the exec.
+var errStopLost = errors.New("it ended before its first instruction")
+
+// privileged says whether cmd's program gains privileges at its exec: a
+// set-user-ID or set-group-ID file, or one with file capabilities. Under
+// a trace the kernel runs it without them, so it is not traced. A
+// program that cannot be looked at counts as privileged: the untraced
+// start is the one that keeps its behaviour.
+func privileged(cmd *exec.Cmd) bool {
+	path := cmd.Path
+	if !filepath.IsAbs(path) && cmd.Dir != "" {
+		path = filepath.Join(cmd.Dir, path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return true
+	}
+	if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		return true
+	}
+	_, err = unix.Getxattr(path, "security.capability", nil)
+	return !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.ENOTSUP)
+}
+
+// v1Start serialises the untraced v1 starts of one process
+// (startMoving). While one is under way the process is in the run's
+// group: what else in it reads its own cgroups then (Self) reads the
+// run's. The supervisor makes one group and starts once.
+var v1Start sync.Mutex
+
+// startMoving is the v1 start without a trace: the caller moves itself
+// into the group, forks, and moves back, and only then are the caps
+// written. While it is in, its threads count against a pids cap and a CPU
+// cap would throttle it, so the caps come after; v1 leaves the memory it
+// touches charged to the group, a few pages. The child runs uncapped in
+// between: microseconds, or milliseconds on a loaded box.
+func (g *Group) startMoving(cmd *exec.Cmd) error {
 	// The whole process moves: two starts at once would fork into each
 	// other's groups.
 	v1Start.Lock()
@@ -223,6 +345,7 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	if err != nil {
 		return errors.Join(err, back)
 	}
+	beforeCaps()
 	if err := errors.Join(back, g.setLimits()); err != nil {
 		// Its group (a run's leader leads one), and what it forked since.
 		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
