@@ -37,11 +37,12 @@ type System interface {
 	GroupAlive(pgid int) bool
 	// Children lists pid's children; a cheap test before a scan.
 	Children(pid int) ([]int, error)
-	// SupervisorOf says what the process pid, which Probe found to be the
-	// recorded supervisor by its start time, is now: Same when it says it
-	// supervises run name/runID (supervisor.IsSupervisorOf), Gone when it
-	// has exited since, Foreign when it is alive and says otherwise.
-	SupervisorOf(pid int, name, runID string) outcome.Liveness
+	// SupervisorOf says what the process p, which Probe found to be the
+	// recorded supervisor by its start time (p is the stat it read), is
+	// now: Same when it says it supervises run name/runID
+	// (supervisor.IsSupervisorOf), Gone when it has exited since, Foreign
+	// when it is alive and says otherwise.
+	SupervisorOf(p proc.Stat, name, runID string) outcome.Liveness
 	// IsSupervisor reports whether p is a genuine supervisor of some run
 	// (supervisor.Executables.IsSupervisor): a run started from inside
 	// another, whose processes the outer run's kill leaves alone.
@@ -415,13 +416,14 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 	// subreaper). Once the exit is recorded a supervisor missing from a
 	// snapshot cannot come back.
 	if in.SupervisorPID > 0 {
-		facts.Supervisor, _ = idx.probe(rec.SupervisorPID, rec.SupervisorStartTime, !in.ExitRecorded || !rec.OutputClosed)
+		var sup proc.Stat
+		facts.Supervisor, sup = idx.probe(rec.SupervisorPID, rec.SupervisorStartTime, !in.ExitRecorded || !rec.OutputClosed)
 		if facts.Supervisor == outcome.Same {
 			// The pid and start time match; the process must also say it
 			// supervises this run, since a live supervisor vouches for its
 			// descendants as the run's. One that does not makes the record
 			// foreign (planted, or copied from another run).
-			facts.Supervisor = m.Sys.SupervisorOf(rec.SupervisorPID, rec.Name, rec.RunID)
+			facts.Supervisor = m.Sys.SupervisorOf(sup, rec.Name, rec.RunID)
 		}
 		run.supAlive = facts.Supervisor == outcome.Same
 	}

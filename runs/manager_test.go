@@ -39,7 +39,7 @@ func (f *fakeSys) Usage(int, uint64) (proc.Usage, error) {
 func (f *fakeSys) Signal(pid int, sig unix.Signal) error {
 	panic(fmt.Sprintf("fakeSys signalled %d with %v", pid, sig))
 }
-func (f *fakeSys) SupervisorOf(int, string, string) outcome.Liveness {
+func (f *fakeSys) SupervisorOf(proc.Stat, string, string) outcome.Liveness {
 	return outcome.Same
 }
 
@@ -217,7 +217,7 @@ func (reusedSys) Processes() ([]proc.Stat, error) {
 }
 func (reusedSys) GroupAlive(int) bool             { return true }
 func (reusedSys) Children(pid int) ([]int, error) { return []int{200}, nil }
-func (s reusedSys) SupervisorOf(pid int, name, runID string) outcome.Liveness {
+func (s reusedSys) SupervisorOf(proc.Stat, string, string) outcome.Liveness {
 	if s.imposter {
 		return outcome.Foreign
 	}

@@ -60,7 +60,15 @@ func launchedFor(t *testing.T, m *Manager, run Run, spare int) {
 	rec, err := m.Store.Read(run.Name, run.RunID)
 	require.NoError(t, err)
 	assert.NotEqual(t, spare, rec.SupervisorPID, "not the spare")
-	assert.Equal(t, outcome.Same, m.Sys.SupervisorOf(rec.SupervisorPID, run.Name, run.RunID))
+	assert.Equal(t, outcome.Same, supervisorOf(t, m, rec))
+}
+
+// supervisorOf is what the live system takes rec's supervisor for.
+func supervisorOf(t *testing.T, m *Manager, rec *runrecord.Record) outcome.Liveness {
+	t.Helper()
+	live, st := m.Sys.Probe(rec.SupervisorPID, rec.SupervisorStartTime)
+	require.Equal(t, outcome.Same, live, "the supervisor the record names is alive")
+	return m.Sys.SupervisorOf(st, rec.Name, rec.RunID)
 }
 
 // awaitGone waits until pid is gone from /proc (killed and reaped).
@@ -98,7 +106,7 @@ func TestStartTakesTheSpare(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, first, rec.SupervisorPID, "the run's supervisor is the spare")
 	assert.Equal(t, outcome.Running, run.State, run.Reason)
-	assert.Equal(t, outcome.Same, m.Sys.SupervisorOf(rec.SupervisorPID, "a", run.RunID), "the live system takes it for the run's supervisor")
+	assert.Equal(t, outcome.Same, supervisorOf(t, m, rec), "the live system takes it for the run's supervisor")
 	assert.Equal(t, "0\n1\n2\n", fds(run), "the child's descriptors")
 	_, err = m.Kill("a", "", unix.SIGKILL, 0)
 	require.NoError(t, err)

@@ -63,16 +63,12 @@ func (s *LiveSystem) GroupAlive(pgid int) bool {
 	return pgid > 0 && !errors.Is(unix.Kill(-pgid, 0), unix.ESRCH)
 }
 
-func (s *LiveSystem) SupervisorOf(pid int, name, runID string) outcome.Liveness {
-	st, err := proc.ReadStat(pid)
-	if err != nil || st.Dead() {
-		return outcome.Gone
-	}
-	argv, err := proc.Cmdline(pid)
+func (s *LiveSystem) SupervisorOf(p proc.Stat, name, runID string) outcome.Liveness {
+	argv, err := proc.Cmdline(p.PID)
 	if err != nil || len(argv) == 0 {
-		return outcome.Gone // exited between the two reads: a zombie has no command line
+		return outcome.Gone // exited since p was read: a zombie has no command line
 	}
-	if supervisor.IsSupervisorOf(st, argv, name, runID) {
+	if supervisor.IsSupervisorOf(p, argv, name, runID) {
 		return outcome.Same
 	}
 	return outcome.Foreign

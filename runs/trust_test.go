@@ -37,7 +37,7 @@ func (s *plantedSys) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) 
 func (s *plantedSys) Processes() ([]proc.Stat, error) { return s.procs, nil }
 func (s *plantedSys) GroupAlive(int) bool             { return true }
 func (s *plantedSys) Children(int) ([]int, error)     { return nil, nil }
-func (s *plantedSys) SupervisorOf(int, string, string) outcome.Liveness {
+func (s *plantedSys) SupervisorOf(proc.Stat, string, string) outcome.Liveness {
 	return outcome.Gone
 }
 func (s *plantedSys) IsSupervisor(proc.Stat) bool { return false }
