@@ -1,8 +1,10 @@
 package cgroup
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/binary"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -411,9 +413,11 @@ func TestWatchOOM(t *testing.T) {
 			// the child started (startMoving): on a loaded box it could
 			// fill 96 MiB before, so it waits for them.
 			cmd := exec.Command("sh", "-c", "read go; "+tc.script, file)
-			capped, err := cmd.StdinPipe()
+			r, capped, err := os.Pipe() // a file: a refused trace starts cmd again
 			require.NoError(t, err)
+			cmd.Stdin = r
 			require.NoError(t, g.Start(cmd))
+			r.Close()
 			capped.Close()
 			cmd.Wait()
 			now, err := number(g.dirs["memory"], "memory.usage_in_bytes")
@@ -436,9 +440,11 @@ func TestWatchOOM(t *testing.T) {
 
 // Under v1 the caps are in place before the run's first instruction: the
 // child waits, stopped at its exec, until they are written, however long
-// that takes on a loaded box. Each way of starting is asked what it
-// gives; the untraced one, kept where the kernel refuses a trace, is
-// known to start uncapped. Not parallel: beforeCaps is shared.
+// that takes on a loaded box (beforeCaps stretches it). The child reads
+// its caps as its first act. The untraced start, kept where the kernel
+// refuses a trace and for privileged programs, is known to leave the child
+// uncapped for a moment: there the moment lasts until the child has read
+// them. Not parallel: beforeCaps and startCmd are shared.
 func TestV1CappedFromTheFirstInstruction(t *testing.T) {
 	h, err := Self()
 	require.NoError(t, err)
@@ -447,38 +453,74 @@ func TestV1CappedFromTheFirstInstruction(t *testing.T) {
 	}
 	l := Limits{MemoryBytes: 48 << 20, Pids: 16}
 	require.NoError(t, h.Check(l))
-	beforeCaps = func() { time.Sleep(300 * time.Millisecond) }
-	t.Cleanup(func() { beforeCaps = func() {} })
+	t.Cleanup(func() { beforeCaps = func(int) {} })
+	setuidSh := filepath.Join(t.TempDir(), "sh")
+	sh, err := os.ReadFile("/bin/sh")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(setuidSh, sh, 0o755))
+	require.NoError(t, os.Chmod(setuidSh, 0o755|os.ModeSetuid))
 	for _, tc := range []struct {
 		name   string
+		sh     string
 		start  func(g *Group, cmd *exec.Cmd) error
-		capped bool
+		traced bool
 	}{
-		{"traced", (*Group).Start, true},
-		{"the kernel refuses the trace", func(g *Group, cmd *exec.Cmd) error {
+		{"traced", "sh", (*Group).Start, true},
+		{"the kernel refuses the trace", "sh", func(g *Group, cmd *exec.Cmd) error {
 			refuseTrace(t)
 			return g.Start(cmd)
 		}, false},
-		{"untraced", (*Group).startMoving, false},
+		{"a set-user-ID program", setuidSh, (*Group).Start, false},
+		{"untraced", "sh", (*Group).startMoving, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := h.Create(testLeaf(t, "first"), l)
 			require.NoError(t, err)
 			t.Cleanup(func() { g.Remove() })
 			mem, pids := filepath.Join(g.dirs["memory"], "memory.limit_in_bytes"), filepath.Join(g.dirs["pids"], "pids.max")
-			cmd := exec.Command("sh", "-c", `cat "$0" "$1"; cat /proc/self/cgroup`, mem, pids)
-			var out bytes.Buffer
-			cmd.Stdout = &out
-			require.NoError(t, tc.start(g, cmd))
-			require.NoError(t, cmd.Wait())
-			lines := strings.SplitN(out.String(), "\n", 3)
-			require.Len(t, lines, 3, out.String())
-			assert.Contains(t, lines[2], "/"+filepath.Base(g.dirs["memory"])+"\n", "born or moved into the group before it ran")
-			if tc.capped {
-				assert.Equal(t, []string{"50331648", "16"}, lines[:2], "capped from its first instruction")
-			} else {
-				assert.NotEqual(t, "16", lines[1], "the untraced start leaves the child uncapped for a moment")
+			cmd := exec.Command(tc.sh, "-c", `cat "$0" "$1"; cat /proc/self/cgroup`, mem, pids)
+			r, w, err := os.Pipe()
+			require.NoError(t, err)
+			defer r.Close()
+			cmd.Stdout = w
+			out := bufio.NewReader(r)
+			var early []string // what the child read before its caps
+			var tracer string  // its TracerPid then
+			beforeCaps = func(pid int) {
+				status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+				require.NoError(t, err)
+				for line := range strings.Lines(string(status)) {
+					if f := strings.Fields(line); len(f) == 2 && f[0] == "TracerPid:" {
+						tracer = f[1]
+					}
+				}
+				if tc.traced {
+					time.Sleep(300 * time.Millisecond)
+					return
+				}
+				r.SetReadDeadline(time.Now().Add(10 * time.Second))
+				for range 2 {
+					line, err := out.ReadString('\n')
+					require.NoError(t, err)
+					early = append(early, strings.TrimSpace(line))
+				}
 			}
+			require.NoError(t, tc.start(g, cmd))
+			w.Close()
+			require.NoError(t, cmd.Wait())
+			rest, err := io.ReadAll(out)
+			require.NoError(t, err)
+			lines := strings.SplitN(string(rest), "\n", 3)
+			if tc.traced {
+				require.Len(t, lines, 3, string(rest))
+				assert.Equal(t, []string{"50331648", "16"}, lines[:2], "capped from its first instruction")
+				assert.DirExists(t, "/proc/self/task/"+tracer, "stopped under a trace by a thread of ours")
+				lines = lines[2:]
+			} else {
+				assert.NotEqual(t, []string{"50331648", "16"}, early, "the untraced start leaves the child uncapped for a moment")
+				assert.Equal(t, "0", tracer, "not traced")
+			}
+			assert.Contains(t, strings.Join(lines, "\n"), "/"+filepath.Base(g.dirs["memory"])+"\n", "in the group before it ran")
 			self, err := Self()
 			require.NoError(t, err)
 			assert.Equal(t, h.Dirs, self.Dirs, "the maker is where it was")
@@ -487,6 +529,27 @@ func TestV1CappedFromTheFirstInstruction(t *testing.T) {
 			assert.Empty(t, u.Pids)
 		})
 	}
+}
+
+// A cmd whose failed traced start closed its streams (StdinPipe's) is not
+// started again: the start fails, rather than start the child with a
+// closed stdin.
+func TestV1RefusedTraceWithAPipeOfStart(t *testing.T) {
+	h, err := Self()
+	require.NoError(t, err)
+	if h.V2 {
+		t.Skip("v1's start")
+	}
+	g, err := h.Create(testLeaf(t, "pipe"), Limits{Pids: 16})
+	require.NoError(t, err)
+	t.Cleanup(func() { g.Remove() })
+	cmd := exec.Command("cat")
+	_, err = cmd.StdinPipe()
+	require.NoError(t, err)
+	refuseTrace(t)
+	err = g.Start(cmd)
+	require.ErrorIs(t, err, syscall.EPERM)
+	assert.Nil(t, cmd.Process, "nothing started")
 }
 
 // refuseTrace makes the next traced start fail as it does where the

@@ -204,9 +204,9 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	return g.startV1(cmd)
 }
 
-// beforeCaps runs between the fork of a v1 start and the caps' write; a
-// test stretches the moment.
-var beforeCaps = func() {}
+// beforeCaps runs between the fork of a v1 start's child pid and the caps'
+// write; a test stretches the moment and looks at the child.
+var beforeCaps = func(pid int) {}
 
 // startV1 starts cmd stopped at its exec, as a debugger starts a program
 // (PTRACE_TRACEME): the kernel stops it after execve, before the new
@@ -217,30 +217,55 @@ var beforeCaps = func() {}
 // cap dies).
 //
 // Where the kernel refuses the trace (Yama ptrace_scope 2 or 3, a seccomp
-// filter), and for a set-user-ID, set-group-ID or file-capability program
-// (which runs without its privileges when traced), it starts the child
-// the old way (startMoving): uncapped for a moment.
+// filter), it starts the child again the old way (startMoving), uncapped
+// for a moment, if cmd can be started again (see again); and so it does at
+// once for a set-user-ID, set-group-ID or file-capability program (which
+// runs without its privileges when traced).
 func (g *Group) startV1(cmd *exec.Cmd) error {
 	if privileged(cmd) {
 		return g.startMoving(cmd)
 	}
 	err := g.startTraced(cmd)
-	if !errors.Is(err, errNoTrace) {
+	if !errors.Is(err, errNoTrace) || !again(cmd) {
 		return err
 	}
-	// An exec.Cmd starts once, even when its Start failed.
+	return g.startMoving(cmd)
+}
+
+// again makes cmd, whose Start failed, a Cmd that starts the same way
+// again (an exec.Cmd starts once, even when its Start failed), and says
+// whether it could. It cannot where the failed Start closed a standard
+// stream of cmd's (one of StdinPipe's, StdoutPipe's or StderrPipe's), nor
+// for a CommandContext's cmd, whose context is not to be had. The
+// supervisor's streams are its own files, which Start never closes.
+func again(cmd *exec.Cmd) bool {
+	for _, s := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
+		if f, ok := s.(*os.File); ok && f != nil && closed(f) {
+			return false
+		}
+	}
+	if cmd.Cancel != nil || cmd.WaitDelay != 0 {
+		return false
+	}
 	*cmd = exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir,
 		Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr,
-		ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
-	return g.startMoving(cmd)
+		ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr, Err: cmd.Err}
+	return true
+}
+
+// closed says whether f was closed (Fd would put an open one in blocking
+// mode, so its descriptor is only looked at).
+func closed(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	return err != nil || rc.Control(func(uintptr) {}) != nil
 }
 
 // startCmd is (*exec.Cmd).Start; a test refuses the trace through it.
 var startCmd = (*exec.Cmd).Start
 
-// errNoTrace is startTraced's error when the kernel refused the trace and
+// errNoTrace is startTraced's error when the traced start failed, and so
 // nothing was started.
-var errNoTrace = errors.New("the kernel refused to trace the child")
+var errNoTrace = errors.New("the traced start failed")
 
 // startTraced is startV1's way. The ptrace calls come from the thread that
 // forked: the tracer is that thread, not the process (ptrace(2)).
@@ -256,13 +281,11 @@ func (g *Group) startTraced(cmd *exec.Cmd) error {
 	cmd.SysProcAttr = &attr
 	err := startCmd(cmd)
 	cmd.SysProcAttr = user
-	if errors.Is(err, syscall.EPERM) {
-		// PTRACE_TRACEME's EPERM, or execve's own: either way nothing
-		// runs, and the untraced start says which.
-		return fmt.Errorf("%w: %w", errNoTrace, err)
-	}
 	if err != nil {
-		return err
+		// PTRACE_TRACEME's error (EPERM, or whatever a seccomp filter
+		// answers), or the exec's own: either way nothing runs, and the
+		// untraced start says which.
+		return fmt.Errorf("%w: %w", errNoTrace, err)
 	}
 	pid := cmd.Process.Pid
 	var ws unix.WaitStatus
@@ -280,14 +303,14 @@ func (g *Group) startTraced(cmd *exec.Cmd) error {
 	// Should this process die before the caps are written, the child
 	// dies too, rather than run uncapped.
 	_ = unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL)
-	beforeCaps()
+	beforeCaps(pid)
 	err = errors.Join(g.move(strconv.Itoa(pid), g.dirs), g.setLimits())
 	if err == nil {
 		// Let go with no signal: the SIGTRAP of the exec is dropped.
 		err = unix.PtraceDetach(pid)
 	}
 	if err != nil {
-		_ = unix.Kill(pid, unix.SIGKILL)
+		_ = cmd.Process.Kill() // stopped before its first instruction: it forked nothing
 		_, _ = cmd.Process.Wait()
 		return fmt.Errorf("capping the run's cgroup: %w", err)
 	}
@@ -345,7 +368,7 @@ func (g *Group) startMoving(cmd *exec.Cmd) error {
 	if err != nil {
 		return errors.Join(err, back)
 	}
-	beforeCaps()
+	beforeCaps(cmd.Process.Pid)
 	if err := errors.Join(back, g.setLimits()); err != nil {
 		// Its group (a run's leader leads one), and what it forked since.
 		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
