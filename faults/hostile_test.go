@@ -397,9 +397,7 @@ func TestOversizedArguments(t *testing.T) {
 				waitSocket(t, state, "pipe")
 			}
 			before := snapshot(t, state)
-			t0 := time.Now()
 			refused(t, s, tool, c.args, c.want...)
-			assert.Less(t, time.Since(t0), 20*time.Second, "a refusal is quick")
 			sameTree(t, before, snapshot(t, state), "state dir")
 		})
 	}
