@@ -584,3 +584,11 @@ func TestPrivilegedProgramsAreNotTraced(t *testing.T) {
 	assert.True(t, privileged(exec.Command(setgid)))
 	assert.True(t, privileged(exec.Command(filepath.Join(dir, "missing"))), "what cannot be looked at is started untraced")
 }
+
+// Traceable says whether a child can be started stopped at its exec: here
+// it can, and where the kernel refuses the trace it says why.
+func TestTraceable(t *testing.T) {
+	require.NoError(t, Traceable())
+	refuseTrace(t)
+	require.ErrorIs(t, Traceable(), syscall.EPERM)
+}

@@ -204,8 +204,8 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	return g.startV1(cmd)
 }
 
-// beforeCaps runs between the fork of a v1 start's child pid and the caps'
-// write; a test stretches the moment and looks at the child.
+// beforeCaps runs in a v1 start between the fork of the child (pid) and
+// the caps' write; a test stretches the moment and looks at the child.
 var beforeCaps = func(pid int) {}
 
 // startV1 starts cmd stopped at its exec, as a debugger starts a program
@@ -258,6 +258,27 @@ func again(cmd *exec.Cmd) bool {
 func closed(f *os.File) bool {
 	rc, err := f.SyscallConn()
 	return err != nil || rc.Control(func(uintptr) {}) != nil
+}
+
+// Traceable says whether this process may start a child stopped at its
+// exec, as a v1 start does: nil, or why not (a v1 start then leaves a
+// capped child uncapped for a moment). It starts its own executable so,
+// and kills it at that stop, before it runs a single instruction.
+func Traceable() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd := exec.Command(exe)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	if err := startCmd(cmd); err != nil {
+		return err
+	}
+	_ = cmd.Process.Kill()
+	_, _ = cmd.Process.Wait()
+	return nil
 }
 
 // startCmd is (*exec.Cmd).Start; a test refuses the trace through it.

@@ -76,6 +76,10 @@ type Cgroups struct {
 	Writable []string // controllers a run's limits can use here
 	Missing  []string // of memory, cpu, pids: those a limit of is refused
 	Why      string   // the first refusal: why, and what would enable it
+	// Untraced (v1): why a child cannot be started stopped at its exec
+	// here (cgroup.Traceable), so that a capped run is uncapped for a
+	// moment at its start; "" when it can.
+	Untraced string
 }
 
 // minFree is the free space under which the state dir's file system is a
@@ -257,9 +261,16 @@ func limits(f Facts) Check {
 			c.Level = Warn
 			c.Detail += "; limits of " + strings.Join(f.Cgroup.Missing, ", ") + " are refused"
 		}
+		if f.Cgroup.Untraced != "" {
+			c.Level = Warn
+			c.Detail += "; a capped run starts uncapped for a moment here, as the kernel refuses to stop it at its exec until its caps are written (" + f.Cgroup.Untraced + ")"
+		}
 	}
 	if c.Level == Warn {
 		c.Fix = f.Cgroup.Why
+	}
+	if f.Cgroup.Untraced != "" && len(f.Cgroup.Writable) > 0 {
+		c.Fix = strings.TrimPrefix(c.Fix+"; allow a process to trace its own children (sysctl kernel.yama.ptrace_scope=1, a seccomp profile that permits ptrace), or move to cgroup v2, where a run is born in its capped group", "; ")
 	}
 	return c
 }

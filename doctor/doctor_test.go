@@ -93,6 +93,9 @@ func TestChecks(t *testing.T) {
 		{"v1 without pids", "resource limits", func(f *Facts) {
 			f.Cgroup = Cgroups{Version: 1, Writable: []string{"memory", "cpu"}, Missing: []string{"pids"}, Why: "the pids cgroup controller is not mounted"}
 		}, Warn, "limits of pids are refused"},
+		{"v1, no trace", "resource limits", func(f *Facts) {
+			f.Cgroup = Cgroups{Version: 1, Writable: limitControllers, Untraced: "fork/exec /usr/bin/agent-box: operation not permitted"}
+		}, Warn, "a capped run starts uncapped for a moment here"},
 		{"v2, nothing delegated", "resource limits", func(f *Facts) { f.Cgroup = Cgroups{Version: 2, Missing: limitControllers, Why: "not delegated"} }, Warn, "runs with limits are refused"},
 		{"none", "resource limits", func(f *Facts) { f.Cgroup = Cgroups{Why: "none mounted"} }, Warn, "no cgroup hierarchy"},
 

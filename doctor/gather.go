@@ -62,6 +62,11 @@ func Gather(o Options) Facts {
 	}
 	h, err := cgroup.Self()
 	f.Cgroup = cgroupFacts(h, err, runs.SystemdScopes, os.Geteuid())
+	if h != nil && !h.V2 && len(f.Cgroup.Writable) > 0 {
+		if err := cgroup.Traceable(); err != nil {
+			f.Cgroup.Untraced = err.Error()
+		}
+	}
 	f.ClientAlive = clientAliveInterval("/etc/ssh/sshd_config")
 	return f
 }
