@@ -868,7 +868,27 @@ func (s *Store) listName(name string, want func(name, runID string) bool) ([]Ent
 	return out, nil
 }
 
-// Latest returns the newest run of name; ErrNotFound if it has none.
+// Newest returns the run id of ids (sorted, as a listing gives them) that
+// stands for their name at now: the newest made no later than now. An id
+// from the future is no run this machine's clock made: a planted record
+// that took one would be the newest of a live name, and the agent's
+// process_kill of the name would reach what it names instead of the live
+// run. It stands for the name only when it is all there is (a clock set
+// back since). ids must not be empty.
+func Newest(ids []string, now time.Time) string {
+	limit := RunIDAt(now)
+	for i := len(ids) - 1; i >= 0; i-- {
+		// The time part of an id made at or before now sorts at or
+		// before limit; the rest of it sorts after (RunIDAt).
+		if ids[i][:min(len(ids[i]), len(limit))] <= limit {
+			return ids[i]
+		}
+	}
+	return ids[len(ids)-1]
+}
+
+// Latest returns the newest run of name (Newest); ErrNotFound if it has
+// none.
 //
 // As with List, a newest record that cannot be read is an Entry with Err
 // set and a nil error: the run exists, and callers show it as unreadable
@@ -883,7 +903,11 @@ func (s *Store) Latest(name string) (Entry, error) {
 		return Entry{}, err
 	}
 	dir.Close()
-	e := Entry{Name: name, RunID: ents[len(ents)-1].Name()}
+	ids := make([]string, len(ents))
+	for i, e := range ents {
+		ids[i] = e.Name()
+	}
+	e := Entry{Name: name, RunID: Newest(ids, time.Now())}
 	e.Record, e.Err = s.Read(name, e.RunID)
 	return e, nil
 }

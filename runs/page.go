@@ -121,7 +121,7 @@ func (m *Manager) ListPage(q ListQuery) (Page, error) {
 		}
 		ids := nr.IDs
 		if !q.All {
-			ids = ids[len(ids)-1:]
+			ids = []string{runrecord.Newest(ids, at)}
 		}
 		for _, id := range ids {
 			if q.Before == "" || id < q.Before {

@@ -126,22 +126,28 @@ func TestStartTakesTheSpare(t *testing.T) {
 	assert.Equal(t, "0\n1\n2\n", fds(run), "a launched supervisor's child's, the same")
 }
 
-// Any process of the user can write to a spare's spec pipe through
-// /proc/PID/fd/3, and so tell it another run. The start it is then taken
-// for does not take its word: the run is created with a launched
-// supervisor, and the spare is killed.
-func TestSpareToldAnotherRun(t *testing.T) {
+// No other process can join a spare's channels through /proc/PID/fd, as
+// one could while they were pipes (a FIFO opens again there): a run's
+// command read the next run's spec (its secret_env) and told the spare
+// another run. Sockets refuse the open (ENXIO), whoever asks, root too;
+// and the spare is non-dumpable, so the user's other processes cannot
+// list its descriptors at all (e2e TestNothingOfTheUserReachesAgentBox).
+func TestNoProcessJoinsASparesChannels(t *testing.T) {
 	m := spareManager(t, "1", t.Logf)
 	spare := readySpare(t, m, 0)
-	pipe, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", spare, supervisor.SpecFD), os.O_WRONLY, 0)
+	for _, fd := range []int{supervisor.SpecFD, supervisor.ReportFD} {
+		for _, mode := range []int{os.O_RDONLY, os.O_WRONLY} {
+			f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", spare, fd), mode, 0)
+			if err == nil {
+				f.Close()
+			}
+			require.ErrorIs(t, err, unix.ENXIO, "fd %d, mode %d", fd, mode)
+		}
+	}
+	run := startRun(t, m, "a", "/bin/sleep", "30")
+	rec, err := m.Store.Read(run.Name, run.RunID)
 	require.NoError(t, err)
-	other := runrecord.NewRunID(time.Now())
-	_, err = fmt.Fprintf(pipe, `{"spec":{"name":"other","run_id":%q,"capture_mode":"combined"},"dir":%q}`+"\n", other, t.TempDir())
-	require.NoError(t, err)
-	pipe.Close()
-
-	launchedFor(t, m, startRun(t, m, "a", "/bin/sleep", "30"), spare)
-	awaitGone(t, spare)
+	assert.Equal(t, spare, rec.SupervisorPID, "the spare took the run")
 }
 
 // A spare that dies while it takes its run is passed over before the run

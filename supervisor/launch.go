@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 )
@@ -37,8 +39,8 @@ const (
 // (/dev/null, /dev/null, the run's StderrFile). Launch wires them; Main
 // reads them.
 const (
-	SpecFD   = 3 // read end of the spec pipe
-	ReportFD = 4 // write end of the report pipe
+	SpecFD   = 3 // the supervisor's end of the spec channel (channel)
+	ReportFD = 4 // its end of the report channel
 )
 
 // DefaultStartTimeout is how long Launched.Start waits for the start
@@ -105,14 +107,14 @@ func Launch(req LaunchRequest) (*Launched, error) {
 }
 
 // launch starts cmd as a supervisor, in a session of its own, with the
-// spec and report pipes; spec is nil for a spare.
+// spec and report channels; spec is nil for a spare.
 func launch(cmd *exec.Cmd, spec *Spec) (*Launched, error) {
-	specR, specW, err := os.Pipe()
+	specW, specR, err := channel("spec")
 	if err != nil {
 		return nil, err
 	}
 	defer specR.Close()
-	repR, repW, err := os.Pipe()
+	repR, repW, err := channel("report")
 	if err != nil {
 		specW.Close()
 		return nil, err
@@ -146,6 +148,29 @@ func launch(cmd *exec.Cmd, spec *Spec) (*Launched, error) {
 	return l, nil
 }
 
+// channel returns the two ends of a private channel to a supervisor:
+// ours, non-blocking so that deadlines apply to it, and the supervisor's,
+// blocking, as a program expects its inherited descriptors.
+//
+// A connected socket pair, not a pipe: open(2) of /proc/PID/fd/N opens a
+// pipe a second time (a FIFO), but refuses a socket (ENXIO), so no other
+// process can join the channel through /proc whether or not it may read
+// there (the supervisor, non-dumpable, forbids that too: package nodump,
+// once it has started).
+func channel(what string) (ours, theirs *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("making the supervisor's %s channel: %w", what, err)
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("making the supervisor's %s channel: %w", what, err)
+	}
+	// os.NewFile makes a non-blocking descriptor pollable: deadlines work.
+	return os.NewFile(uintptr(fds[0]), what), os.NewFile(uintptr(fds[1]), what), nil
+}
+
 // commandLine is the supervisor's command line: its command, the run's
 // name and run id, wrapped in systemd-run for a Scope.
 func commandLine(req LaunchRequest, root bool) []string {
@@ -158,7 +183,7 @@ func commandLine(req LaunchRequest, root bool) []string {
 		args = append(args, "--user")
 	}
 	// --scope runs the command in the foreground of systemd-run's own
-	// process, so the spec and report pipes (SpecFD, ReportFD) pass
+	// process, so the spec and report channels (SpecFD, ReportFD) pass
 	// through.
 	runID := req.Spec.RunID
 	args = append(args, "--scope", "--collect", "--quiet", "--unit", "agent-box-"+req.Spec.Name+"-"+runID[max(len(runID)-6, 0):])

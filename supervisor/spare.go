@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -42,7 +43,7 @@ const (
 	// place: the spare starts nothing without it.
 	goAhead = "go\n"
 	// adoptedLine, with the run id, is a spare's answer to its adoption,
-	// on the report pipe.
+	// on the report channel.
 	adoptedLine = "adopted"
 )
 
@@ -113,8 +114,9 @@ func (l *Launched) adoptedAnswer() string { return adoptedAnswer(l.spec.RunID) }
 func adoptedAnswer(runID string) string { return adoptedLine + " " + runID + "\n" }
 
 // awaitAdopted reads the spare's answer and checks, from /proc, what it
-// says: the answer alone is no proof, since any process of the user can
-// open the spare's pipes through /proc/PID/fd and write to them.
+// says. Its channels are sockets no other process can open (channel), but
+// the answer is cheap to check against the kernel's facts, and a spare
+// that says it took a run must be one that /proc shows as its supervisor.
 func (l *Launched) awaitAdopted(deadline time.Time) error {
 	l.repR.SetReadDeadline(deadline)
 	line, err := l.rep.ReadString('\n')
@@ -166,8 +168,8 @@ func (s *supervisor) adopt(specFile, report *os.File) error {
 		return errors.New("reading spec: no spec")
 	}
 	s.spec = *a.Spec
-	// Only a dir beside the run's own place: a process of the user that
-	// wrote to our pipe must not have us make or remove files elsewhere.
+	// Only a dir beside the run's own place: whatever reached our channel
+	// must not have us make or remove files elsewhere.
 	if filepath.Dir(a.Dir) != filepath.Dir(s.spec.runDir()) || !strings.HasSuffix(filepath.Base(a.Dir), s.spec.RunID) {
 		return fmt.Errorf("reading spec: %s is not where run %s/%s is built", a.Dir, s.spec.Name, s.spec.RunID)
 	}
@@ -253,15 +255,18 @@ func retitle(args []string, name, runID string) error {
 	if err != nil {
 		return err
 	}
-	// Our own memory, through /proc: no pointer arithmetic in Go, and a
-	// kernel that forbids it fails the write instead of the process.
-	mem, err := os.OpenFile("/proc/self/mem", os.O_WRONLY, 0)
-	if err != nil {
-		return fmt.Errorf("naming the run in the command line: %w", err)
-	}
-	defer mem.Close()
-	if _, err := mem.WriteAt([]byte(title), int64(end)-int64(room)); err != nil {
-		return fmt.Errorf("naming the run in the command line: %w", err)
+	// Our own memory, through the kernel: no pointer arithmetic in Go,
+	// and a kernel that forbids it fails the write instead of the
+	// process. process_vm_writev(2), not /proc/self/mem: a non-dumpable
+	// process (package nodump) cannot open its own /proc files that are
+	// not world-readable, which the kernel then gives to root, while
+	// process_vm_writev checks only ptrace access, which a process always
+	// has to itself (__ptrace_may_access, kernel/ptrace.c).
+	local := []unix.Iovec{{Base: unsafe.StringData(title)}}
+	local[0].SetLen(len(title))
+	remote := []unix.RemoteIovec{{Base: uintptr(end) - uintptr(room), Len: room}}
+	if w, err := unix.ProcessVMWritev(self, local, remote, 0); err != nil || w != room {
+		return fmt.Errorf("naming the run in the command line: %d of %d bytes written: %w", w, room, err)
 	}
 	argv, err := proc.Cmdline(self)
 	if err != nil {

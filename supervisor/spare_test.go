@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
@@ -153,29 +154,29 @@ func TestSpareThatOnlySaysItTookTheRun(t *testing.T) {
 	}
 }
 
-// Another process of the user can answer for the spare (through
-// /proc/PID/fd/4) once /proc shows its command line naming the run; the
-// spare's own answer is then still in the pipe when Start reads the
-// report, and is not taken for it.
-func TestSpareAnswerLeftInThePipe(t *testing.T) {
+// A supervisor's channels are sockets: no process can open them through
+// /proc/PID/fd (ENXIO, root too), as any process of the user could while
+// they were pipes, and so read a spec or answer for the supervisor.
+func TestChannelsCannotBeOpenedThroughProc(t *testing.T) {
 	l := launchSpareHelper(t)
+	for _, fd := range []int{SpecFD, ReportFD} {
+		for _, mode := range []int{os.O_RDONLY, os.O_WRONLY} {
+			f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", l.PID, fd), mode, 0)
+			if err == nil {
+				f.Close()
+			}
+			require.ErrorIs(t, err, unix.ENXIO, "fd %d, mode %d", fd, mode)
+		}
+	}
+}
+
+// The report is read as a line, whatever its length, while the channel is
+// still open.
+func TestSpareReportReadWhileTheChannelIsOpen(t *testing.T) {
+	l := launchSpareHelper(t, "spare-lingers")
 	spec, dir := helperSpec(t)
 	require.NoError(t, adoptAll(l, spec, dir))
-	pipe, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", l.PID, ReportFD), os.O_WRONLY, 0)
-	require.NoError(t, err)
-	_, err = io.WriteString(pipe, l.adoptedAnswer())
-	pipe.Close()
-	require.NoError(t, err)
 	pid, err := l.Start(10 * time.Second)
-	require.NoError(t, err)
-	assert.Equal(t, l.PID, pid)
-
-	// The report is read as a line, whatever its length, while the pipe
-	// is still open.
-	l = launchSpareHelper(t, "spare-lingers")
-	spec, dir = helperSpec(t)
-	require.NoError(t, adoptAll(l, spec, dir))
-	pid, err = l.Start(10 * time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, l.PID, pid)
 }

@@ -7,7 +7,7 @@
 // with every SSH connection, never owns a pipe or a copier of the child; the
 // supervisor does, and it is the only writer of the run record after the
 // server created it. The secrets a run needs reach the supervisor through a
-// pipe, never through the record, argv or the environment of the supervisor.
+// channel, never through the record, argv or the environment of the supervisor.
 package supervisor
 
 import (
@@ -23,7 +23,7 @@ import (
 )
 
 // Spec is everything the supervisor needs to start the child. It is sent as
-// JSON over the spec pipe (SpecFD) and never stored on disk.
+// JSON over the spec channel (SpecFD) and never stored on disk.
 type Spec struct {
 	StateDir    string   `json:"state_dir"`
 	Name        string   `json:"name"`
@@ -58,7 +58,7 @@ func (sp *Spec) runDir() string {
 // start the child.
 var ErrStartFailed = errors.New("could not start the process")
 
-// ErrNoReport means the supervisor died or closed its report pipe before
+// ErrNoReport means the supervisor died or closed its report channel before
 // saying whether the child started.
 var ErrNoReport = errors.New("supervisor exited without reporting")
 
@@ -80,7 +80,7 @@ func readReport(r io.Reader) (int, error) {
 	return reportOf(newReportReader(r).ReadString('\n'))
 }
 
-// newReportReader reads what a supervisor writes on its report pipe: the
+// newReportReader reads what a supervisor writes on its report channel: the
 // adoption's answer, if it is a spare, then the start report.
 func newReportReader(r io.Reader) *bufio.Reader {
 	return bufio.NewReader(io.LimitReader(r, 64<<10))
@@ -111,7 +111,7 @@ func parseReport(line string) (int, error) {
 	return 0, fmt.Errorf("bad supervisor report %q", line)
 }
 
-// encodeSpec is what Launched.Start writes to the spec pipe.
+// encodeSpec is what Launched.Start writes to the spec channel.
 func encodeSpec(w io.Writer, s *Spec) error {
 	return json.NewEncoder(w).Encode(s)
 }

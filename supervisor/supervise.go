@@ -58,8 +58,8 @@ func Main(c Config) error {
 		close(caught)
 	}()
 	// Inherited descriptors arrive without close-on-exec; the child must
-	// not hold the report pipe (process_start would wait for its EOF), the
-	// spec pipe, nor anything agent-box's own caller left open.
+	// not hold the report channel (process_start would wait for its EOF), the
+	// spec channel, nor anything agent-box's own caller left open.
 	if err := proc.CloseOnExecFrom(SpecFD); err != nil {
 		syscall.CloseOnExec(SpecFD)
 		syscall.CloseOnExec(ReportFD)

@@ -7,6 +7,10 @@
 package main
 
 import (
+	// First: until it has run, any process of the user can open this
+	// one's descriptors and memory through /proc.
+	_ "github.com/agent-box/agent-box/internal/nodump"
+
 	"context"
 	"encoding/json"
 	"errors"
