@@ -88,6 +88,12 @@ type Facts struct {
 	Child      Liveness // meaningless unless a child pid is recorded
 	ChildSID   int      // the session id of the live child; meaningless unless Child is Same
 	ChildPPID  int      // the parent of the live child; meaningless unless Child is Same
+	// ChildTagged: the live child's environment from its exec names the
+	// run (AGENT_BOX_RUN_ID, /proc/PID/environ). A planter can give no
+	// process it did not start that environment, while a session id or
+	// a parent can be an orphan's by accident. Asked for only when no
+	// live supervisor vouches for the child.
+	ChildTagged bool
 	Supervisor Liveness // meaningless unless a supervisor pid is recorded
 	Survivors  int      // live members of the child's process group besides the leader; counted once the leader is gone
 	Self       Self     // the deciding process, whose own pids no record may name
@@ -235,9 +241,9 @@ func identify(run Run, facts Facts) identity {
 	// The leader is the run's only if it is in its supervisor's session:
 	// the supervisor made that session and forked the leader into it, and
 	// a group leader can never leave its session (setsid(2) fails with
-	// EPERM), while the session's id stays taken as long as any member
-	// lives, also after a SIGKILLed supervisor. A live process with the
-	// recorded start time elsewhere is someone else's.
+	// EPERM). A live process with the recorded start time elsewhere is
+	// someone else's. Once the supervisor is gone the session is no proof
+	// (childTied).
 	child := facts.Child
 	if hasChild && child == Same && !(childOK && supOK && vouched && childTied(run, facts, supervised)) {
 		child = Foreign
@@ -260,9 +266,16 @@ func identify(run Run, facts Facts) identity {
 // session and a child of the live, verified supervisor, which forked it
 // and has not reaped it. A pty run's leader is not the run's once its
 // supervisor is gone: its session is its own, and nothing else ties it.
+//
+// Without a live supervisor the session proves nothing either: its id
+// outlives its leader, so a dead session leader's pid, named as the
+// supervisor, ties every orphan of that session to a planted record (a
+// user's nohup job whose login shell exited, with its real start time).
+// The child must then carry the run's id in its environment
+// (Facts.ChildTagged).
 func childTied(run Run, facts Facts, supervised bool) bool {
 	if run.Pty {
 		return supervised && facts.ChildSID == run.PID && facts.ChildPPID == run.SupervisorPID
 	}
-	return facts.ChildSID == run.SupervisorPID
+	return facts.ChildSID == run.SupervisorPID && (supervised || facts.ChildTagged)
 }

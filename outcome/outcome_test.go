@@ -146,8 +146,19 @@ func TestDecide(t *testing.T) {
 			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
 		{"supervisor is our group leader, alive with its start time", pids(child, 100, me.PGID), Facts{BootID: bootA, Child: Same, ChildSID: me.PGID, Supervisor: Same, Self: me},
 			Verdict{Unknown, ReasonForeignRecord, false, false, false}},
-		{"leader in its gone supervisor's session (a session id outlives its leader)", child, Facts{BootID: bootA, Child: Same, ChildSID: 50, Supervisor: Gone},
+		{"leader in its gone supervisor's session (a session id outlives its leader), carrying the run's id", child, Facts{BootID: bootA, Child: Same, ChildSID: 50, ChildTagged: true, Supervisor: Gone},
 			Verdict{Running, ReasonUnsupervised, true, true, true}},
+		// Issue 30: a session's id outlives its leader, so a planted
+		// record naming a dead login shell as the supervisor and its
+		// orphaned nohup job as the leader read running, and
+		// process_kill SIGKILLed the job. Without a live supervisor only
+		// the run's id in the process's environment ties it to the run.
+		{"leader in a gone supervisor's session, without the run's id (an orphan of a dead shell)", child, Facts{BootID: bootA, Child: Same, ChildSID: 50, ChildTagged: false, Supervisor: Gone},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
+		{"leader in a gone supervisor's session, without the run's id, exit recorded, survivors", withExit(child), Facts{BootID: bootA, Child: Same, ChildSID: 50, ChildTagged: false, Supervisor: Gone, Survivors: 2},
+			Verdict{Unknown, ReasonForeignProcess, false, false, false}},
+		{"leader in its live supervisor's session, without the run's id (it cleared its environment)", child, Facts{BootID: bootA, Child: Same, ChildSID: 50, ChildTagged: false, Supervisor: Same},
+			Verdict{Running, ReasonRunning, true, true, true}},
 
 		// A pty run's leader leads its own session (the terminal's): it is
 		// the run's only as the live, verified supervisor's child.
@@ -184,6 +195,8 @@ func TestDecide(t *testing.T) {
 			// row says otherwise.
 			if tt.facts.Child == Same && tt.facts.ChildSID == 0 {
 				tt.facts.ChildSID = tt.run.SupervisorPID
+				// and carries the run's id, as a run's leader does
+				tt.facts.ChildTagged = true
 			}
 			if got := Decide(tt.run, tt.facts); got != tt.want {
 				t.Errorf("Decide(%+v, %+v)\n got %+v\nwant %+v", tt.run, tt.facts, got, tt.want)
@@ -254,11 +267,13 @@ func TestDecideInvariants(t *testing.T) {
 								for _, sid := range []int{50, 77, me.SID} {
 									for _, s := range lives {
 										for _, surv := range []int{0, 1, 5} {
-											run := Run{BootID: recBoot, PID: pid, SupervisorPID: supPID, ExitRecorded: exit, StartFailed: failed}
-											facts := Facts{BootID: liveBoot, Child: c, ChildSID: sid, Supervisor: s, Survivors: surv, Self: me}
-											checkInvariants(t, run, facts)
-											seen[Decide(run, facts).Reason] = true
-											n++
+											for _, tagged := range bools {
+												run := Run{BootID: recBoot, PID: pid, SupervisorPID: supPID, ExitRecorded: exit, StartFailed: failed}
+												facts := Facts{BootID: liveBoot, Child: c, ChildSID: sid, ChildTagged: tagged, Supervisor: s, Survivors: surv, Self: me}
+												checkInvariants(t, run, facts)
+												seen[Decide(run, facts).Reason] = true
+												n++
+											}
 										}
 									}
 								}
@@ -293,7 +308,7 @@ func checkInvariants(t *testing.T, run Run, facts Facts) {
 	// Our own ids in a record are believed only with a live, verified
 	// supervisor (agent-box run from inside the run).
 	vouched := supSame || !owns(run.PID) && !owns(run.SupervisorPID)
-	childSame := hasChild && facts.Child == Same && run.PID > 1 && run.SupervisorPID > 1 && vouched && facts.ChildSID == run.SupervisorPID
+	childSame := hasChild && facts.Child == Same && run.PID > 1 && run.SupervisorPID > 1 && vouched && facts.ChildSID == run.SupervisorPID && (supSame || facts.ChildTagged)
 	pidsOK := me.MayBeRun(run.PID) && (supSame || me.MayBeRun(run.SupervisorPID))
 
 	if want, ok := stateOf[v.Reason]; !ok || want != v.State {
@@ -408,7 +423,7 @@ func TestTargets(t *testing.T) {
 	base := TargetFacts{Group: 100, LeaderStart: 1000, Supervisor: 50, Self: me}
 	with := func(edit func(*TargetFacts)) TargetFacts { f := base; edit(&f); return f }
 	alive := func(f *TargetFacts) { f.LeaderAlive = true }
-	member := Proc{PID: 110, PGID: 100, SID: 50, StartTime: 1200}
+	member := Proc{PID: 110, PGID: 100, SID: 50, StartTime: 1200, Tagged: true}
 	daemon := Proc{PID: 120, PGID: 120, SID: 120, StartTime: 1300} // setsid: a session of its own
 	worker := Proc{PID: 130, PGID: 130, SID: 50, StartTime: 1400}  // setpgid: a group of its own
 
@@ -428,8 +443,11 @@ func TestTargets(t *testing.T) {
 		{"leader gone, a descendant in the group", with(func(f *TargetFacts) { f.Descendants = []Proc{member} }), true, nil},
 		{"leader gone, only a descendant outside the group", with(func(f *TargetFacts) { f.Descendants = []Proc{daemon} }), false, []int{120}},
 		{"leader gone, supervisor gone, a member in its session", with(func(f *TargetFacts) { f.Procs = []Proc{daemon, member} }), true, nil},
+		{"leader gone, supervisor gone, a process in its group and session without the run's id (an orphan of a dead session leader)", with(func(f *TargetFacts) {
+			f.Procs = []Proc{{PID: 110, PGID: 100, SID: 50, StartTime: 1200}}
+		}), false, nil},
 		{"leader gone, a member started with the leader", with(func(f *TargetFacts) {
-			f.Procs = []Proc{{PID: 110, PGID: 100, SID: 50, StartTime: 1000}}
+			f.Procs = []Proc{{PID: 110, PGID: 100, SID: 50, StartTime: 1000, Tagged: true}}
 		}), true, nil},
 		{"leader gone, a member started before the leader", with(func(f *TargetFacts) {
 			f.Procs = []Proc{{PID: 110, PGID: 100, SID: 50, StartTime: 999}}

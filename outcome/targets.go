@@ -5,6 +5,10 @@ package outcome
 type Proc struct {
 	PID, PGID, SID int
 	StartTime      uint64 // clock ticks since boot
+	// Tagged: its environment from its exec names the run
+	// (Facts.ChildTagged). Asked for only of a process that no live
+	// supervisor vouches for (Member).
+	Tagged bool
 }
 
 // TargetFacts are what a kill knows when it picks the processes to signal.
@@ -65,10 +69,18 @@ func Targets(f TargetFacts) (group bool, outside []int) {
 // Member reports whether p, found without a live supervisor to vouch for
 // it, is a member of a run's group: in the group (the leader's pid), in
 // the run's session (the supervisor's pid; a group never spans sessions),
-// and started no earlier than the leader (every process of the run but
-// its supervisor is). While any member lives the kernel hands out neither
-// id again, so such a process is the run's. The ids themselves must pass
+// started no earlier than the leader (every process of the run but its
+// supervisor is), and carrying the run's id in its environment (Tagged).
+// The ids alone are no proof: a session's id outlives its leader, so a
+// planted record naming a dead session leader as the supervisor would
+// make that session's orphans members. The ids themselves must pass
 // Self.MayBeRun, which is the caller's to check.
 func Member(p Proc, group, session int, leaderStart uint64) bool {
+	return InGroup(p, group, session, leaderStart) && p.Tagged
+}
+
+// InGroup is Member without the tag: the cheap test of the ids, which
+// callers make before they read a process's environment.
+func InGroup(p Proc, group, session int, leaderStart uint64) bool {
 	return p.PGID == group && p.SID == session && p.StartTime >= leaderStart
 }

@@ -376,6 +376,27 @@ func Exe(pid int) (f File, path string, deleted bool, err error) {
 	return f, path, deleted, nil
 }
 
+// EnvironHas reports whether the environment pid was exec'd with
+// (/proc/PID/environ) holds the entry kv ("KEY=value") exactly. That
+// environment is the process's own from its execve(2): no other process
+// can change it without ptrace(2), which it could kill it with anyway. A
+// process that is not dumpable (a set-user-ID program, or one that made
+// itself so) shows it to root only: an error then, as for a gone one. A
+// program may write over its own (setproctitle does): it then holds
+// whatever the program put there.
+func EnvironHas(pid int, kv string) (bool, error) {
+	data, err := readPIDFile(pid, "environ")
+	if err != nil {
+		return false, err
+	}
+	for entry := range bytes.SplitSeq(data, []byte{0}) {
+		if string(entry) == kv {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // ArgsEnd returns the address in process pid's memory one past the end of
 // its command line (/proc/PID/stat field 49, arg_end, Linux 3.5): what
 // /proc/PID/cmdline reads ends there.

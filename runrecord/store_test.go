@@ -855,3 +855,25 @@ func TestCreateWithReady(t *testing.T) {
 		}
 	}
 }
+
+// Newest passes over run ids from the future, unless they are all there
+// is (a clock set back since they were made).
+func TestNewestPassesOverTheFuture(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	past, at, future := runrecord.NewRunID(now.Add(-time.Hour)), runrecord.NewRunID(now), runrecord.NewRunID(now.Add(time.Nanosecond))
+	far := "20991231T235959.000000000Z-aaaaaa"
+	for _, tc := range []struct {
+		ids  []string
+		want string
+	}{
+		{[]string{past}, past},
+		{[]string{past, at}, at},
+		{[]string{past, future}, past},
+		{[]string{past, at, future, far}, at},
+		{[]string{future, far}, far},
+	} {
+		if got := runrecord.Newest(tc.ids, now); got != tc.want {
+			t.Errorf("Newest(%v) = %s, want %s", tc.ids, got, tc.want)
+		}
+	}
+}

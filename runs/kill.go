@@ -171,7 +171,15 @@ func (m *Manager) targetFacts(run Run) outcome.TargetFacts {
 	if run.supAlive && supervisorIn(procs, run.rec) {
 		f.Descendants = proc.Facts(proc.Descendants(procs, run.rec.SupervisorPID, m.Sys.IsSupervisor))
 	}
-	f.Procs = proc.Facts(procs)
+	// Only the processes a kill without the supervisor may reach: in the
+	// group, in the session, carrying the run's id (isMember).
+	for _, p := range procs {
+		if isMember(m.Sys, p, run.rec) {
+			fp := p.Fact()
+			fp.Tagged = true
+			f.Procs = append(f.Procs, fp)
+		}
+	}
 	return f
 }
 

@@ -43,6 +43,11 @@ type System interface {
 	// (supervisor.IsSupervisorOf), Gone when it has exited since, Foreign
 	// when it is alive and says otherwise.
 	SupervisorOf(p proc.Stat, name, runID string) outcome.Liveness
+	// CarriesRunID reports whether pid's environment from its exec names
+	// run runID (RunIDEnv): what ties a process to a run when no live
+	// supervisor vouches for it (outcome.Facts.ChildTagged). False when
+	// it cannot be read.
+	CarriesRunID(pid int, runID string) bool
 	// IsSupervisor reports whether p is a genuine supervisor of some run
 	// (supervisor.Executables.IsSupervisor): a run started from inside
 	// another, whose processes the outer run's kill leaves alone.
@@ -299,13 +304,25 @@ func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 	x.load()
 	for _, p := range x.byPGID[rec.PID] {
 		// outcome.Member ties a member to this run: the group's and the
-		// session's ids, and a start no earlier than the leader's.
-		if p.PID != rec.PID && outcome.Member(p.Fact(), rec.PID, rec.SupervisorPID, rec.PIDStartTime) && !slices.Contains(pids, p.PID) {
+		// session's ids, a start no earlier than the leader's, and the
+		// run's id in its environment.
+		if p.PID != rec.PID && !slices.Contains(pids, p.PID) && isMember(x.sys, p, rec) {
 			pids = append(pids, p.PID)
 		}
 	}
 	sort.Ints(pids)
 	return pids
+}
+
+// isMember is outcome.Member for p, a process found without a live
+// supervisor: its environment is read only when its ids qualify.
+func isMember(sys System, p proc.Stat, rec *runrecord.Record) bool {
+	f := p.Fact()
+	if !outcome.InGroup(f, rec.PID, rec.SupervisorPID, rec.PIDStartTime) {
+		return false
+	}
+	f.Tagged = sys.CarriesRunID(p.PID, rec.RunID)
+	return outcome.Member(f, rec.PID, rec.SupervisorPID, rec.PIDStartTime)
 }
 
 // descendants returns, from the snapshot, the processes below the run's
@@ -426,6 +443,9 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 			facts.Supervisor = m.Sys.SupervisorOf(sup, rec.Name, rec.RunID)
 		}
 		run.supAlive = facts.Supervisor == outcome.Same
+	}
+	if facts.Child == outcome.Same && !run.supAlive {
+		facts.ChildTagged = m.Sys.CarriesRunID(rec.PID, rec.RunID)
 	}
 	// Survivors: once the leader's exit is recorded, or while a live
 	// supervisor is about to record it (a kill must reach the members that

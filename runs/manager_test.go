@@ -33,6 +33,9 @@ func (f *fakeSys) Processes() ([]proc.Stat, error) { return nil, nil }
 func (f *fakeSys) GroupAlive(int) bool             { return false }
 func (f *fakeSys) Children(int) ([]int, error)     { return nil, nil }
 func (f *fakeSys) IsSupervisor(proc.Stat) bool     { return false }
+
+// CarriesRunID: every live process is a genuine run's, carrying its id.
+func (f *fakeSys) CarriesRunID(int, string) bool { return true }
 func (f *fakeSys) Usage(int, uint64) (proc.Usage, error) {
 	return proc.Usage{}, proc.ErrNoProcess
 }
@@ -216,6 +219,7 @@ func (reusedSys) Processes() ([]proc.Stat, error) {
 	}, nil
 }
 func (reusedSys) GroupAlive(int) bool             { return true }
+func (reusedSys) CarriesRunID(int, string) bool   { return true }
 func (reusedSys) Children(pid int) ([]int, error) { return []int{200}, nil }
 func (s reusedSys) SupervisorOf(proc.Stat, string, string) outcome.Liveness {
 	if s.imposter {

@@ -90,8 +90,19 @@ func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
 }
 
+// The variables agent-box sets in every run's environment. RunIDEnv is
+// also the proof, once the supervisor is gone, that a process is the
+// run's (System.CarriesRunID): a run cannot set either itself.
+const (
+	NameEnv  = "AGENT_BOX_NAME"
+	RunIDEnv = "AGENT_BOX_RUN_ID"
+)
+
 func validEnv(what string, env map[string]string) error {
 	for k, v := range env {
+		if k == NameEnv || k == RunIDEnv {
+			return invalid("%s: %s is set by agent-box (it names the run, and ties its processes to it); use another variable", what, k)
+		}
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return invalid("%s: variable name %s must be non-empty and contain neither '=' nor NUL", what, quoteShort(k))
 		}
@@ -437,7 +448,7 @@ func (m *Manager) home() string { return lookEnv(m.Env, "HOME") }
 
 // childEnv is the inherited environment with env and secrets laid over it.
 func childEnv(inherited []string, req *StartRequest, name, runID string) []string {
-	over := map[string]string{"AGENT_BOX_NAME": name, "AGENT_BOX_RUN_ID": runID}
+	over := map[string]string{NameEnv: name, RunIDEnv: runID}
 	if req.Pty {
 		over["TERM"] = ptyTerm // a terminal program reads its kind here
 	}

@@ -47,6 +47,11 @@ func (s *LiveSystem) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) 
 	return proc.ProbeStat(pid, start)
 }
 
+func (s *LiveSystem) CarriesRunID(pid int, runID string) bool {
+	ok, err := proc.EnvironHas(pid, RunIDEnv+"="+runID)
+	return err == nil && ok
+}
+
 func (s *LiveSystem) IsSupervisor(p proc.Stat) bool { return s.Supervisors.IsSupervisor(p) }
 
 func (s *LiveSystem) Signal(pid int, sig unix.Signal) error { return unix.Kill(pid, sig) }

@@ -24,6 +24,7 @@ type plantedSys struct {
 	sid     int // the session the live "leader" is in
 	procs   []proc.Stat
 	signals []int
+	tagged  bool
 }
 
 func (s *plantedSys) BootID() string     { return "boot" }
@@ -41,6 +42,10 @@ func (s *plantedSys) SupervisorOf(proc.Stat, string, string) outcome.Liveness {
 	return outcome.Gone
 }
 func (s *plantedSys) IsSupervisor(proc.Stat) bool { return false }
+
+// CarriesRunID: the planter names processes it did not start, which do
+// not carry the run's id, unless the row says they do.
+func (s *plantedSys) CarriesRunID(pid int, _ string) bool { return s.tagged }
 
 // Usage: every pid a planter names is alive and readable, and busy.
 func (s *plantedSys) Usage(int, uint64) (proc.Usage, error) {
@@ -123,17 +128,17 @@ func TestPlantedRecordsNeverSignalPidsNoRunCanHave(t *testing.T) {
 }
 
 // The same record with its pids in bounds, and the leader in the gone
-// supervisor's session (as a real run's leader is after its supervisor
-// was SIGKILLed: the session id outlives its leader), is the run's, and
-// its group is what is signalled: the test above fails for the pids, not
-// for the fake.
+// supervisor's session and carrying the run's id in its environment (as
+// a real run's leader is after its supervisor was SIGKILLed: the session
+// id outlives its leader), is the run's, and its group is what is
+// signalled: the test above fails for the pids, not for the fake.
 func TestLeaderInItsGoneSupervisorsSessionIsSignalled(t *testing.T) {
 	t.Parallel() // its own store; Kill waits out its bounded waits for a record nobody writes
 	store := newStore(t)
 	rec := record(store, "boot")
 	rec.PID, rec.SupervisorPID = 500, 99
 	require.NoError(t, store.Create(rec))
-	sys := &plantedSys{self: outcome.Self{PID: 4000, PGID: 4001, SID: 4002}, sup: 99, sid: 99}
+	sys := &plantedSys{self: outcome.Self{PID: 4000, PGID: 4001, SID: 4002}, sup: 99, sid: 99, tagged: true}
 	m := &Manager{Store: store, Sys: sys}
 	run, err := m.Get(rec.Name, "")
 	require.NoError(t, err)
@@ -145,4 +150,77 @@ func TestLeaderInItsGoneSupervisorsSessionIsSignalled(t *testing.T) {
 	_, err = m.Kill(rec.Name, "", unix.SIGKILL, 0)
 	require.NoError(t, err)
 	assert.Equal(t, []int{-500}, sys.signals)
+}
+
+// Issue 30: a user's background job whose login shell exited (nohup
+// server & in an ssh session that closed) is in a session whose leader is
+// dead, and leads its group. A planted record naming the dead shell as
+// its supervisor and the job as its leader, with its real start time,
+// read running, and process_kill SIGKILLed the job. Its environment does
+// not carry the run's id: it is nobody's run, never signalled, and its
+// name is free.
+func TestOrphanOfADeadSessionLeaderIsNoRun(t *testing.T) {
+	t.Parallel() // its own store; Kill waits out its bounded waits
+	store := newStore(t)
+	rec := record(store, "boot")
+	rec.PID, rec.SupervisorPID = 500, 99
+	require.NoError(t, store.Create(rec))
+	job := proc.Stat{PID: 500, PGID: 500, SID: 99, StartTime: rec.PIDStartTime, State: 'S'}
+	member := proc.Stat{PID: 501, PGID: 500, SID: 99, StartTime: rec.PIDStartTime + 1, State: 'S'}
+	sys := &plantedSys{self: outcome.Self{PID: 4000, PGID: 4001, SID: 4002}, sup: 99, sid: 99, procs: []proc.Stat{job, member}}
+	m := &Manager{Store: store, Sys: sys}
+	run, err := m.Get(rec.Name, "")
+	require.NoError(t, err)
+	assert.Equal(t, outcome.ReasonForeignProcess, run.Verdict.Reason, run.Reason)
+	assert.False(t, run.Verdict.MayBeAlive)
+	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGKILL} {
+		_, err = m.Kill(rec.Name, "", sig, 0)
+		assert.ErrorIs(t, err, ErrNotSignalable)
+	}
+
+	// The same with the exit recorded: the job and its group's member are
+	// no survivors of it.
+	code := 0
+	now := time.Now().UTC()
+	rec.Exit, rec.FinishedAt, rec.OutputClosed = &runrecord.Exit{Code: &code, At: now}, &now, true
+	sys.procs = []proc.Stat{member}
+	sys.sup = 99
+	require.NoError(t, store.Write(rec))
+	run, err = m.Get(rec.Name, "")
+	require.NoError(t, err)
+	assert.Empty(t, run.Survivors)
+	_, _ = m.Kill(rec.Name, "", unix.SIGKILL, 0)
+	assert.Empty(t, sys.signals, "signalled %v", sys.signals)
+}
+
+// Issue 30: a planted record under a run id from the future was the
+// newest run of a live name, so the agent's process_kill of the name
+// reached what it named and left the live run running, and process_list
+// showed it in the live run's place. An id from the future never stands
+// for its name while the name has another run.
+func TestRunIDFromTheFutureDoesNotShadowTheName(t *testing.T) {
+	store := newStore(t)
+	live := record(store, "boot")
+	require.NoError(t, store.Create(live))
+	planted := *live
+	planted.RunID = "20991231T235959.000000000Z-aaaaaa"
+	planted.PID, planted.SupervisorPID = 500, 600
+	planted.LogPath = store.LogPath(planted.Name, planted.RunID)
+	require.NoError(t, store.Create(&planted))
+	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Same }}}
+
+	run, err := m.Get(live.Name, "")
+	require.NoError(t, err)
+	assert.Equal(t, live.RunID, run.RunID)
+	page, err := m.ListPage(ListQuery{})
+	require.NoError(t, err)
+	require.Len(t, page.Runs, 1)
+	assert.Equal(t, live.RunID, page.Runs[0].RunID)
+	// Both are there for whoever asks for every run, or for the run id.
+	page, err = m.ListPage(ListQuery{All: true})
+	require.NoError(t, err)
+	assert.Len(t, page.Runs, 2)
+	run, err = m.Get(live.Name, planted.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, planted.RunID, run.RunID)
 }
