@@ -84,19 +84,19 @@ type Run struct {
 
 // Facts are probed from the live system just before deciding.
 type Facts struct {
-	BootID     string
-	Child      Liveness // meaningless unless a child pid is recorded
-	ChildSID   int      // the session id of the live child; meaningless unless Child is Same
-	ChildPPID  int      // the parent of the live child; meaningless unless Child is Same
+	BootID    string
+	Child     Liveness // meaningless unless a child pid is recorded
+	ChildSID  int      // the session id of the live child; meaningless unless Child is Same
+	ChildPPID int      // the parent of the live child; meaningless unless Child is Same
 	// ChildTagged: the live child's environment from its exec names the
 	// run (AGENT_BOX_RUN_ID, /proc/PID/environ). A planter can give no
 	// process it did not start that environment, while a session id or
 	// a parent can be an orphan's by accident. Asked for only when no
 	// live supervisor vouches for the child.
 	ChildTagged bool
-	Supervisor Liveness // meaningless unless a supervisor pid is recorded
-	Survivors  int      // live members of the child's process group besides the leader; counted once the leader is gone
-	Self       Self     // the deciding process, whose own pids no record may name
+	Supervisor  Liveness // meaningless unless a supervisor pid is recorded
+	Survivors   int      // live members of the child's process group besides the leader; counted once the leader is gone
+	Self        Self     // the deciding process, whose own pids no record may name
 }
 
 // Verdict is the decision.
