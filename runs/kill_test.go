@@ -143,7 +143,7 @@ func TestKillSignalsAGoneLeadersGroupOnlyWithAMemberSeen(t *testing.T) {
 			rec.PID, rec.SupervisorPID = 500, 99
 			rec.Exit, rec.FinishedAt, rec.OutputClosed = &runrecord.Exit{Code: &code, At: now}, &now, true
 			require.NoError(t, store.Create(rec))
-			sys := &changingSys{plantedSys: &plantedSys{self: outcome.Self{PID: 4000, PGID: 4001, SID: 4002}, sup: 99, sid: 99,
+			sys := &changingSys{plantedSys: &plantedSys{self: outcome.Self{PID: 4000, PGID: 4001, SID: 4002}, sup: 99, sid: 99, tagged: true,
 				procs: []proc.Stat{member}}, later: tc.later}
 			m := &Manager{Store: store, Sys: sys}
 			_, err := m.Kill(rec.Name, "", unix.SIGKILL, 0)
