@@ -124,8 +124,8 @@ func TestSystemdScopeLaunchRunsSupervisorInPlace(t *testing.T) {
 	}
 	want = append(want, "--scope", "--collect", "--quiet", "--unit", "agent-box-scoped-"+runID[len(runID)-6:])
 	assert.Equal(t, append(want, sup...), c.Argv)
-	assert.Equal(t, "pipe", c.Fd3, "the spec pipe reaches systemd-run without close-on-exec")
-	assert.Equal(t, "pipe", c.Fd4, "the report pipe reaches systemd-run without close-on-exec")
+	assert.Equal(t, "socket", c.Fd3, "the spec channel reaches systemd-run without close-on-exec")
+	assert.Equal(t, "socket", c.Fd4, "the report channel reaches systemd-run without close-on-exec")
 
 	store, _, err := runrecord.Open(state)
 	require.NoError(t, err)

@@ -55,8 +55,8 @@ func fakeSystemdRun() int {
 	call := fakeCall{Argv: os.Args, PID: os.Getpid(), Fd3: describeFd(3), Fd4: describeFd(4)}
 	unit, command, err := parseSystemdRunArgs(os.Args[1:], os.Geteuid() == 0)
 	call.Unit, call.Command = unit, command
-	if err == nil && (call.Fd3 != "pipe" || call.Fd4 != "pipe") {
-		err = fmt.Errorf("fds 3 and 4 are %s and %s, not the inheritable spec and report pipes", call.Fd3, call.Fd4)
+	if err == nil && (call.Fd3 != "socket" || call.Fd4 != "socket") {
+		err = fmt.Errorf("fds 3 and 4 are %s and %s, not the inheritable spec and report sockets", call.Fd3, call.Fd4)
 	}
 	if err != nil {
 		call.Refused = err.Error()
@@ -199,21 +199,22 @@ func validScopeName(unit string) error {
 	return nil
 }
 
-// describeFd says what fd is: "pipe" for a pipe without close-on-exec
-// (one an exec passes on), else what it is instead.
+// describeFd says what fd is: "socket" for a socket without close-on-exec
+// (one an exec passes on), as the supervisor's channels are, else what it
+// is instead.
 func describeFd(fd int) string {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return "closed"
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		return fmt.Sprintf("not a pipe (mode %#o)", st.Mode)
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return fmt.Sprintf("not a socket (mode %#o)", st.Mode)
 	}
 	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
 	if err != nil || flags&unix.FD_CLOEXEC != 0 {
-		return "close-on-exec pipe"
+		return "close-on-exec socket"
 	}
-	return "pipe"
+	return "socket"
 }
 
 func appendCall(call fakeCall) error {
