@@ -1,6 +1,8 @@
 package logread
 
 import (
+	"bytes"
+	"io"
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
@@ -173,4 +175,117 @@ func (s *screen) String() string {
 		}
 	}
 	return b.String()
+}
+
+// CleanLookback is how much of the log before a window its cleaning reads
+// (ReadBefore), to find the escape sequence the window may begin inside
+// (SequenceTail). It bounds the cost of that search: one read, and one
+// decode of at most this much text.
+const CleanLookback = 64 << 10
+
+// SequenceTail returns how many bytes at the start of text are the rest
+// of an escape sequence that began before it, which Clean, decoding text
+// alone, would show as text. before is the text just before text, of the
+// same stream: at most CleanLookback bytes of it, from the stream's start
+// when whole.
+//
+// Every escape sequence begins with ESC, and an ESC ends any sequence
+// still open and begins another (ECMA-48 5.6; charmbracelet/x/ansi's
+// decoder does the same), so the last ESC of before is where the state at
+// text's start is decided: decoding from it the way Clean decodes says
+// whether its sequence ends before text or runs into it, and where.
+//
+// Without an ESC in before, a sequence begun further back than
+// CleanLookback may still be open. before then tells what it could be: a
+// CSI's parameters and intermediates are bytes 0x20-0x3F, and a control
+// string (OSC, DCS, APC, PM, SOS) long enough for that, in practice an
+// OSC 52 clipboard or an inline image, is base64 with no control byte in
+// it, ended by BEL or ST (ESC \). When at least half of CleanLookback
+// before text is only such bytes, text's leading parameters and their
+// final byte, or its text up to a string terminator met before any line
+// end or other ESC, are taken for the sequence's tail. A line that long
+// of digits and punctuation alone, or one that long ending in a bell, is
+// the price of that guess; a string that runs past the end of text
+// without a terminator is shown as text, since nothing in the window
+// tells it from a long line.
+func SequenceTail(before, text string, whole bool) int {
+	if i := strings.LastIndexByte(before, ansi.ESC); i >= 0 {
+		return tailFrom(before[i:], text)
+	}
+	if whole || len(before) < CleanLookback/2 {
+		return 0
+	}
+	switch {
+	case !strings.ContainsFunc(before, func(r rune) bool { return !isCSIBody(r) }):
+		n := strings.IndexFunc(text, func(r rune) bool { return !isCSIBody(r) })
+		switch {
+		case n < 0:
+			return len(text)
+		case text[n] >= 0x40 && text[n] <= 0x7e: // the final byte (ECMA-48 5.4)
+			return n + 1
+		}
+		return n
+	case !strings.ContainsFunc(before, isControlRune):
+		end := strings.IndexAny(text, "\x1b\a\n")
+		switch {
+		case end < 0 || text[end] == '\n':
+			return 0
+		case text[end] == '\a':
+			return end + 1
+		case strings.HasPrefix(text[end:], "\x1b\\"):
+			return end + 2
+		}
+	}
+	return 0
+}
+
+// tailFrom decodes, from head's first byte (an ESC) on into text, the one
+// sequence head begins, and returns how far into text it reaches.
+func tailFrom(head, text string) int {
+	p := ansi.NewParser()
+	_, _, n, _ := ansi.DecodeSequence(head, 0, p)
+	if n < len(head) {
+		return 0 // ended within head: the rest of head is text and controls
+	}
+	_, _, n, _ = ansi.DecodeSequence(head+text, 0, p)
+	return max(0, n-len(head))
+}
+
+// isCSIBody reports whether r is a byte a CSI's parameters (0x30-0x3F)
+// and intermediates (0x20-0x2F) are made of (ECMA-48 5.4).
+func isCSIBody(r rune) bool { return r >= 0x20 && r <= 0x3f }
+
+// Before is the text of a log just before a window, by stream, for
+// SequenceTail: of a combined log, all in Stdout.
+type Before struct {
+	Stdout, Stderr string
+	// Whole: the text begins at the log's start.
+	Whole bool
+}
+
+// ReadBefore reads the last CleanLookback bytes of the log r before off (a
+// window's Offset: of a framed log, a frame boundary), decoding a framed
+// log's frames into their streams.
+func ReadBefore(r io.ReaderAt, off int64, framed bool) (Before, error) {
+	lo := max(0, off-CleanLookback)
+	buf := make([]byte, off-lo)
+	if err := readAt(r, buf, lo); err != nil {
+		return Before{}, err
+	}
+	if !framed {
+		return Before{Stdout: string(buf), Whole: lo == 0}, nil
+	}
+	if lo > 0 {
+		// From the first frame that begins in buf.
+		nl := bytes.IndexByte(buf, '\n')
+		if nl < 0 {
+			return Before{}, nil // one frame is all of it: no text to look at
+		}
+		lo, buf = lo+int64(nl+1), buf[nl+1:]
+	}
+	d, err := decodeFrames(buf, decodeOpts{base: lo})
+	if err != nil {
+		return Before{}, err
+	}
+	return Before{Stdout: string(d.out), Stderr: string(d.errb), Whole: lo == 0}, nil
 }

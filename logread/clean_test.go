@@ -70,3 +70,63 @@ func FuzzClean(f *testing.F) {
 		}
 	})
 }
+
+func TestSequenceTail(t *testing.T) {
+	long := strings.Repeat("9", logread.CleanLookback)
+	for _, c := range []struct {
+		before, text string
+		whole        bool
+		want         int
+	}{
+		{"", "999m text", true, 0},
+		{"a\x1b[", "999mtext", true, 4},
+		{"a\x1b[31", "mtext", false, 1},
+		{"a\x1b[31m", "text", false, 0},
+		{"a\x1b]0;title", "more\atext", false, 5},
+		{"a\x1b]0;title", "more\x1b\\text", false, 6},
+		{"a\x1b]0;title\x1b", "\\text", false, 1},
+		{"a\x1b[31mb", "999m", false, 0},
+		{"\x1b", "[", false, 1},
+		{"a\x1b[1", "22", false, 2},                                   // runs past text's end
+		{long, "99;1mtext", false, 5},                                 // a CSI longer than the look back
+		{long, "99;1mtext", true, 0},                                  // ... but the log starts with these digits
+		{long[:100], "99;1mtext", false, 0},                           // too little to tell
+		{long + "x", "abc\adef", false, 4},                            // a string's base64, ended by BEL
+		{long + "x", "abc\x1b\\def", false, 5},                        // by ST
+		{long + "x", "abc\ndef\a", false, 0},                          // a long line, then a bell on the next
+		{long + "\n", "99m", false, 0},                                // a line end: no CSI, no string
+		{strings.Repeat("ab", logread.CleanLookback), "cd", false, 0}, // no terminator: text
+	} {
+		assert.Equal(t, c.want, logread.SequenceTail(c.before, c.text, c.whole), "%q | %q", trim(c.before), c.text)
+	}
+}
+
+func trim(s string) string {
+	if len(s) > 20 {
+		return "..." + s[len(s)-20:]
+	}
+	return s
+}
+
+// Past the tail SequenceTail finds, nothing more is a tail: the window
+// begins in the ground state.
+func FuzzSequenceTail(f *testing.F) {
+	f.Add("a\x1b[", "999mtext")
+	f.Add("a\x1b]0;title", "more\atext")
+	f.Add("a\x1b]0;t\x1b", "\\x")
+	f.Add("\x1bP1;2q", "abc\x1b\\d")
+	f.Fuzz(func(t *testing.T, before, text string) {
+		if len(before) > logread.CleanLookback {
+			before = before[len(before)-logread.CleanLookback:]
+		}
+		n := logread.SequenceTail(before, text, false)
+		if n < 0 || n > len(text) {
+			t.Fatalf("logread.SequenceTail(%q, %q) = %d, out of text", before, text, n)
+		}
+		if n > 0 && n < len(text) && strings.Contains(before, "\x1b") {
+			if m := logread.SequenceTail(before+text[:n], text[n:], false); m != 0 {
+				t.Fatalf("after the tail %q of %q, %q begins with another tail of %d", text[:n], before, text[n:], m)
+			}
+		}
+	})
+}

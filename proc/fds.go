@@ -1,9 +1,13 @@
 package proc
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -35,4 +39,48 @@ func CloseOnExecFrom(min int) error {
 		}
 	}
 	return nil
+}
+
+// SocketInodes returns the inodes of the sockets pid holds open: the fds
+// of /proc/PID/fd whose link reads "socket:[inode]" (proc(5)). A pid that
+// names no process is ErrNoProcess; a process that made itself
+// undumpable (prctl(PR_SET_DUMPABLE, 0)) cannot be read, which is an
+// error.
+func SocketInodes(pid int) ([]uint64, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+	}
+	dir := procRoot + "/" + strconv.Itoa(pid) + "/fd"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+		}
+		return nil, fmt.Errorf("sockets of pid %d: %w", pid, err)
+	}
+	var out []uint64
+	for _, e := range ents {
+		link, err := os.Readlink(dir + "/" + e.Name())
+		if err != nil {
+			continue // closed since the directory was read
+		}
+		if ino, ok := socketInode(link); ok {
+			out = append(out, ino)
+		}
+	}
+	return out, nil
+}
+
+// socketInode parses an fd link "socket:[inode]".
+func socketInode(link string) (uint64, bool) {
+	s, ok := strings.CutPrefix(link, "socket:[")
+	if !ok {
+		return 0, false
+	}
+	s, ok = strings.CutSuffix(s, "]")
+	if !ok {
+		return 0, false
+	}
+	ino, err := strconv.ParseUint(s, 10, 64)
+	return ino, err == nil
 }

@@ -1,6 +1,9 @@
 package runs
 
-import "github.com/agent-box/agent-box/logread"
+import (
+	"github.com/agent-box/agent-box/logframe"
+	"github.com/agent-box/agent-box/logread"
+)
 
 // cleanFor is whether text read from run is cleaned (logread.Clean):
 // what the caller asked, else the run's default: clean for a pty run,
@@ -16,21 +19,27 @@ func cleanFor(asked *bool, run Run) bool {
 // cleanWindow cleans the text of w in place and returns how many bytes of
 // text it removed: of Content, or, where the text shown is made of them,
 // of a framed window's chunks or a grep's lines. An exact window (base64)
-// is never cleaned.
+// is never cleaned. before is the log's text before the window: a
+// window that begins inside an escape sequence (logread.SequenceTail)
+// begins after it, instead of showing the sequence's tail as text.
 //
 // A framed window's chunks are cleaned one by one, and Content is made of
 // them again: a redraw on one stream does not take back the other's text.
-func cleanWindow(w *logread.Window) int {
+// A chunk that begins inside a sequence begun in the stream's chunk
+// before it begins after it too.
+func cleanWindow(w *logread.Window, before logread.Before) int {
 	var removed int
 	if w.Chunks != nil {
-		removed = cleanChunks(w.Chunks)
+		removed = cleanChunks(w.Chunks, before)
 		w.Content = joinChunks(w.Chunks)
 	} else {
-		w.Content, removed = logread.Clean(w.Content)
+		w.Content, removed = cleanAfter(before.Stdout, w.Content, before.Whole)
 	}
-	w.Stdout, _ = logread.Clean(w.Stdout)
-	w.Stderr, _ = logread.Clean(w.Stderr)
+	w.Stdout, _ = cleanAfter(before.Stdout, w.Stdout, before.Whole)
+	w.Stderr, _ = cleanAfter(before.Stderr, w.Stderr, before.Whole)
 	for i := range w.Matches {
+		// A match is a whole line, which a sequence rarely spans (a
+		// CSI ends at a line end).
 		var n int
 		w.Matches[i].Line, n = logread.Clean(w.Matches[i].Line)
 		removed += n
@@ -38,25 +47,69 @@ func cleanWindow(w *logread.Window) int {
 	return removed
 }
 
+// cleanAfter is logread.Clean of text after before: what text begins with
+// of a sequence begun in before is removed first.
+func cleanAfter(before, text string, whole bool) (string, int) {
+	skip := logread.SequenceTail(before, text, whole)
+	clean, n := logread.Clean(text[skip:])
+	return clean, skip + n
+}
+
+// before reads the log's text before off, for cleanWindow; none when the
+// log cannot be read (then a window is cleaned as if it began the log).
+func before(run Run, off int64) logread.Before {
+	if off == 0 || run.rec == nil {
+		return logread.Before{Whole: true}
+	}
+	r, closeLog, _, err := openLog(run)
+	if err != nil {
+		return logread.Before{Whole: true}
+	}
+	defer closeLog()
+	b, err := logread.ReadBefore(r, off, run.rec.LogFormat == logframe.FormatName)
+	if err != nil {
+		return logread.Before{Whole: true}
+	}
+	return b
+}
+
 // clean cleans the output tail in place and returns how many bytes it
 // removed from the output (framed: from its chunks, which the text shows).
-func (t *Tail) clean() int {
+func (t *Tail) clean(before logread.Before) int {
 	var removed int
 	if t.OutputChunks != nil {
-		removed = cleanChunks(t.OutputChunks)
+		removed = cleanChunks(t.OutputChunks, logread.Before{})
 		t.Output = joinChunks(t.OutputChunks)
 	} else {
-		t.Output, removed = logread.Clean(t.Output)
+		t.Output, removed = cleanAfter(before.Stdout, t.Output, before.Whole)
 	}
 	t.Stderr, _ = logread.Clean(t.Stderr)
 	return removed
 }
 
-func cleanChunks(chunks []logread.Chunk) (removed int) {
+func cleanChunks(chunks []logread.Chunk, before logread.Before) (removed int) {
+	// Each stream's text so far, for its next chunk: the last
+	// CleanLookback bytes are all SequenceTail looks at.
+	type stream struct {
+		text  string
+		whole bool // text begins at the stream's start
+	}
+	seen := map[string]*stream{"stdout": {before.Stdout, before.Whole}, "stderr": {before.Stderr, before.Whole}}
 	for i := range chunks {
+		c := &chunks[i]
+		s := seen[c.Stream]
+		if s == nil {
+			s = &stream{whole: before.Whole}
+			seen[c.Stream] = s
+		}
+		text := c.Text
 		var n int
-		chunks[i].Text, n = logread.Clean(chunks[i].Text)
+		c.Text, n = cleanAfter(s.text, text, s.whole)
 		removed += n
+		s.text += text
+		if cut := len(s.text) - logread.CleanLookback; cut > 0 {
+			s.text, s.whole = s.text[cut:], false
+		}
 	}
 	return removed
 }

@@ -1,11 +1,19 @@
 package runs
 
 import (
+	"context"
+	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
+	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/runrecord"
 )
 
 // The count of a cleaned window is of the text shown: a framed window's
@@ -17,15 +25,88 @@ func TestCleanWindowCountsWhatIsShown(t *testing.T) {
 		Stdout:  "[10%]\r[20%]\n", Stderr: "x",
 		Chunks: []logread.Chunk{{Stream: "stdout", Text: "[10%]"}, {Stream: "stderr", Text: "x"}, {Stream: "stdout", Text: "\r[20%]\n"}},
 	}
-	assert.Equal(t, 1, cleanWindow(&framed), "the \\r of the last chunk")
+	assert.Equal(t, 1, cleanWindow(&framed, logread.Before{Whole: true}), "the \\r of the last chunk")
 	assert.Equal(t, "[10%]x[20%]\n", framed.Content, "Content is the cleaned chunks")
 	assert.Equal(t, "[20%]\n", framed.Stdout)
 
 	grep := logread.Window{Matches: []logread.Match{{Line: "\x1b[31mFAIL\x1b[0m x"}, {Line: "ok"}}}
-	assert.Equal(t, 9, cleanWindow(&grep))
+	assert.Equal(t, 9, cleanWindow(&grep, logread.Before{Whole: true}))
 	assert.Equal(t, "FAIL x", grep.Matches[0].Line)
 
 	tail := Tail{Output: "a\rb\n", OutputChunks: []logread.Chunk{{Stream: "stdout", Text: "a"}, {Stream: "stdout", Text: "\rb\n"}}}
-	assert.Equal(t, 1, tail.clean())
+	assert.Equal(t, 1, tail.clean(logread.Before{Whole: true}))
 	assert.Equal(t, "ab\n", tail.Output)
+}
+
+// cleanLog is a Manager over one ended run "r" whose log is log, framed or
+// not.
+func cleanLog(t *testing.T, log []byte, framed bool) *Manager {
+	t.Helper()
+	store := newStore(t)
+	rec := record(store, "boot")
+	code := 0
+	rec.Exit = &runrecord.Exit{Code: &code, At: time.Now().UTC()}
+	rec.OutputClosed = true
+	if framed {
+		rec.LogFormat, rec.CaptureMode = logframe.FormatName, "separate"
+	}
+	require.NoError(t, store.Create(rec))
+	require.NoError(t, os.WriteFile(store.LogPath(rec.Name, rec.RunID), log, 0o600))
+	rec.LogBytes = int64(len(log))
+	require.NoError(t, store.Write(rec))
+	return &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Gone }}}
+}
+
+// A clean window that begins inside an escape sequence does not show the
+// sequence's tail as text (before: a window begun in a long CSI's
+// parameters showed tens of KB of "999..."), whether the sequence began
+// just before the window or further back than the window's look back.
+func TestCleanWindowBeginsAfterTheSequenceItStartsIn(t *testing.T) {
+	t.Parallel()
+	csi := "\x1b[" + strings.Repeat("9", 40_000) + "m"
+	osc := "\x1b]0;" + strings.Repeat("t", 30_000) + "\a"
+	longCSI := "\x1b[" + strings.Repeat("9;", 3*logread.CleanLookback/2) + "m"
+	longOSC := "\x1b]52;c;" + strings.Repeat("QUJD", logread.CleanLookback) + "\x1b\\"
+	yes := true
+	for _, c := range []struct {
+		name   string
+		log    string
+		offset int // into the sequence that follows "before\n"
+		want   string
+	}{
+		{"csi", "before\n" + csi + "after\n", 20_000, "after\n"},
+		{"osc", "before\n" + osc + "after\n", 20_000, "after\n"},
+		{"at its introducer", "before\n" + csi + "after\n", 1, "after\n"},
+		{"csi longer than the look back", "before\n" + longCSI + "after\n", len(longCSI) - 100, "after\n"},
+		{"osc longer than the look back", "before\n" + longOSC + "after\n", len(longOSC) - 100, "after\n"},
+		{"text after a sequence", "before\n" + csi + strings.Repeat("x", 10) + "after\n", len(csi) + 5, "xxxxxafter\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := cleanLog(t, []byte(c.log), false)
+			res, err := m.Tail(context.Background(), TailRequest{Name: "r", Offset: int64(len("before\n") + c.offset), MaxBytes: new(logread.MaxWindow), Clean: &yes})
+			require.NoError(t, err)
+			assert.Equal(t, c.want, res.Window.Content)
+		})
+	}
+	t.Run("process_wait's tail", func(t *testing.T) {
+		m := cleanLog(t, []byte("before\n"+csi+"after\n"), false)
+		res, err := m.Wait(context.Background(), WaitRequest{Names: []string{"r"}, Timeout: new(time.Duration), Clean: &yes})
+		require.NoError(t, err)
+		assert.Equal(t, "after\n", res.Tail.Output)
+	})
+	t.Run("framed", func(t *testing.T) {
+		// The sequence is on stdout, split over frames; the window
+		// begins at a frame inside it.
+		var log []byte
+		log = logframe.AppendFrames(log, logframe.Stdout, []byte("before\n"))
+		for p := []byte(csi); len(p) > 0; p = p[min(len(p), 1000):] {
+			log = logframe.AppendFrames(log, logframe.Stdout, p[:min(len(p), 1000)])
+		}
+		log = logframe.AppendFrames(log, logframe.Stderr, []byte("err\n"))
+		log = logframe.AppendFrames(log, logframe.Stdout, []byte("after\n"))
+		m := cleanLog(t, log, true)
+		res, err := m.Tail(context.Background(), TailRequest{Name: "r", Offset: -int64(len(log) / 2), MaxBytes: new(logread.MaxWindow), Clean: &yes})
+		require.NoError(t, err)
+		assert.Equal(t, "err\nafter\n", res.Window.Content)
+	})
 }

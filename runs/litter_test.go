@@ -104,7 +104,13 @@ func TestLockSurvivesTheNameDirsRemoval(t *testing.T) {
 		}
 		close(got)
 	}()
-	time.Sleep(50 * time.Millisecond) // let it open the old lock file and wait on it
+	// The waiter has opened the old lock file (and so waits on it) once
+	// this process holds it twice: the removal below is then the one the
+	// test is about, not one before the waiter's open.
+	lockPath := filepath.Join(store.Root, "runs", "x", ".lock")
+	for deadline := time.Now().Add(10 * time.Second); openCount(t, lockPath) < 2; time.Sleep(time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the waiter never opened %s", lockPath)
+	}
 	removed, err := store.RemoveNameIfEmpty("x")
 	require.NoError(t, err)
 	require.True(t, removed)
@@ -114,4 +120,18 @@ func TestLockSurvivesTheNameDirsRemoval(t *testing.T) {
 	defer second()
 	_, err = store.LockName("x", 0)
 	assert.ErrorIs(t, err, runrecord.ErrLocked, "the waiter's lock must exclude a third")
+}
+
+// openCount is how many of this process's descriptors are open on path.
+func openCount(t *testing.T, path string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	n := 0
+	for _, e := range ents {
+		if link, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && link == path {
+			n++
+		}
+	}
+	return n
 }

@@ -7,11 +7,15 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
+	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/proc"
 )
 
 // ReadyProbe says when a run started by process_start counts as ready.
@@ -20,10 +24,17 @@ import (
 // see them.
 type ReadyProbe struct {
 	Log     string // RE2: a line of output matches
-	TCPPort int    // a TCP connection to localhost:TCPPort is accepted
-	HTTP    string // a GET of this http(s) URL gets a response with a status below 500
+	TCPPort int    // a process of the run listens on TCPPort, and a TCP connection to localhost:TCPPort is accepted
+	HTTP    string // a GET of this http(s) URL gets a response with a status below 500; a local URL's port is the run's (as TCPPort)
 
-	re *regexp.Regexp
+	re  *regexp.Regexp
+	url *url.URL // HTTP, parsed
+}
+
+// notAPort is the one refusal of a port out of range, for tcp_port and a
+// URL's port alike.
+func notAPort(what, port string) error {
+	return invalid("%s %s is not a port (1..65535)", what, port)
 }
 
 // ReadyResult is how a readiness probe ended.
@@ -63,7 +74,7 @@ func (p *ReadyProbe) check() error {
 	if p.TCPPort != 0 {
 		n++
 		if p.TCPPort < 1 || p.TCPPort > 65535 {
-			return invalid("ready.tcp_port %d is not a port (1..65535)", p.TCPPort)
+			return notAPort("ready.tcp_port", strconv.Itoa(p.TCPPort))
 		}
 	}
 	if p.HTTP != "" {
@@ -72,6 +83,13 @@ func (p *ReadyProbe) check() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return invalid("ready.http %s is not an http:// or https:// URL", quoteShort(p.HTTP))
 		}
+		// url.Parse takes any digits for a port (net/url validOptionalPort).
+		if port := u.Port(); port != "" {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				return notAPort("ready.http port", port)
+			}
+		}
+		p.url = u
 	}
 	if n != 1 {
 		return invalid("ready takes one probe: log (a regular expression), tcp_port or http; %d given", n)
@@ -131,6 +149,9 @@ func (m *Manager) probe1(ctx context.Context, run Run, p *ReadyProbe, scanned *i
 	case p.re != nil:
 		return logMatch(ctx, run, p.re, scanned, final, deadline)
 	case p.TCPPort != 0:
+		if !m.runListens(run, p.TCPPort) {
+			return false, nil
+		}
 		d := net.Dialer{Timeout: time.Second}
 		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort("localhost", strconv.Itoa(p.TCPPort)))
 		if err == nil {
@@ -138,6 +159,9 @@ func (m *Manager) probe1(ctx context.Context, run Run, p *ReadyProbe, scanned *i
 			return true, nil
 		}
 	case p.HTTP != "":
+		if port, local := localPort(p.url); local && !m.runListens(run, port) {
+			return false, nil
+		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.HTTP, nil)
@@ -151,6 +175,59 @@ func (m *Manager) probe1(ctx context.Context, run Run, p *ReadyProbe, scanned *i
 		}
 	}
 	return false, nil
+}
+
+// runListens reports whether a process of run holds a socket listening on
+// TCP port: a listener's inode (/proc/net/tcp, tcp6) among the sockets of
+// the run's processes (/proc/PID/fd). Anything else on the box may listen
+// on a port too, and its answer says nothing about the run. The run's
+// processes are those its live supervisor vouches for (procIndex
+// descendants: every process the run started, whatever its group or
+// session, but not a run started from inside it). A process that made
+// itself undumpable cannot be read, and does not count.
+func (m *Manager) runListens(run Run, port int) bool {
+	if run.rec == nil {
+		return false
+	}
+	listening, err := proc.TCPListeners(port)
+	if err != nil || len(listening) == 0 {
+		return false
+	}
+	procs, ok := (&procIndex{sys: m.Sys}).descendants(run.rec)
+	if !ok {
+		return false
+	}
+	for _, p := range procs {
+		socks, err := proc.SocketInodes(p.PID)
+		if err != nil || !slices.ContainsFunc(socks, func(ino uint64) bool { return listening[ino] }) {
+			continue
+		}
+		// The fds were p's only if p is still the process of the
+		// snapshot: a pid reused since would lend its sockets.
+		if live, _ := m.Sys.Probe(p.PID, p.StartTime); live == outcome.Same {
+			return true
+		}
+	}
+	return false
+}
+
+// localPort is the port of a URL whose host is this machine (localhost,
+// a loopback or unspecified address), whose listener must then be the
+// run's; false for any other host, which agent-box cannot tell the owner
+// of.
+func localPort(u *url.URL) (int, bool) {
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	if !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback() && !ip.IsUnspecified()) {
+		return 0, false
+	}
+	if port, err := strconv.Atoi(u.Port()); err == nil {
+		return port, true // checked in check
+	}
+	if u.Scheme == "https" {
+		return 443, true
+	}
+	return 80, true
 }
 
 // readyClient follows no redirect: a response, any, is the server's.

@@ -158,7 +158,7 @@ func (f *follower) read(ctx context.Context, wait time.Duration, a Await, until 
 		res, err = f.next(ctx, wait)
 	}
 	if err == nil && !f.req.Exact && !f.req.Raw && cleanFor(clean, res.Run) {
-		res.Cleaned, res.CleanedBytes = true, cleanWindow(&res.Window)
+		res.Cleaned, res.CleanedBytes = true, cleanWindow(&res.Window, before(res.Run, res.Window.Offset))
 	}
 	return res, err
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agent-box/agent-box/logread"
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/supervisor"
 )
@@ -269,7 +270,11 @@ func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
 	if run.rec != nil {
 		res.Tail = outputTail(run, req.SinceOffset)
 		if cleanFor(req.Clean, run) {
-			res.Cleaned, res.CleanedBytes = true, res.Tail.clean()
+			var b logread.Before // a framed tail's chunks are of a window read from a frame before them
+			if res.Tail.OutputChunks == nil {
+				b = before(run, res.Tail.OutputFrom)
+			}
+			res.Cleaned, res.CleanedBytes = true, res.Tail.clean(b)
 		}
 	}
 	return res, nil

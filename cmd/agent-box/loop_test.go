@@ -417,8 +417,8 @@ func TestStartUntilReady(t *testing.T) {
 		require.NoError(t, err, "ready means it answers")
 		resp.Body.Close()
 		r = s.OK("process_start", map[string]any{"name": "web2", "argv": []any{"sleep", "30"},
-			"ready": map[string]any{"tcp_port": port}})
-		assert.Equal(t, true, r.Data["ready"], "the port accepts: %s", r.Text)
+			"ready": map[string]any{"tcp_port": port}, "ready_timeout_s": 1})
+		assert.Equal(t, false, r.Data["ready"], "the port accepts, but web2 does not listen on it (web does): %s", r.Text)
 		for _, n := range []string{"web", "web2"} {
 			s.OK("process_kill", map[string]any{"name": n, "signal": "KILL"})
 		}

@@ -1,0 +1,101 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/supervisor"
+)
+
+// readyManager is a live Manager whose supervisors are the test binary's
+// TestHelperSupervisor.
+func readyManager(t *testing.T) *Manager {
+	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
+	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
+	require.NoError(t, err)
+	return &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
+		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
+}
+
+// awaitProbe runs probe against run for at most d.
+func awaitProbe(t *testing.T, m *Manager, run Run, probe ReadyProbe, d time.Duration) ReadyResult {
+	t.Helper()
+	req := &StartRequest{Ready: &probe, ReadyTimeout: &d}
+	require.NoError(t, req.Ready.check())
+	return m.awaitReady(context.Background(), run, req)
+}
+
+// A port or a local URL answered by a process that is not the run's does
+// not make the run ready (before: a sleep that listens on nothing was
+// "ready after 1ms" because the test process listened on the port).
+func TestReadyIsTheRunsOwnListener(t *testing.T) {
+	m := readyManager(t)
+	mute := startRun(t, m, "mute", "sleep", "30")
+
+	t.Run("tcp_port", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		port := l.Addr().(*net.TCPAddr).Port
+		res := awaitProbe(t, m, mute, ReadyProbe{TCPPort: port}, 300*time.Millisecond)
+		assert.False(t, res.Ready, "another process listens on %d: %+v", port, res)
+		assert.Contains(t, res.Why, "not ready after")
+	})
+	t.Run("http", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		defer srv.Close()
+		res := awaitProbe(t, m, mute, ReadyProbe{HTTP: srv.URL + "/"}, 300*time.Millisecond)
+		assert.False(t, res.Ready, "another process answers %s: %+v", srv.URL, res)
+	})
+	t.Run("the run's own", func(t *testing.T) {
+		if _, err := exec.LookPath("python3"); err != nil {
+			t.Skip("python3 is not installed")
+		}
+		// The run's listener is a grandchild of the supervisor, under a
+		// shell, so that the run's processes are more than its leader.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		script := fmt.Sprintf("import socket, time\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('127.0.0.1', %d))\ns.listen()\ntime.sleep(600)\n", port)
+		web := startRun(t, m, "web", "sh", "-c", `python3 -c "$0"; :`, script)
+		res := awaitProbe(t, m, web, ReadyProbe{TCPPort: port}, 20*time.Second)
+		assert.True(t, res.Ready, "%+v", res)
+	})
+}
+
+// A URL's port is checked as tcp_port is, when the call is made (before:
+// http://localhost:99999/ was taken and waited out its 30 s).
+func TestReadyPortsAreChecked(t *testing.T) {
+	for _, c := range []struct {
+		probe ReadyProbe
+		want  string
+	}{
+		{ReadyProbe{TCPPort: 70000}, "ready.tcp_port 70000 is not a port (1..65535)"},
+		{ReadyProbe{TCPPort: -1}, "ready.tcp_port -1 is not a port (1..65535)"},
+		{ReadyProbe{HTTP: "http://localhost:99999/"}, "ready.http port 99999 is not a port (1..65535)"},
+		{ReadyProbe{HTTP: "http://[::1]:0/health"}, "ready.http port 0 is not a port (1..65535)"},
+		{ReadyProbe{HTTP: "https://localhost:123456789012345678901/"}, "ready.http port 123456789012345678901 is not a port (1..65535)"},
+	} {
+		err := c.probe.check()
+		if assert.Error(t, err, "%+v", c.probe) {
+			assert.True(t, errors.Is(err, ErrInvalid), "%v", err)
+			assert.True(t, strings.HasSuffix(err.Error(), c.want), "%+v: %v", c.probe, err)
+		}
+	}
+	for _, ok := range []ReadyProbe{{TCPPort: 1}, {TCPPort: 65535}, {HTTP: "http://localhost:65535/"}, {HTTP: "https://example.com/"}} {
+		assert.NoError(t, ok.check(), "%+v", ok)
+	}
+}
