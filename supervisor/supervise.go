@@ -132,10 +132,13 @@ type supervisor struct {
 	store  *runrecord.Store
 	rec    *runrecord.Record
 	log    *capture.Log
-	pty    *os.File      // the terminal's master, for a pty run
-	ptyIn  *os.File      // the master's descriptor the stdin server writes to
-	group  *cgroup.Group // the run's cgroup, when it has limits
-	mu     sync.Mutex    // guards rec and record writes
+	pty    *os.File // the terminal's master, for a pty run
+	ptyIn  *os.File // the master's descriptor the stdin server writes to
+	// ptySlave is the supervisor's own descriptor of the slave, held
+	// until the leader is reaped (startOnPty).
+	ptySlave *os.File
+	group    *cgroup.Group // the run's cgroup, when it has limits
+	mu       sync.Mutex    // guards rec and record writes
 	// reserve is the path of the space kept for the record, "" once used.
 	reserve string
 }
