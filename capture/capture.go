@@ -23,6 +23,12 @@
 //     secret's length until the next write or Close; see Redactor. A secret
 //     spelled by interleaving stdout and stderr is not masked in a framed
 //     log, whose streams are redacted apart.
+//   - A terminal's log (Options.Terminal) masks every form the line
+//     discipline can give a secret, and so also what only looks like one
+//     (another case, other counts of blanks or line ends). Not covered: a
+//     "\r" that ONOCR drops inside a secret (only at column 0, which
+//     within a secret only backspaces reach), and input the terminal
+//     echoes with ECHOCTL (a control byte shown as ^X).
 //   - Dropped and the cap count bytes after redaction (a masked secret
 //     counts as len(Mask)); Dropped counts payload, not frame overhead.
 package capture
@@ -56,6 +62,10 @@ const Mask = "[redacted]"
 type Options struct {
 	MaxBytes int64    // stop writing once the log would exceed this; 0 = no cap
 	Secrets  [][]byte // masked in everything written, chunk-safely
+	// Terminal: the output is read from a terminal's master, and secrets
+	// are masked in every form its output processing can give them
+	// (NewTerminalRedactor).
+	Terminal bool
 }
 
 // Status is the state of a Log's file.
@@ -154,10 +164,14 @@ func Create(path string, mode Mode, opts Options) (*Log, error) {
 		// Redactors there would emit stdout's "sec" before stderr's "ret"
 		// in some orders (when "sec" is followed by the start of another
 		// secret), and put "secret" in the file.
-		r := NewRedactor(opts.Secrets)
+		redactor := NewRedactor
+		if opts.Terminal {
+			redactor = NewTerminalRedactor
+		}
+		r := redactor(opts.Secrets)
 		l.red = [2]*Redactor{r, r}
 		if l.framed {
-			l.red[1] = NewRedactor(opts.Secrets)
+			l.red[1] = redactor(opts.Secrets)
 		}
 	}
 	l.w = [2]writer{{l, logframe.Stdout}, {l, logframe.Stderr}}

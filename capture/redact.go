@@ -23,6 +23,14 @@ import "math"
 type automaton struct {
 	class [256]uint32 // input byte → column
 	nc    uint32      // number of columns
+	// runOf[column] is the column itself for the columns whose runs are
+	// one token (a terminal's blanks and line ends, and bytes of no
+	// secret), else noRun; nil for a raw automaton. See terminalForms.
+	runOf []uint32
+	// runCap bounds a run taken as one token, in bytes (terminalForms).
+	runCap int
+	// longest is the longest secret as the automaton has it.
+	longest int
 	// next[state*nc+class] is the premultiplied next state (state*nc), which
 	// saves a multiply per byte.
 	next []uint32
@@ -33,11 +41,19 @@ type automaton struct {
 	match      []int32 // per state: longest secret that is a suffix of it, or 0
 }
 
-func compile(secrets [][]byte) *automaton {
+func compile(secrets [][]byte, terminal bool) *automaton {
 	a := &automaton{}
-	total := a.classes(secrets)
+	var rep *[256]byte
+	if terminal {
+		rep = &terminalRep
+		secrets, a.runCap = terminalForms(secrets)
+	}
+	total := a.classes(secrets, rep)
 	if total == 0 {
 		return nil
+	}
+	for _, s := range secrets {
+		a.longest = max(a.longest, len(s))
 	}
 	if uint64(total+1)*uint64(a.nc) >= math.MaxUint32 {
 		// That would be a 16 GiB table; no real set of secrets gets here.
@@ -51,7 +67,9 @@ func compile(secrets [][]byte) *automaton {
 
 // classes gives each byte that occurs in a secret a column of its own,
 // and every other byte column 0; it returns the secrets' total length.
-func (a *automaton) classes(secrets [][]byte) (total int) {
+// With rep (a terminal's automaton), every byte shares the column of the
+// byte that stands for it, and runOf says which columns' runs are tokens.
+func (a *automaton) classes(secrets [][]byte, rep *[256]byte) (total int) {
 	var used [256]bool
 	for _, s := range secrets {
 		for _, c := range s {
@@ -64,6 +82,21 @@ func (a *automaton) classes(secrets [][]byte) (total int) {
 		if u {
 			a.class[c] = a.nc
 			a.nc++
+		}
+	}
+	if rep != nil {
+		for c := range a.class {
+			a.class[c] = a.class[rep[c]]
+		}
+		a.runOf = make([]uint32, a.nc)
+		for col := range a.runOf {
+			a.runOf[col] = noRun
+		}
+		a.runOf[0] = 0
+		for _, c := range []byte{'\n', ' '} {
+			if col := a.class[c]; col != 0 {
+				a.runOf[col] = col
+			}
 		}
 	}
 	return total
@@ -177,6 +210,87 @@ func (a *automaton) renumber(dfa []int32) {
 	}
 }
 
+// noRun is runOf's "no run": a column whose bytes are each a token.
+const noRun = ^uint32(0)
+
+// terminalRep maps each byte to the byte that stands for every form a
+// terminal's output processing can give it (termios(3), and Linux's
+// n_tty do_output_char in drivers/tty/n_tty.c):
+//
+//   - OLCUC writes a lowercase byte in uppercase, by the kernel's
+//     toupper, which takes Latin-1 (lib/ctype.c): a-z and 0xdf-0xfe but
+//     0xf7 become the byte 0x20 lower. Such pairs share a byte (0xff,
+//     0xdf and 0xbf, whose pairs chain, share one).
+//   - ONLCR writes "\n" as "\r\n", OCRNL "\r" as "\n", ONOCR drops a "\r"
+//     at column 0: "\r" and "\n" share "\n", and a run of them is one
+//     token (Redactor).
+//   - TAB3 (XTABS) writes a tab as the 1 to 8 spaces to the next tab stop,
+//     which depends on the column: tab and space share " ", and a run of
+//     them is one token.
+//
+// ONLRET and IUTF8 change only the column, which the runs absorb. Flags
+// change at any time (stty, tcsetattr), between any two writes: matching
+// every form at once does not depend on knowing them.
+var terminalRep = func() (rep [256]byte) {
+	for c := range rep {
+		rep[c] = byte(c)
+	}
+	lower := func(c int) bool { return 'a' <= c && c <= 'z' || 0xdf <= c && c != 0xf7 }
+	// In ascending order, so that a chain's lower member is done before
+	// the upper one takes its rep: 0xff's pair is 0xdf, whose own is 0xbf.
+	for c := range rep {
+		if lower(c) {
+			rep[c] = rep[c-0x20]
+		}
+	}
+	rep['\r'], rep['\t'] = '\n', ' '
+	return rep
+}()
+
+// runFactor bounds how much longer a terminal makes a run: a tab is at
+// most 8 spaces, a line end at most 2 bytes ("\r\n").
+const runFactor = 8
+
+// terminalForms returns secrets as a terminal's automaton matches them:
+// each byte replaced by terminalRep, each run of line ends or of blanks
+// cut to one byte, and line ends at the start dropped (ONOCR drops a "\r"
+// written at column 0; nothing is lost, the rest of the secret is still
+// masked). runCap is how long a run of the output may be and still be one
+// token: the longest run in a secret as a terminal can write it. Past it
+// a run counts as tokens of runCap bytes, so the bytes held back for a
+// match in progress stay bounded.
+func terminalForms(secrets [][]byte) (forms [][]byte, runCap int) {
+	forms = make([][]byte, 0, len(secrets))
+	longestRun := 1
+	for _, s := range secrets {
+		f := make([]byte, 0, len(s))
+		run := 0
+		for _, c := range s {
+			r := terminalRep[c]
+			blank := r == '\n' || r == ' '
+			if blank && len(f) > 0 && f[len(f)-1] == r {
+				run++
+				longestRun = max(longestRun, run)
+				continue
+			}
+			run = 1
+			f = append(f, r)
+		}
+		if t := bytesTrimLeft(f, '\n'); len(t) > 0 {
+			f = t
+		}
+		forms = append(forms, f)
+	}
+	return forms, runFactor * longestRun
+}
+
+func bytesTrimLeft(b []byte, c byte) []byte {
+	for len(b) > 0 && b[0] == c {
+		b = b[1:]
+	}
+	return b
+}
+
 // span is a pending masked run of input offsets [s, e).
 type span struct{ s, e int64 }
 
@@ -205,14 +319,47 @@ type Redactor struct {
 	done  int64  // input before done has been emitted (raw or as a Mask)
 	runs  []span // masked runs not yet emitted: sorted, disjoint, not adjacent
 	// hold is input[holdAt:pos]: every byte still to be emitted raw, plus
-	// whatever lies between them. It never exceeds the longest secret.
+	// whatever lies between them. It never exceeds the longest secret (a
+	// terminal's: its tokens, each at most runCap bytes).
 	holdAt int64
 	hold   []byte
+
+	// A terminal's Redactor matches tokens (see terminalRep): starts is
+	// a ring of the input offsets at which the last tokens began, tok
+	// counts the tokens, and run is the column of the run the last byte
+	// is in (noRun: none), runLen its length so far.
+	starts []int64
+	tok    int64
+	run    uint32
+	runLen int
 }
 
 // NewRedactor returns a Redactor for secrets; empty secrets are ignored.
 func NewRedactor(secrets [][]byte) *Redactor {
-	return &Redactor{a: compile(secrets)}
+	return &Redactor{a: compile(secrets, false)}
+}
+
+// NewTerminalRedactor returns a Redactor for the output of a terminal's
+// master: it masks secrets in every form the terminal's output processing
+// can give them, whatever its flags were at the write (see terminalRep):
+// in uppercase, with "\r" and "\n" for one another, "\r\n" for "\n",
+// spaces for a tab. It also masks what only looks like such a form (the
+// secret's case changed, its blanks or line ends changed in number): a
+// terminal's output cannot tell them apart.
+func NewTerminalRedactor(secrets [][]byte) *Redactor {
+	return newRedactor(compile(secrets, true))
+}
+
+func newRedactor(a *automaton) *Redactor {
+	r := &Redactor{a: a, run: noRun}
+	if a != nil && a.runOf != nil {
+		n := 1
+		for n < a.longest {
+			n *= 2
+		}
+		r.starts = make([]int64, n)
+	}
+	return r
 }
 
 // Write appends to dst the redacted output that is now safe to emit for
@@ -223,6 +370,9 @@ func (r *Redactor) Write(dst, p []byte) []byte {
 	}
 	if len(p) == 0 {
 		return dst
+	}
+	if r.starts != nil {
+		return r.writeTokens(dst, p)
 	}
 	a := r.a
 	next, class := a.next, &a.class
@@ -242,6 +392,43 @@ func (r *Redactor) Write(dst, p []byte) []byte {
 	return dst
 }
 
+// writeTokens is Write for a terminal's Redactor: the automaton reads a
+// token per byte, but one per run of a column that runOf makes a run (at
+// most runCap bytes of it), and a match or a match in progress begins
+// where its first token began.
+func (r *Redactor) writeTokens(dst, p []byte) []byte {
+	a := r.a
+	next, class, runOf := a.next, &a.class, a.runOf
+	state, first := r.state, a.firstMatch
+	starts, mask := r.starts, int64(len(r.starts)-1)
+	tok, run, runLen, runCap := r.tok, r.run, r.runLen, a.runCap
+	base := r.pos
+	for i := 0; i < len(p); i++ {
+		col := class[p[i]]
+		if col == run && runLen < runCap {
+			runLen++
+			continue
+		}
+		run, runLen = runOf[col], 1
+		at := base + int64(i)
+		starts[tok&mask] = at
+		tok++
+		state = next[state+col]
+		if state >= first {
+			r.mark(starts[(tok-int64(a.match[state/a.nc]))&mask], at+1)
+		}
+	}
+	r.state, r.tok, r.run, r.runLen = state, tok, run, runLen
+	r.pos = base + int64(len(p))
+	from := r.pos
+	if d := int64(a.depth[state/a.nc]); d > 0 {
+		from = starts[(tok-d)&mask]
+	}
+	dst = r.emit(dst, p, base, from)
+	r.keep(p, base)
+	return dst
+}
+
 // Flush appends everything still held back (redacted) and resets the stream.
 func (r *Redactor) Flush(dst []byte) []byte {
 	if r.a == nil {
@@ -251,6 +438,7 @@ func (r *Redactor) Flush(dst []byte) []byte {
 	dst = r.emit(dst, nil, r.pos, math.MaxInt64)
 	r.state, r.pos, r.done, r.holdAt = 0, 0, 0, 0
 	r.runs, r.hold = r.runs[:0], r.hold[:0]
+	r.tok, r.run, r.runLen = 0, noRun, 0
 	return dst
 }
 
@@ -259,7 +447,7 @@ func (r *Redactor) String(s string) string {
 	if r.a == nil || s == "" {
 		return s
 	}
-	one := Redactor{a: r.a}
+	one := newRedactor(r.a)
 	out := one.Write(make([]byte, 0, len(s)+len(Mask)), []byte(s))
 	return string(one.Flush(out))
 }

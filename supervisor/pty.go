@@ -23,6 +23,20 @@ import (
 //
 // The returned stdin is a second descriptor of the master, which the stdin
 // server may close without ending the output.
+//
+// The supervisor keeps a descriptor of the slave open until the leader is
+// reaped (releaseTerminal). A read of the master fails with EIO whenever
+// no descriptor of the slave is open (pty_close sets TTY_OTHER_CLOSED on
+// the master, n_tty_read reports it: drivers/tty/pty.c, n_tty.c), and a
+// program may close its descriptors of the terminal and open /dev/tty
+// again: that EIO would end the output while the program goes on writing
+// to a terminal nobody reads, until it blocks. While the session's leader
+// lives, any process of the session may open /dev/tty; once it is gone
+// none can, since the kernel takes the terminal from the whole session at
+// the leader's exit, before its parent can reap it (disassociate_ctty,
+// session_clear_tty: drivers/tty/tty_jobctrl.c, called from do_exit). From
+// then on only a descriptor still open writes to the terminal, and the EIO
+// that comes when the last one closes is the end of the output.
 func (s *supervisor) startOnPty(log *capture.Log) (*exec.Cmd, []output, *os.File, error) {
 	sp := &s.spec
 	ptm, slave, err := pty.Open()
@@ -30,7 +44,12 @@ func (s *supervisor) startOnPty(log *capture.Log) (*exec.Cmd, []output, *os.File
 		log.Close()
 		return nil, nil, nil, fmt.Errorf("opening a pseudo-terminal: %w", err)
 	}
-	defer slave.Close()
+	started := false
+	defer func() {
+		if !started {
+			slave.Close()
+		}
+	}()
 	// pty leaves the master in blocking mode (its ioctls use Fd), where a
 	// write to a terminal whose reader stopped would block past every
 	// deadline: the supervisor uses two non-blocking descriptors of its
@@ -59,8 +78,19 @@ func (s *supervisor) startOnPty(log *capture.Log) (*exec.Cmd, []output, *os.File
 		log.Close()
 		return nil, nil, nil, err
 	}
-	s.pty, s.ptyIn = master, stdinW
+	started = true
+	s.pty, s.ptyIn, s.ptySlave = master, stdinW, slave
 	return cmd, []output{{master, log.Stdout()}}, stdinW, nil
+}
+
+// releaseTerminal closes the supervisor's descriptor of the slave once the
+// leader is reaped (see startOnPty): the output then ends when the last
+// process that holds the terminal closes it.
+func (s *supervisor) releaseTerminal() {
+	if s.ptySlave != nil {
+		s.ptySlave.Close()
+		s.ptySlave = nil
+	}
 }
 
 // terminal is what the stdin server needs of a pty run's terminal; nil for

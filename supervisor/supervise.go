@@ -132,10 +132,13 @@ type supervisor struct {
 	store  *runrecord.Store
 	rec    *runrecord.Record
 	log    *capture.Log
-	pty    *os.File      // the terminal's master, for a pty run
-	ptyIn  *os.File      // the master's descriptor the stdin server writes to
-	group  *cgroup.Group // the run's cgroup, when it has limits
-	mu     sync.Mutex    // guards rec and record writes
+	pty    *os.File // the terminal's master, for a pty run
+	ptyIn  *os.File // the master's descriptor the stdin server writes to
+	// ptySlave is the supervisor's own descriptor of the slave, held
+	// until the leader is reaped (startOnPty).
+	ptySlave *os.File
+	group    *cgroup.Group // the run's cgroup, when it has limits
+	mu       sync.Mutex    // guards rec and record writes
 	// reserve is the path of the space kept for the record, "" once used.
 	reserve string
 }
@@ -252,16 +255,22 @@ func (s *supervisor) dropReserve() {
 	}
 }
 
-// redact masks the run's secrets in text the supervisor writes or reports.
-func (s *supervisor) redact(text string) string {
-	if len(s.spec.Secrets) == 0 {
-		return text
-	}
+// secrets are the run's secrets, as capture takes them.
+func (s *supervisor) secrets() [][]byte {
 	secrets := make([][]byte, len(s.spec.Secrets))
 	for i, v := range s.spec.Secrets {
 		secrets[i] = []byte(v)
 	}
-	return capture.NewRedactor(secrets).String(text)
+	return secrets
+}
+
+// redact masks the run's secrets in text the supervisor writes or reports
+// (as it is: such text never passes through the run's terminal).
+func (s *supervisor) redact(text string) string {
+	if len(s.spec.Secrets) == 0 {
+		return text
+	}
+	return capture.NewRedactor(s.secrets()).String(text)
 }
 
 // listenStdin serves the run's stdin socket for the child's input w (nil:
@@ -373,11 +382,11 @@ type output struct {
 // createLog creates the run's log in runDir.
 func (s *supervisor) createLog(runDir string) error {
 	sp := &s.spec
-	secrets := make([][]byte, 0, len(sp.Secrets))
-	for _, v := range sp.Secrets {
-		secrets = append(secrets, []byte(v))
-	}
-	log, err := capture.Create(filepath.Join(runDir, runrecord.LogFile), capture.Mode(sp.CaptureMode), capture.Options{MaxBytes: sp.MaxLogBytes, Secrets: secrets})
+	// A pty run's output is the terminal's: the line discipline may
+	// have changed a secret's bytes before the master reads them.
+	log, err := capture.Create(filepath.Join(runDir, runrecord.LogFile), capture.Mode(sp.CaptureMode), capture.Options{
+		MaxBytes: sp.MaxLogBytes, Secrets: s.secrets(), Terminal: sp.Pty,
+	})
 	if err != nil {
 		return fmt.Errorf("creating log: %w", err)
 	}

@@ -40,6 +40,9 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	leaderExited := func(le leaderExit) {
 		exit = exitOf(le.ws, dl.fired) // its time is now, not after the wait
 		s.measure(exit, &le.ru)
+		// Before the wait for the drain: the output of a pty run can
+		// end only once the supervisor lets go of the terminal.
+		s.releaseTerminal()
 		if !outputDone && awaitDrain(drained) {
 			outputDone, drained = true, nil
 		}

@@ -238,3 +238,57 @@ func TestPsShowsAPtyRun(t *testing.T) {
 	assert.Contains(t, out, "[pty 81x22] sleep 300")
 	s.OK("process_kill", map[string]any{"name": "tty", "signal": "KILL"})
 }
+
+// A secret printed on a terminal reaches the log as the line discipline
+// wrote it, translated by the output flags the program has set at that
+// moment (termios(3): ONLCR, OCRNL, OLCUC, TAB3, ONOCR/ONLRET); it is
+// masked in every form, whatever stty did before the print.
+func TestPtyMasksASecretTheTerminalTranslated(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	key := "-----BEGIN TEST KEY-----\r\nMIIEvQ\tIBADANbgkqhkiG9w0\nBAQEFAASCBKcw\n-----END TEST KEY-----"
+	settings := []string{"", "olcuc", "-olcuc -onlcr ocrnl", "onlcr -ocrnl tab3", "tab0 onocr onlret", "olcuc tab3 ocrnl", "-opost"}
+	var script strings.Builder
+	for _, set := range settings {
+		if set != "" {
+			fmt.Fprintf(&script, "stty %s; ", set)
+		}
+		script.WriteString(`printf '<%s>\n' "$KEY"; `)
+	}
+	s.OK("process_start", map[string]any{"name": "pem", "pty": true, "command": script.String(),
+		"secret_env": map[string]any{"KEY": key}})
+	w := s.OK("process_wait", map[string]any{"name": "pem", "timeout_ms": 20000})
+	require.Equal(t, float64(0), w.Data["run"].(map[string]any)["exit_code"], w.Text)
+	all, _, _ := s.ReadAll("pem", 1<<20, false)
+	out := strings.ToUpper(string(all))
+	for _, part := range []string{"BEGIN TEST KEY", "MIIEVQ", "IBADANBGKQHKIG9W0", "BAQEFAASCBKCW", "END TEST KEY"} {
+		assert.NotContains(t, out, part, "a part of the secret in the log: %q", all)
+	}
+	assert.Equal(t, len(settings), strings.Count(string(all), "<[redacted]>"), "one mask per print: %q", all)
+}
+
+// A program may close its descriptors of the terminal and open /dev/tty
+// again (a daemon's stdio reset, script(1) -like wrappers): for a moment no
+// descriptor of the slave is open, which a read of the master reports as
+// EIO. The run's output goes on after that, and the program never blocks
+// on a terminal nobody reads.
+func TestPtyOutputGoesOnAfterTheTerminalIsReopened(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	// The sleep keeps the slave closed long enough for the supervisor's
+	// read to see it closed; nothing the test can wait for shows that.
+	s.OK("process_start", map[string]any{"name": "reopen", "pty": true,
+		"command": `echo before; exec 0<&- 1>&- 2>&-; sleep 0.3; exec </dev/tty >/dev/tty 2>&1; seq 1 20000; echo after`})
+	w := s.OK("process_wait", map[string]any{"name": "reopen", "timeout_ms": 20000})
+	run := w.Data["run"].(map[string]any)
+	require.Equal(t, "exited", run["state"], "the program blocked on its terminal: %s", w.Text)
+	assert.Equal(t, float64(0), run["exit_code"], w.Text)
+	var want strings.Builder
+	want.WriteString("before\r\n")
+	for i := 1; i <= 20000; i++ {
+		fmt.Fprintf(&want, "%d\r\n", i)
+	}
+	want.WriteString("after\r\n")
+	all, _, _ := s.ReadAll("reopen", 1<<20, false)
+	abtest.SameBytes(t, []byte(want.String()), all, "the terminal's output")
+}
