@@ -434,6 +434,24 @@ func (ms Mounts) Find(pid int, leaf string) (*Group, error) {
 	return h.RunGroup(leaf), nil
 }
 
+// Holds reports whether the process pid is in g, in every hierarchy g
+// has a directory in (/proc/PID/cgroup, with the mounts ms). A process
+// may be moved out of its group by any process that can write another
+// group's cgroup.procs (a user's own delegated subtree), and a record can
+// name limits that were never applied: only this says a cap holds.
+func (g *Group) Holds(ms Mounts, pid int) (bool, error) {
+	h, err := ms.Of(strconv.Itoa(pid))
+	if err != nil {
+		return false, err
+	}
+	for c, dir := range g.dirs {
+		if h.Dirs[c] != dir {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // RunGroup is the group leaf that a maker whose hierarchy is h made: under
 // v2 it moved below the group it was given (createV2), and the run's
 // group is beside it.

@@ -282,6 +282,30 @@ func (r *Run) OutOfMemory() bool {
 }
 
 // cgroupMounts reads the cgroup mounts once for the call.
+// capsBroken says, for a limited run whose live supervisor vouches for
+// its live leader, how the kernel's facts contradict the limits its
+// record names: "" when they hold, or when there is nothing to check or
+// the facts cannot be read. The record is a claim (a supervisor told
+// another spec, or a record edited to add limits, would claim caps that
+// were never set); the leader's cgroup is the fact.
+func (m *Manager) capsBroken(rec *runrecord.Record, idx *procIndex) string {
+	mounts, err := idx.cgroupMounts()
+	if err != nil {
+		return ""
+	}
+	g, err := mounts.Find(rec.SupervisorPID, cgroup.Leaf(rec.Name, rec.RunID))
+	if err != nil {
+		return "" // gone since the probe
+	}
+	if g == nil {
+		return fmt.Sprintf("the run has no cgroup of its own: its limits (%s) do not hold", DescribeLimits(*rec.Limits))
+	}
+	if in, err := g.Holds(mounts, rec.PID); err == nil && !in {
+		return fmt.Sprintf("pid %d is not in the run's cgroup: its limits (%s) do not hold for it", rec.PID, DescribeLimits(*rec.Limits))
+	}
+	return ""
+}
+
 func (x *procIndex) cgroupMounts() (cgroup.Mounts, error) {
 	if x.mounts == nil && x.mountsErr == nil {
 		x.mounts, x.mountsErr = cgroup.ReadMounts()

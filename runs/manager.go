@@ -367,6 +367,11 @@ func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 	run.Verdict = v
 	run.State = v.State
 	run.Reason = describe(v.Reason, rec, run.Survivors, m.words())
+	if v.LeaderAlive && run.supAlive && rec.Limits != nil {
+		if broken := m.capsBroken(rec, idx); broken != "" {
+			run.Reason += "; " + broken
+		}
+	}
 	run.PID = rec.PID
 	if rec.Exit != nil {
 		run.ExitCode = rec.Exit.Code

@@ -15,6 +15,7 @@ import (
 	"github.com/agent-box/agent-box/capture"
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/supervisor"
 )
@@ -839,5 +840,48 @@ func (m *Manager) started(name, runID string) (StartResult, error) {
 		m.waitRecorded(name, runID, time.Second)
 		run, err = m.Get(name, runID)
 	}
+	if err == nil && run.Verdict.LeaderAlive {
+		if live, err := proc.Cmdline(run.PID); err == nil && len(live) > 0 && !runsAsAsked(live, run.rec) {
+			run.Reason += fmt.Sprintf("; its command line now reads %s (/proc/%d/cmdline), not what was asked: it exec'd another program or rewrote its own", quoteShort(strings.Join(live, " ")), run.PID)
+		}
+	}
 	return StartResult{Run: run}, err
+}
+
+// runsAsAsked reports whether live, a just started leader's command line
+// as the kernel shows it, is what rec's run was asked to run: the argv
+// (or, for a script, its interpreter's command line ending with it, as
+// execve(2) makes it for a "#!" line), or for a command the shell running
+// it, or the program the shell exec'd for a lone command (status_of
+// program). The supervisor is told the spec over a channel no other
+// process can reach; this is what the kernel says it started.
+func runsAsAsked(live []string, rec *runrecord.Record) bool {
+	if rec == nil {
+		return true
+	}
+	argv := rec.Argv
+	if len(argv) == 0 {
+		script, statusOf := shellScript(rec.Command)
+		if slices.Equal(live, []string{"/bin/sh", "-c", script}) {
+			return true
+		}
+		if statusOf != StatusOfProgram {
+			return false
+		}
+		at, _ := loneCommandAt(rec.Command)
+		name := strings.Fields(rec.Command[at:])[0]
+		for _, w := range live[:min(len(live), 3)] {
+			if filepath.Base(w) == filepath.Base(name) {
+				return true
+			}
+		}
+		return false
+	}
+	if slices.Equal(live, argv) {
+		return true
+	}
+	// A script: [interpreter, optional argument, the path exec'd, argv[1:]...].
+	n := len(live) - len(argv)
+	return (n == 1 || n == 2) && slices.Equal(live[n+1:], argv[1:]) &&
+		filepath.Base(live[n]) == filepath.Base(argv[0])
 }

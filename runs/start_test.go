@@ -6,14 +6,17 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/outcome"
+	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/supervisor"
 )
@@ -213,4 +216,58 @@ func TestRunDirHoldsTheNamedFiles(t *testing.T) {
 	// The reserve is given back; the socket stays, unlistened (listenUnix
 	// does not unlink it through its /proc path).
 	require.ElementsMatch(t, []string{runrecord.RecordFile, runrecord.LogFile, supervisor.StderrFile, supervisor.StdinSocket}, entries(), "once it has ended")
+}
+
+// TestRunsAsAsked: the forms a just started leader's command line takes
+// for what was asked, and what is not one of them.
+func TestRunsAsAsked(t *testing.T) {
+	argvRun := func(argv ...string) *runrecord.Record { return &runrecord.Record{Argv: argv} }
+	cmdRun := func(c string) *runrecord.Record { return &runrecord.Record{Command: c} }
+	for _, tc := range []struct {
+		live []string
+		rec  *runrecord.Record
+		want bool
+	}{
+		{[]string{"sleep", "30"}, argvRun("sleep", "30"), true},
+		{[]string{"/bin/sh", "./build.sh", "-v"}, argvRun("./build.sh", "-v"), true},        // #!/bin/sh
+		{[]string{"/usr/bin/env", "python3", "/x/y.py", "a"}, argvRun("y.py", "a"), true},   // #!/usr/bin/env python3
+		{[]string{"/bin/sh", "-c", "make && make test"}, cmdRun("make && make test"), true}, // the shell
+		{[]string{"/bin/sh", "-c", "exec sleep 30"}, cmdRun("sleep 30"), true},              // before its exec
+		{[]string{"sleep", "30"}, cmdRun("sleep 30"), true},                                 // after it
+		{[]string{"sleep", "30"}, argvRun("make"), false},                                   // another program
+		{[]string{"sleep", "30", "x"}, argvRun("sleep", "30"), false},                       // other arguments
+		{[]string{"/bin/sh", "-c", "rm -rf x"}, cmdRun("make && make test"), false},         // another script
+		{[]string{"rm", "-rf", "x"}, cmdRun("make && make test"), false},                    // no program for a compound command
+		{[]string{"/bin/sh", "-c", "true"}, argvRun("false"), false},
+	} {
+		assert.Equal(t, tc.want, runsAsAsked(tc.live, tc.rec), "%q for %+v", tc.live, tc.rec)
+	}
+}
+
+// What process_start answers is checked against the started leader's
+// command line: a leader that runs another program than the run was
+// asked to (its supervisor told another spec, or the program exec'd
+// another) is said, not hidden (issue 30). Here the record names a real
+// sleep as its leader, but asks for another program.
+func TestStartSaysALeaderThatRunsAnotherProgram(t *testing.T) {
+	sleep := exec.Command("sleep", "60")
+	require.NoError(t, sleep.Start())
+	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+	st, err := proc.ReadStat(sleep.Process.Pid)
+	require.NoError(t, err)
+	store := newStore(t)
+	rec := record(store, "boot")
+	rec.Argv, rec.Command = []string{"make", "test"}, ""
+	rec.PID, rec.PIDStartTime = sleep.Process.Pid, st.StartTime
+	require.NoError(t, store.Create(rec))
+	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Same }}}
+	res, err := m.started(rec.Name, rec.RunID)
+	require.NoError(t, err)
+	assert.Contains(t, res.Reason, `its command line now reads "sleep 60"`, res.Reason)
+
+	rec.Argv = []string{"sleep", "60"}
+	require.NoError(t, store.Write(rec))
+	res, err = m.started(rec.Name, rec.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, "running", res.Reason)
 }

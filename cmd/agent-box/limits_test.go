@@ -242,3 +242,48 @@ func TestLimitDefaultsThatDoNotParse(t *testing.T) {
 	out, _ = cmd.CombinedOutput()
 	assert.Contains(t, string(out), `agent-box: --default-limits: invalid argument: limits "pids=0x10": "pids=0x10" is not key=number`)
 }
+
+// What a run's limits say is checked against the kernel before it is
+// shown (issue 30): a leader moved out of its group (any process that can
+// write another group's cgroup.procs can do that), and a record edited to
+// claim limits the run never had, are said, not listed as capped.
+func TestLimitsThatDoNotHoldAreSaid(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	s := connect(t, state)
+	st := s.OK("process_start", map[string]any{"name": "moved", "argv": []string{"sleep", "60"}, "limits": map[string]any{"pids": 10}})
+	pid := int(abtest.Num(st.Data["pid"]))
+	assert.NotContains(t, st.Text, "do not hold", st.Text)
+	// Into the group the supervisor is in: out of the run's.
+	runID := abtest.Str(st.Data["run_id"])
+	rec, err := os.ReadFile(filepath.Join(state, "runs", "moved", runID, "record.json"))
+	require.NoError(t, err)
+	var r struct {
+		SupervisorPID int `json:"supervisor_pid"`
+	}
+	require.NoError(t, json.Unmarshal(rec, &r))
+	h, err := cgroup.Of(strconv.Itoa(r.SupervisorPID))
+	require.NoError(t, err)
+	for c, dir := range h.Dirs {
+		if c == "pids" || c == "" {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0))
+		}
+	}
+	l := s.OK("process_list", nil)
+	assert.Contains(t, l.Text, "pid "+strconv.Itoa(pid)+" is not in the run's cgroup: its limits (pids=10) do not hold for it", l.Text)
+
+	// A record of an uncapped run, edited to claim a cap.
+	st = s.OK("process_start", map[string]any{"name": "claims", "argv": []string{"sleep", "60"}})
+	runID = abtest.Str(st.Data["run_id"])
+	path := filepath.Join(state, "runs", "claims", runID, "record.json")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(data, &m))
+	m["limits"] = map[string]any{"memory_mb": 64}
+	data, err = json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	l = s.OK("process_list", map[string]any{"name": "claims"})
+	assert.Contains(t, l.Text, "the run has no cgroup of its own: its limits (memory_mb=64) do not hold", l.Text)
+}
