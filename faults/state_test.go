@@ -237,8 +237,8 @@ func TestStateDirPermissions(t *testing.T) {
 
 // TestModesUnderTheStateDir: after runs of every kind, with the server
 // started under umask 000 so that no mode comes from the umask, every
-// directory is 0700 and every file 0600, all owned by us. The stdin socket
-// is the exception: bind(2) gives it 0777 &^ umask, so here 0777; what
+// directory is 0700 and every file 0600, all owned by us. The sockets (a
+// piped run's stdin, every run's control socket) are the exception: bind(2) gives it 0777 &^ umask, so here 0777; what
 // protects it is that connect(2) needs search permission on the run dir,
 // which is 0700 like every directory above it.
 func TestModesUnderTheStateDir(t *testing.T) {
@@ -261,7 +261,7 @@ func TestModesUnderTheStateDir(t *testing.T) {
 
 	uid := uint32(os.Geteuid())
 	seen := map[string]int{}
-	sockets := 0
+	sockets := map[string]int{}
 	for p, e := range snapshot(t, state) {
 		full := filepath.Join(state, p)
 		assert.Equal(t, uid, e.UID, "%s is not ours", p)
@@ -273,8 +273,8 @@ func TestModesUnderTheStateDir(t *testing.T) {
 			seen[filepath.Base(p)]++
 			assert.Equal(t, fs.FileMode(0o600), e.Mode.Perm(), "file %s", p)
 		case e.Mode&fs.ModeSocket != 0:
-			sockets++
-			assert.Equal(t, "stdin.sock", filepath.Base(p))
+			sockets[filepath.Base(p)]++
+			assert.Contains(t, []string{"stdin.sock", "control.sock"}, filepath.Base(p))
 			t.Logf("socket %s has mode %v (umask 000); its run dir is the barrier", p, e.Mode.Perm())
 			for d := filepath.Dir(full); ; d = filepath.Dir(d) {
 				fi, err := os.Stat(d)
@@ -288,7 +288,7 @@ func TestModesUnderTheStateDir(t *testing.T) {
 			t.Errorf("%s: unexpected file type %v", p, e.Mode.Type())
 		}
 	}
-	assert.Equal(t, 1, sockets, "the live piped run has its socket")
+	assert.Equal(t, map[string]int{"stdin.sock": 1, "control.sock": 5}, sockets, "the piped run has its stdin socket, each of the 5 runs its control socket")
 	for _, want := range []string{"record.json", "log", "supervisor.log", ".lock"} {
 		assert.GreaterOrEqual(t, seen[want], 4, "%s files checked (%v)", want, seen)
 	}

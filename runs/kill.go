@@ -57,6 +57,9 @@ type KillResult struct {
 
 // Kill signals the run's whole process group. It refuses, signalling
 // nothing, unless the outcome matrix says the group is provably the run's.
+// The run's live supervisor sends the signal and the SIGKILL after the
+// grace (askSupervisor), so that the SIGKILL comes even when this server
+// dies during the grace.
 func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration) (KillResult, error) {
 	if err := m.checkGrace(grace); err != nil {
 		return KillResult{}, err
@@ -85,8 +88,13 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 			ErrNotSignalable, name, run.RunID, run.State, run.Reason, run.PID)
 	}
 	pgid := run.PID
-	group, outside, err := m.signalRun(run, sig)
-	if err != nil {
+	asked := m.askSupervisor(run, sig, grace)
+	var group bool
+	var outside []int
+	if asked != nil {
+		defer asked.Close()
+		group, outside = asked.Group != 0, asked.Outside
+	} else if group, outside, err = m.signalRun(run, sig); err != nil {
 		return KillResult{}, err
 	}
 	if !group && len(outside) == 0 {
@@ -104,20 +112,9 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 		res.Outside = outside
 		res.Message += fmt.Sprintf(" and to %d process(es) of the run outside it: %s", len(outside), joinInts(outside))
 	}
-	if grace > 0 && sig != unix.SIGKILL {
-		if !m.waitGroupGone(name, run.RunID, grace) {
-			// Re-identify before escalating: the processes must still be ours.
-			again, err := m.Get(name, run.RunID)
-			if err == nil {
-				again = m.settled(again)
-			}
-			if err == nil && again.Verdict.Signalable {
-				if g, o, err := m.signalRun(again, unix.SIGKILL); err == nil && (g || len(o) > 0) {
-					res.Escalated = true
-					res.Message += fmt.Sprintf("; still alive after %s, sent SIGKILL", grace)
-				}
-			}
-		}
+	if grace > 0 && sig != unix.SIGKILL && m.escalated(asked, name, run.RunID, grace) {
+		res.Escalated = true
+		res.Message += fmt.Sprintf("; still alive after %s, sent SIGKILL", grace)
 	}
 	// Give the supervisor a moment to record the exit so the answer can
 	// show it; not waiting would only make the state read "exiting".

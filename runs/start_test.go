@@ -204,7 +204,7 @@ func TestRunDirHoldsTheNamedFiles(t *testing.T) {
 		}
 		return names
 	}
-	require.ElementsMatch(t, []string{runrecord.RecordFile, runrecord.LogFile, supervisor.StderrFile, supervisor.ReserveFile, supervisor.StdinSocket}, entries(), "while it runs")
+	require.ElementsMatch(t, []string{runrecord.RecordFile, runrecord.LogFile, supervisor.StderrFile, supervisor.ReserveFile, supervisor.StdinSocket, supervisor.ControlSocket}, entries(), "while it runs")
 	require.Equal(t, filepath.Join(dir, runrecord.LogFile), res.LogPath)
 
 	_, err = m.Kill("files", "", unix.SIGKILL, 0)
@@ -213,9 +213,9 @@ func TestRunDirHoldsTheNamedFiles(t *testing.T) {
 	run, err := m.Get("files", res.RunID)
 	require.NoError(t, err)
 	require.True(t, run.LogFinal(), "%s/%s", run.State, run.Reason)
-	// The reserve is given back; the socket stays, unlistened (listenUnix
-	// does not unlink it through its /proc path).
-	require.ElementsMatch(t, []string{runrecord.RecordFile, runrecord.LogFile, supervisor.StderrFile, supervisor.StdinSocket}, entries(), "once it has ended")
+	// The reserve is given back; the sockets stay, unlistened (listenUnix
+	// does not unlink them through their /proc path).
+	require.ElementsMatch(t, []string{runrecord.RecordFile, runrecord.LogFile, supervisor.StderrFile, supervisor.StdinSocket, supervisor.ControlSocket}, entries(), "once it has ended")
 }
 
 // TestRunsAsAsked: the forms a just started leader's command line takes

@@ -33,6 +33,9 @@ const (
 	// writes to a piped run's stdin. The run directory is 0700, so only
 	// the owner connects.
 	StdinSocket = "stdin.sock"
+	// ControlSocket is the unix socket, in the run directory, through
+	// which any agent-box asks the supervisor to kill its run (Kill).
+	ControlSocket = "control.sock"
 )
 
 // The file descriptors the supervisor is started with, besides 0-2

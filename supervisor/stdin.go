@@ -374,7 +374,7 @@ func WriteStdin(runDir string, supervisorPID int, data []byte, closeIt bool, tim
 		return WriteReply{}, fmt.Errorf("data is %d bytes, at most %d per call; nothing was written", len(data), MaxWrite)
 	}
 	timeout = requestTimeout(timeout.Milliseconds())
-	c, err := dialSupervisor(runDir, supervisorPID)
+	c, err := dialSupervisor(runDir, StdinSocket, supervisorPID)
 	if err != nil {
 		return WriteReply{}, err
 	}
@@ -427,11 +427,13 @@ func WriteStdin(runDir string, supervisorPID int, data []byte, closeIt bool, tim
 	return reply, &WriteError{Written: reply.Written, Total: len(data), CloseAsked: closeIt && !reply.Closed, Err: why}
 }
 
-// dialSupervisor connects to the stdin socket of the run in runDir, which
-// must be served by process supervisorPID: the socket is not followed if
-// it is a symlink, and the peer is checked with SO_PEERCRED.
-func dialSupervisor(runDir string, supervisorPID int) (net.Conn, error) {
-	path := filepath.Join(runDir, StdinSocket)
+// dialSupervisor connects to socket (StdinSocket, ControlSocket) of the
+// run in runDir, which must be served by process supervisorPID: the socket
+// is not followed if it is a symlink, and the peer is checked with
+// SO_PEERCRED (anything in the run dir may have been planted by the run's
+// own command).
+func dialSupervisor(runDir, socket string, supervisorPID int) (net.Conn, error) {
+	path := filepath.Join(runDir, socket)
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStdinUnreachable, err)
@@ -453,7 +455,7 @@ func dialSupervisor(runDir string, supervisorPID int) (net.Conn, error) {
 // Resize asks the supervisor of the pty run in runDir (process
 // supervisorPID) to set its terminal's size.
 func Resize(runDir string, supervisorPID int, size Size) error {
-	c, err := dialSupervisor(runDir, supervisorPID)
+	c, err := dialSupervisor(runDir, StdinSocket, supervisorPID)
 	if err != nil {
 		return err
 	}

@@ -138,7 +138,9 @@ type supervisor struct {
 	// until the leader is reaped (startOnPty).
 	ptySlave *os.File
 	group    *cgroup.Group // the run's cgroup, when it has limits
-	mu       sync.Mutex    // guards rec and record writes
+	// control takes process_kill's requests; nil when its socket failed.
+	control *controlServer
+	mu      sync.Mutex // guards rec and record writes
 	// reserve is the path of the space kept for the record, "" once used.
 	reserve string
 }
@@ -293,6 +295,18 @@ func (s *supervisor) listenStdin(w *os.File) *stdinServer {
 	return stdin
 }
 
+// listenControl serves the run's control socket, or leaves s.control nil
+// when it cannot: the run goes on, and process_kill signals the run itself
+// (and waits out the grace itself).
+func (s *supervisor) listenControl() {
+	c, err := serveControl(s.spec.runDir())
+	if err != nil {
+		s.logf("supervise: control socket: %v", err)
+		return
+	}
+	s.control = c
+}
+
 func (s *supervisor) run(report *os.File) error {
 	sp := &s.spec
 	s.store = &runrecord.Store{Root: sp.StateDir}
@@ -357,9 +371,10 @@ func (s *supervisor) run(report *os.File) error {
 		s.dropReserve()
 		return err
 	}
-	// Listen on the stdin socket before reporting, so that a process_write
-	// right after process_start finds it.
+	// Listen on the stdin and control sockets before reporting, so that a
+	// process_write or process_kill right after process_start finds them.
 	stdin := s.listenStdin(stdinW)
+	s.listenControl()
 	writeReport(report, pid, nil)
 	report.Close()
 	if err := durable(); err != nil {

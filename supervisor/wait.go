@@ -21,7 +21,8 @@ const statusEvery = 500 * time.Millisecond
 
 // supervise waits for the leader's exit and the end of its output, records
 // them, and then stays with what the leader left behind, holding it to the
-// run's deadline, until every process of the run is reaped.
+// run's deadline, until every process of the run is reaped. Throughout it
+// carries out process_kill's orders.
 func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error {
 	drained := drainAll(outs)
 	exited := make(chan leaderExit, 1)
@@ -31,6 +32,7 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 		close(allReaped)
 	}()
 	dl := s.newDeadline(pid)
+	orders := s.control.ordersOf()
 	tick := time.NewTicker(statusEvery)
 	defer tick.Stop()
 	var lastStatus capture.Status
@@ -72,6 +74,15 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 			dl.expire(exit != nil)
 		case <-dl.grace:
 			dl.kill(exit != nil)
+		case o := <-orders:
+			// As at the timeout: a leader reaped just now is not
+			// signalled by its pid.
+			select {
+			case le := <-exited:
+				leaderExited(le)
+			default:
+			}
+			dl.order(o, exit != nil)
 		case <-tick.C:
 			if st := s.log.Status(); st != lastStatus {
 				lastStatus = st
@@ -87,7 +98,9 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 	if s.ptyIn != nil {
 		s.ptyIn.Close() // the stdin server leaves a terminal's input open
 	}
-	return errors.Join(err, s.outlive(dl, allReaped))
+	err = errors.Join(err, s.outlive(dl, allReaped))
+	s.control.Close()
+	return err
 }
 
 // outlive stays with the processes of the run that outlive the leader and
@@ -95,11 +108,14 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 // own): they are still ours. As their subreaper we are their parent, so
 // agent-box can find them as our descendants, report them and kill them.
 // It returns once the last one is gone (without us they would go to init,
-// untraceable), holding them to the run's deadline meanwhile.
+// untraceable), holding them to the run's deadline and carrying out
+// process_kill's orders meanwhile.
 func (s *supervisor) outlive(dl *deadline, allReaped <-chan struct{}) error {
+	orders := s.control.ordersOf()
 	for {
 		select {
 		case <-allReaped:
+			dl.ended()
 			// Empty now: the run's cgroup can go.
 			if s.group != nil {
 				return s.group.Remove()
@@ -109,6 +125,8 @@ func (s *supervisor) outlive(dl *deadline, allReaped <-chan struct{}) error {
 			dl.expire(true)
 		case <-dl.grace:
 			dl.kill(true)
+		case o := <-orders:
+			dl.order(o, true)
 		}
 	}
 }
@@ -164,15 +182,21 @@ func (s *supervisor) finish(exit *runrecord.Exit) error {
 	}))
 }
 
-// deadline holds the whole run, not only its leader, to the run's timeout:
-// a process that ignores the TERM outlives a leader that dies of it, and
-// is killed when the grace ends, even when it let go of the output.
+// deadline holds the whole run, not only its leader, to the run's timeout
+// and to the grace of a process_kill: a process that ignores the TERM
+// outlives a leader that dies of it, and is killed when the grace ends,
+// even when it let go of the output. One grace runs at a time, the one
+// that ends first.
 type deadline struct {
 	s              *supervisor
 	pgid           int
 	timeout, grace <-chan time.Time // nil when not armed
+	graceEnds      time.Time        // when grace fires
 	graceFor       time.Duration
 	fired          bool // the timeout came
+	// waiting are the kill orders told when the grace ends or the run is
+	// gone.
+	waiting []chan<- KillOutcome
 }
 
 func (s *supervisor) newDeadline(pgid int) *deadline {
@@ -190,13 +214,50 @@ func (s *supervisor) newDeadline(pgid int) *deadline {
 func (d *deadline) expire(leaderReaped bool) {
 	d.fired, d.timeout = true, nil
 	d.s.signalRun(d.pgid, unix.SIGTERM, leaderReaped)
-	d.grace = time.After(d.graceFor)
+	d.startGrace(d.graceFor)
+}
+
+// startGrace arms the grace to end g from now, unless one already armed
+// ends sooner: a second TERM does not put off a SIGKILL already due.
+func (d *deadline) startGrace(g time.Duration) {
+	ends := time.Now().Add(g)
+	if d.grace != nil && !ends.Before(d.graceEnds) {
+		return
+	}
+	d.grace, d.graceEnds = time.After(g), ends
 }
 
 // kill sends SIGKILL to what is left of the run when the grace ends.
 func (d *deadline) kill(leaderReaped bool) {
 	d.grace = nil
-	d.s.signalRun(d.pgid, unix.SIGKILL, leaderReaped)
+	group, outside := d.s.signalRun(d.pgid, unix.SIGKILL, leaderReaped)
+	d.tell(KillOutcome{Escalated: group || len(outside) > 0})
+}
+
+// order carries out a process_kill: sig to the run now and, with a grace,
+// SIGKILL to what is left when it ends, by the timer of the timeout.
+func (d *deadline) order(o killOrder, leaderReaped bool) {
+	group, outside := d.s.signalRun(d.pgid, o.sig, leaderReaped)
+	r := KillReply{Outside: outside}
+	if group {
+		r.Group = d.pgid
+	}
+	if o.grace > 0 && o.sig != unix.SIGKILL && r.Signalled() {
+		d.startGrace(o.grace)
+		d.waiting = append(d.waiting, o.outcome)
+		r.Armed = true
+	}
+	o.reply <- r
+}
+
+// ended tells the kills still in their grace that the run is gone.
+func (d *deadline) ended() { d.tell(KillOutcome{}) }
+
+func (d *deadline) tell(out KillOutcome) {
+	for _, w := range d.waiting {
+		w <- out // buffered, one outcome per order
+	}
+	d.waiting = nil
 }
 
 func applyStatus(r *runrecord.Record, st capture.Status) {
@@ -271,8 +332,9 @@ func (s *supervisor) descendants() []outcome.Proc {
 // that made a group or a session of its own). Once the leader is reaped
 // its pid, the group's id, may be handed out again when the group is
 // empty, so the group is signalled only while one of our descendants is
-// in it.
-func (s *supervisor) signalRun(pgid int, sig unix.Signal, leaderReaped bool) {
+// in it. It reports whether the group was signalled, and which of the
+// others were.
+func (s *supervisor) signalRun(pgid int, sig unix.Signal, leaderReaped bool) (group bool, signalled []int) {
 	me := os.Getpid()
 	sid, _ := unix.Getsid(0)
 	group, outside := outcome.Targets(outcome.TargetFacts{
@@ -283,11 +345,11 @@ func (s *supervisor) signalRun(pgid int, sig unix.Signal, leaderReaped bool) {
 		Descendants: s.descendants(),
 	})
 	for _, pid := range outside {
-		unix.Kill(pid, sig)
+		if unix.Kill(pid, sig) == nil {
+			signalled = append(signalled, pid)
+		}
 	}
-	if group {
-		unix.Kill(-pgid, sig)
-	}
+	return group && unix.Kill(-pgid, sig) == nil, signalled
 }
 
 // leaderExit is how the leader ended and what it used: its rusage counts
