@@ -311,9 +311,14 @@ func TestSecretsNeverLeak(t *testing.T) {
 			}
 			assert.Equal(t, "typed "+mask+"\nbye "+mask+"\n", string(lo))
 
-			// argv mode, with the secret as an argument.
-			s.OK("process_start", map[string]any{"name": "argv", "argv": []any{"/bin/sh", "-c", "echo $1", "sh", apiToken + "!"},
-				"secret_env": secretEnv(), "capture_mode": mode})
+			// argv mode, with the secret as an argument: the start's answer
+			// is checked against the live leader's command line, which holds
+			// the secret (the leader waits for its stdin).
+			st := s.OK("process_start", map[string]any{"name": "argv", "argv": []any{"/bin/sh", "-c", "read x; echo $1", "sh", apiToken + "!"},
+				"secret_env": secretEnv(), "capture_mode": mode, "stdin": "pipe"})
+			c.result("process_start argv", st)
+			assert.NotContains(t, st.Text, "command line now reads", "a secret in argv is no mismatch")
+			s.OK("process_write", map[string]any{"name": "argv", "close": true})
 			c.result("process_wait argv", s.OK("process_wait", map[string]any{"name": "argv", "timeout_ms": 30000}))
 			c.result("process_list all", s.OK("process_list", map[string]any{"all": true}))
 

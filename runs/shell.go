@@ -44,40 +44,40 @@ var shellBuiltins = map[string]bool{
 // shell applies them before the exec. Anything else, and anything the
 // POSIX parser refuses, runs unchanged and reports the shell's status.
 func shellScript(command string) (script, statusOf string) {
-	at, ok := loneCommandAt(command)
+	at, _, ok := loneCommand(command)
 	if !ok {
 		return command, StatusOfShell
 	}
 	return command[:at] + "exec " + command[at:], StatusOfProgram
 }
 
-// loneCommandAt finds the byte offset of the program name of command's
-// only simple command, if it is one that can be exec'd.
-func loneCommandAt(command string) (int, bool) {
+// loneCommand finds the program name of command's only simple command,
+// and its byte offset, if it is one that can be exec'd.
+func loneCommand(command string) (at int, name string, ok bool) {
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(strings.NewReader(command), "")
 	if err != nil || len(f.Stmts) != 1 {
-		return 0, false
+		return 0, "", false
 	}
 	st := f.Stmts[0]
 	if st.Negated || st.Background || st.Coprocess || st.Disown {
-		return 0, false
+		return 0, "", false
 	}
 	call, ok := st.Cmd.(*syntax.CallExpr)
 	if !ok || len(call.Assigns) > 0 || len(call.Args) == 0 {
-		return 0, false
+		return 0, "", false
 	}
 	// Lit returns the word with its backslashes: c\d is cd to the shell,
 	// so a name with a backslash or a quote keeps its shell. So does one
 	// starting with '-', which exec would take as its option (bash's -l).
-	name := call.Args[0].Lit()
+	name = call.Args[0].Lit()
 	if name == "" || shellBuiltins[name] || strings.ContainsAny(name, "\\'\"") || strings.HasPrefix(name, "-") {
-		return 0, false
+		return 0, "", false
 	}
-	at := int(call.Args[0].Pos().Offset())
+	at = int(call.Args[0].Pos().Offset())
 	if at < 0 || at > len(command) || !strings.HasPrefix(command[at:], name) {
-		return 0, false
+		return 0, "", false
 	}
-	return at, true
+	return at, name, true
 }
 
 // statusOf is whose exit status rec's run reports. Records written before

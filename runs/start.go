@@ -673,7 +673,18 @@ func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, er
 	if _, err := sup.Start(m.StartTimeout); err != nil {
 		return StartResult{}, m.startFailed(sup, m.Store.RunDir(req.Name, runID), err)
 	}
-	return m.started(req.Name, runID)
+	return m.started(req.Name, runID, req.asked(argv), redactorOf(req.SecretEnv))
+}
+
+// asked is what req runs, once program has given its argv.
+func (req *StartRequest) asked(argv []string) asked {
+	w := asked{argv: argv}
+	if len(req.Argv) == 0 {
+		if _, name, ok := loneCommand(req.Command); ok {
+			w.program = name
+		}
+	}
+	return w
 }
 
 // lockName takes the name's lock for a start.
@@ -831,8 +842,9 @@ func (m *Manager) startFailed(sup *supervisor.Launched, runDir string, err error
 }
 
 // started is process_start's answer for a run whose supervisor reported
-// the child started.
-func (m *Manager) started(name, runID string) (StartResult, error) {
+// the child started: asked is what it was told to run, red the run's
+// secrets' Redactor.
+func (m *Manager) started(name, runID string, want asked, red *capture.Redactor) (StartResult, error) {
 	run, err := m.Get(name, runID)
 	if err == nil && run.Verdict.Reason == outcome.ReasonExiting {
 		// The child exited at once and the supervisor is writing that
@@ -841,44 +853,45 @@ func (m *Manager) started(name, runID string) (StartResult, error) {
 		run, err = m.Get(name, runID)
 	}
 	if err == nil && run.Verdict.LeaderAlive {
-		if live, err := proc.Cmdline(run.PID); err == nil && len(live) > 0 && !runsAsAsked(live, run.rec) {
-			run.Reason += fmt.Sprintf("; its command line now reads %s (/proc/%d/cmdline), not what was asked: it exec'd another program or rewrote its own", quoteShort(strings.Join(live, " ")), run.PID)
+		if live, err := proc.Cmdline(run.PID); err == nil && len(live) > 0 && !runsAsAsked(live, want) {
+			// In the words the record keeps: a secret in the command
+			// line is no more said here than there.
+			shown := make([]string, len(live))
+			for i, a := range live {
+				shown[i] = red.String(a)
+			}
+			run.Reason += fmt.Sprintf("; its command line now reads %s (/proc/%d/cmdline), not what was asked: it exec'd another program or rewrote its own", quoteShort(strings.Join(shown, " ")), run.PID)
 		}
 	}
 	return StartResult{Run: run}, err
 }
 
+// asked is what a start asked the kernel to run: the argv the supervisor
+// exec'd, and for a lone command run by the shell (status_of program),
+// the name of the program the shell execs in its place.
+type asked struct {
+	argv    []string
+	program string
+}
+
 // runsAsAsked reports whether live, a just started leader's command line
-// as the kernel shows it, is what rec's run was asked to run: the argv
-// (or, for a script, its interpreter's command line ending with it, as
-// execve(2) makes it for a "#!" line), or for a command the shell running
-// it, or the program the shell exec'd for a lone command (status_of
-// program). The supervisor is told the spec over a channel no other
-// process can reach; this is what the kernel says it started.
-func runsAsAsked(live []string, rec *runrecord.Record) bool {
-	if rec == nil {
+// as the kernel shows it, is what was asked: the argv (or, for a script,
+// its interpreter's command line ending with it, as execve(2) makes it
+// for a "#!" line), or the program the shell exec'd for a lone command.
+// The supervisor is told the spec over a channel no other process can
+// reach; this is what the kernel says it started.
+func runsAsAsked(live []string, want asked) bool {
+	argv := want.argv
+	if slices.Equal(live, argv) {
 		return true
 	}
-	argv := rec.Argv
-	if len(argv) == 0 {
-		script, statusOf := shellScript(rec.Command)
-		if slices.Equal(live, []string{"/bin/sh", "-c", script}) {
-			return true
-		}
-		if statusOf != StatusOfProgram {
-			return false
-		}
-		at, _ := loneCommandAt(rec.Command)
-		name := strings.Fields(rec.Command[at:])[0]
+	if want.program != "" {
 		for _, w := range live[:min(len(live), 3)] {
-			if filepath.Base(w) == filepath.Base(name) {
+			if filepath.Base(w) == filepath.Base(want.program) {
 				return true
 			}
 		}
 		return false
-	}
-	if slices.Equal(live, argv) {
-		return true
 	}
 	// A script: [interpreter, optional argument, the path exec'd, argv[1:]...].
 	n := len(live) - len(argv)

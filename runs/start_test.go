@@ -221,34 +221,40 @@ func TestRunDirHoldsTheNamedFiles(t *testing.T) {
 // TestRunsAsAsked: the forms a just started leader's command line takes
 // for what was asked, and what is not one of them.
 func TestRunsAsAsked(t *testing.T) {
-	argvRun := func(argv ...string) *runrecord.Record { return &runrecord.Record{Argv: argv} }
-	cmdRun := func(c string) *runrecord.Record { return &runrecord.Record{Command: c} }
+	argvRun := func(argv ...string) asked { return asked{argv: argv} }
+	cmdRun := func(c string) asked { return (&StartRequest{Command: c}).asked([]string{"/bin/sh", "-c", c}) }
+	lone := func(c string) asked {
+		script, _ := shellScript(c)
+		return (&StartRequest{Command: c}).asked([]string{"/bin/sh", "-c", script})
+	}
 	for _, tc := range []struct {
 		live []string
-		rec  *runrecord.Record
-		want bool
+		want asked
+		ok   bool
 	}{
 		{[]string{"sleep", "30"}, argvRun("sleep", "30"), true},
 		{[]string{"/bin/sh", "./build.sh", "-v"}, argvRun("./build.sh", "-v"), true},        // #!/bin/sh
 		{[]string{"/usr/bin/env", "python3", "/x/y.py", "a"}, argvRun("y.py", "a"), true},   // #!/usr/bin/env python3
 		{[]string{"/bin/sh", "-c", "make && make test"}, cmdRun("make && make test"), true}, // the shell
-		{[]string{"/bin/sh", "-c", "exec sleep 30"}, cmdRun("sleep 30"), true},              // before its exec
-		{[]string{"sleep", "30"}, cmdRun("sleep 30"), true},                                 // after it
+		{[]string{"/bin/sh", "-c", "exec sleep 30"}, lone("sleep 30"), true},                // before its exec
+		{[]string{"sleep", "30"}, lone("sleep 30"), true},                                   // after it
+		{[]string{"cat"}, lone("cat<file"), true},                                           // the name as the shell reads it
 		{[]string{"sleep", "30"}, argvRun("make"), false},                                   // another program
 		{[]string{"sleep", "30", "x"}, argvRun("sleep", "30"), false},                       // other arguments
 		{[]string{"/bin/sh", "-c", "rm -rf x"}, cmdRun("make && make test"), false},         // another script
 		{[]string{"rm", "-rf", "x"}, cmdRun("make && make test"), false},                    // no program for a compound command
 		{[]string{"/bin/sh", "-c", "true"}, argvRun("false"), false},
 	} {
-		assert.Equal(t, tc.want, runsAsAsked(tc.live, tc.rec), "%q for %+v", tc.live, tc.rec)
+		assert.Equal(t, tc.ok, runsAsAsked(tc.live, tc.want), "%q for %+v", tc.live, tc.want)
 	}
 }
 
 // What process_start answers is checked against the started leader's
 // command line: a leader that runs another program than the run was
 // asked to (its supervisor told another spec, or the program exec'd
-// another) is said, not hidden (issue 30). Here the record names a real
-// sleep as its leader, but asks for another program.
+// another) is said, not hidden (issue 30), in the words the record keeps:
+// a secret in the command line is masked there too. Here the record
+// names a real sleep as its leader.
 func TestStartSaysALeaderThatRunsAnotherProgram(t *testing.T) {
 	sleep := exec.Command("sleep", "60")
 	require.NoError(t, sleep.Start())
@@ -257,17 +263,17 @@ func TestStartSaysALeaderThatRunsAnotherProgram(t *testing.T) {
 	require.NoError(t, err)
 	store := newStore(t)
 	rec := record(store, "boot")
-	rec.Argv, rec.Command = []string{"make", "test"}, ""
 	rec.PID, rec.PIDStartTime = sleep.Process.Pid, st.StartTime
 	require.NoError(t, store.Create(rec))
 	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Same }}}
-	res, err := m.started(rec.Name, rec.RunID)
+	res, err := m.started(rec.Name, rec.RunID, asked{argv: []string{"make", "test"}}, redactorOf(map[string]string{"S": "60"}))
 	require.NoError(t, err)
-	assert.Contains(t, res.Reason, `its command line now reads "sleep 60"`, res.Reason)
+	assert.Contains(t, res.Reason, `its command line now reads "sleep [redacted]"`, res.Reason)
+	assert.NotContains(t, res.Reason, "60", "the secret")
 
-	rec.Argv = []string{"sleep", "60"}
-	require.NoError(t, store.Write(rec))
-	res, err = m.started(rec.Name, rec.RunID)
+	// A secret in what was asked is no mismatch: the comparison is with
+	// what was exec'd, not with the record's masked words.
+	res, err = m.started(rec.Name, rec.RunID, asked{argv: []string{"sleep", "60"}}, redactorOf(map[string]string{"S": "60"}))
 	require.NoError(t, err)
 	assert.Equal(t, "running", res.Reason)
 }
