@@ -377,24 +377,25 @@ func Exe(pid int) (f File, path string, deleted bool, err error) {
 }
 
 // EnvironHas reports whether the environment pid was exec'd with
-// (/proc/PID/environ) holds the entry kv ("KEY=value") exactly. That
+// (/proc/PID/environ) holds each of the entries kvs ("KEY=value") exactly. That
 // environment is the process's own from its execve(2): no other process
 // can change it without ptrace(2), which it could kill it with anyway. A
 // process that is not dumpable (a set-user-ID program, or one that made
 // itself so) shows it to root only: an error then, as for a gone one. A
 // program may write over its own (setproctitle does): it then holds
 // whatever the program put there.
-func EnvironHas(pid int, kv string) (bool, error) {
+func EnvironHas(pid int, kvs ...string) (bool, error) {
 	data, err := readPIDFile(pid, "environ")
 	if err != nil {
 		return false, err
 	}
+	found := make([]bool, len(kvs))
 	for entry := range bytes.SplitSeq(data, []byte{0}) {
-		if string(entry) == kv {
-			return true, nil
+		for i, kv := range kvs {
+			found[i] = found[i] || string(entry) == kv
 		}
 	}
-	return false, nil
+	return !slices.Contains(found, false), nil
 }
 
 // ArgsEnd returns the address in process pid's memory one past the end of

@@ -44,10 +44,10 @@ type System interface {
 	// when it is alive and says otherwise.
 	SupervisorOf(p proc.Stat, name, runID string) outcome.Liveness
 	// CarriesRunID reports whether pid's environment from its exec names
-	// run runID (RunIDEnv): what ties a process to a run when no live
+	// run name/runID (NameEnv, RunIDEnv): what ties a process to a run when no live
 	// supervisor vouches for it (outcome.Facts.ChildTagged). False when
 	// it cannot be read.
-	CarriesRunID(pid int, runID string) bool
+	CarriesRunID(pid int, name, runID string) bool
 	// IsSupervisor reports whether p is a genuine supervisor of some run
 	// (supervisor.Executables.IsSupervisor): a run started from inside
 	// another, whose processes the outer run's kill leaves alone.
@@ -321,7 +321,7 @@ func isMember(sys System, p proc.Stat, rec *runrecord.Record) bool {
 	if !outcome.InGroup(f, rec.PID, rec.SupervisorPID, rec.PIDStartTime) {
 		return false
 	}
-	f.Tagged = sys.CarriesRunID(p.PID, rec.RunID)
+	f.Tagged = sys.CarriesRunID(p.PID, rec.Name, rec.RunID)
 	return outcome.Member(f, rec.PID, rec.SupervisorPID, rec.PIDStartTime)
 }
 
@@ -450,7 +450,7 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 		run.supAlive = facts.Supervisor == outcome.Same
 	}
 	if facts.Child == outcome.Same && !run.supAlive {
-		facts.ChildTagged = m.Sys.CarriesRunID(rec.PID, rec.RunID)
+		facts.ChildTagged = m.Sys.CarriesRunID(rec.PID, rec.Name, rec.RunID)
 	}
 	// Survivors: once the leader's exit is recorded, or while a live
 	// supervisor is about to record it (a kill must reach the members that

@@ -35,7 +35,7 @@ func (f *fakeSys) Children(int) ([]int, error)     { return nil, nil }
 func (f *fakeSys) IsSupervisor(proc.Stat) bool     { return false }
 
 // CarriesRunID: every live process is a genuine run's, carrying its id.
-func (f *fakeSys) CarriesRunID(int, string) bool { return true }
+func (f *fakeSys) CarriesRunID(int, string, string) bool { return true }
 func (f *fakeSys) Usage(int, uint64) (proc.Usage, error) {
 	return proc.Usage{}, proc.ErrNoProcess
 }
@@ -218,9 +218,9 @@ func (reusedSys) Processes() ([]proc.Stat, error) {
 		{PID: 200, PPID: 99, PGID: 200, SID: 200, StartTime: 3, State: 'S'},
 	}, nil
 }
-func (reusedSys) GroupAlive(int) bool             { return true }
-func (reusedSys) CarriesRunID(int, string) bool   { return true }
-func (reusedSys) Children(pid int) ([]int, error) { return []int{200}, nil }
+func (reusedSys) GroupAlive(int) bool                   { return true }
+func (reusedSys) CarriesRunID(int, string, string) bool { return true }
+func (reusedSys) Children(pid int) ([]int, error)       { return []int{200}, nil }
 func (s reusedSys) SupervisorOf(proc.Stat, string, string) outcome.Liveness {
 	if s.imposter {
 		return outcome.Foreign

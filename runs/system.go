@@ -47,8 +47,8 @@ func (s *LiveSystem) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) 
 	return proc.ProbeStat(pid, start)
 }
 
-func (s *LiveSystem) CarriesRunID(pid int, runID string) bool {
-	ok, err := proc.EnvironHas(pid, RunIDEnv+"="+runID)
+func (s *LiveSystem) CarriesRunID(pid int, name, runID string) bool {
+	ok, err := proc.EnvironHas(pid, RunIDEnv+"="+runID, NameEnv+"="+name)
 	return err == nil && ok
 }
 

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"os/exec"
 	"testing"
 	"time"
 
@@ -45,7 +46,7 @@ func (s *plantedSys) IsSupervisor(proc.Stat) bool { return false }
 
 // CarriesRunID: the planter names processes it did not start, which do
 // not carry the run's id, unless the row says they do.
-func (s *plantedSys) CarriesRunID(pid int, _ string) bool { return s.tagged }
+func (s *plantedSys) CarriesRunID(int, string, string) bool { return s.tagged }
 
 // Usage: every pid a planter names is alive and readable, and busy.
 func (s *plantedSys) Usage(int, uint64) (proc.Usage, error) {
@@ -223,4 +224,22 @@ func TestRunIDFromTheFutureDoesNotShadowTheName(t *testing.T) {
 	run, err = m.Get(live.Name, planted.RunID)
 	require.NoError(t, err)
 	assert.Equal(t, planted.RunID, run.RunID)
+}
+
+// A record copied under another name keeps the run id it was copied
+// with, and so does the leader it names: only the name and the run id
+// together tie a process to a run (from the audit: a copy under another
+// name, its supervisor gone, read unsupervised and was signalled).
+func TestCarriesRunIDWantsTheNameToo(t *testing.T) {
+	id := runrecord.NewRunID(time.Now())
+	cmd := exec.Command("sleep", "60")
+	cmd.Env = []string{RunIDEnv + "=" + id, NameEnv + "=a", RunIDEnv + "=" + id}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sys := &LiveSystem{}
+	// Start returns at the exec's point of no return (vfork), a moment
+	// before the kernel has laid out the new image's environment.
+	require.Eventually(t, func() bool { return sys.CarriesRunID(cmd.Process.Pid, "a", id) }, 10*time.Second, time.Millisecond)
+	assert.False(t, sys.CarriesRunID(cmd.Process.Pid, "b", id), "a copy under another name")
+	assert.False(t, sys.CarriesRunID(cmd.Process.Pid, "a", runrecord.NewRunID(time.Now())), "another run of the name")
 }
