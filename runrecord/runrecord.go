@@ -873,8 +873,9 @@ func (s *Store) listName(name string, want func(name, runID string) bool) ([]Ent
 // from the future is no run this machine's clock made: a planted record
 // that took one would be the newest of a live name, and the agent's
 // process_kill of the name would reach what it names instead of the live
-// run. It stands for the name only when it is all there is (a clock set
-// back since). ids must not be empty.
+// run. It stands for the name only when it is all there is; whether one
+// may still be alive (a run started before the clock was set back) is
+// for the caller to ask (runs). ids must not be empty.
 func Newest(ids []string, now time.Time) string {
 	limit := RunIDAt(now)
 	for i := len(ids) - 1; i >= 0; i-- {

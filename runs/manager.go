@@ -559,15 +559,18 @@ func (m *Manager) Get(name, runID string) (Run, error) {
 		return Run{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	var e runrecord.Entry
+	idx := &procIndex{sys: m.Sys}
 	if runID == "" {
-		var err error
-		e, err = m.Store.Latest(name)
+		index, err := m.Store.Index(name)
 		if err != nil {
 			if errors.Is(err, runrecord.ErrNotFound) {
 				return Run{}, fmt.Errorf("%w: no run named %q (%s shows the runs there are)", ErrNotFound, name, m.words().List)
 			}
 			return Run{}, err
 		}
+		id := m.standing(name, index[0].IDs, time.Now(), idx)
+		rec, err := m.Store.Read(name, id)
+		e = runrecord.Entry{Name: name, RunID: id, Record: rec, Err: err}
 	} else {
 		if err := runrecord.ValidRunID(runID); err != nil {
 			return Run{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -581,5 +584,22 @@ func (m *Manager) Get(name, runID string) (Run, error) {
 			return Run{}, err
 		}
 	}
-	return m.view(e, &procIndex{sys: m.Sys}), nil
+	return m.view(e, idx), nil
+}
+
+// standing returns the run id of name's ids (sorted) that stands for the
+// name at now: runrecord.Newest, which passes over run ids from the
+// future, unless one of those may still be alive: a run started before
+// the clock was set back, which then stands for its name as it did. A
+// planted record under a future id names processes it did not start, so
+// it is never alive (outcome), and never stands for the name.
+func (m *Manager) standing(name string, ids []string, now time.Time, idx *procIndex) string {
+	id := runrecord.Newest(ids, now)
+	for i := len(ids) - 1; i >= 0 && ids[i] > id; i-- {
+		rec, err := m.Store.Read(name, ids[i])
+		if err == nil && m.view(runrecord.Entry{Name: name, RunID: ids[i], Record: rec}, idx).Verdict.MayBeAlive {
+			return ids[i]
+		}
+	}
+	return id
 }

@@ -112,6 +112,7 @@ func (m *Manager) ListPage(q ListQuery) (Page, error) {
 		return Page{}, err
 	}
 	var keys []aged
+	idx := &procIndex{sys: m.Sys}
 	for _, nr := range index {
 		if nr.Err != nil {
 			if at := brokenNameID(nr.Name); q.Before == "" || at < q.Before {
@@ -121,7 +122,7 @@ func (m *Manager) ListPage(q ListQuery) (Page, error) {
 		}
 		ids := nr.IDs
 		if !q.All {
-			ids = []string{runrecord.Newest(ids, at)}
+			ids = []string{m.standing(nr.Name, ids, at, idx)}
 		}
 		for _, id := range ids {
 			if q.Before == "" || id < q.Before {

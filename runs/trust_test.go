@@ -243,3 +243,41 @@ func TestCarriesRunIDWantsTheNameToo(t *testing.T) {
 	assert.False(t, sys.CarriesRunID(cmd.Process.Pid, "b", id), "a copy under another name")
 	assert.False(t, sys.CarriesRunID(cmd.Process.Pid, "a", runrecord.NewRunID(time.Now())), "another run of the name")
 }
+
+// A run started before the clock was set back has a run id from the
+// future, and it still stands for its name while it may be alive: it is
+// listed, killed by the name's kill, and keeps the name in use (from the
+// audit: it vanished behind an older exited run, and a second run of the
+// name could start beside it).
+func TestRunFromBeforeTheClockWasSetBackStandsForItsName(t *testing.T) {
+	store := newStore(t)
+	old := record(store, "boot")
+	old.PID, old.SupervisorPID = 200, 199
+	code := 0
+	now := time.Now().UTC()
+	old.Exit, old.FinishedAt, old.OutputClosed = &runrecord.Exit{Code: &code, At: now}, &now, true
+	require.NoError(t, store.Create(old))
+	live := *old
+	live.RunID = runrecord.NewRunID(time.Now().Add(time.Hour))
+	live.PID, live.SupervisorPID = 100, 99
+	live.Exit, live.FinishedAt, live.OutputClosed = nil, nil, false
+	live.LogPath = store.LogPath(live.Name, live.RunID)
+	require.NoError(t, store.Create(&live))
+	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(pid int, _ uint64) outcome.Liveness {
+		if pid == 100 || pid == 99 {
+			return outcome.Same
+		}
+		return outcome.Gone
+	}}}
+
+	run, err := m.Get(old.Name, "")
+	require.NoError(t, err)
+	assert.Equal(t, live.RunID, run.RunID)
+	assert.Equal(t, outcome.Running, run.State)
+	page, err := m.ListPage(ListQuery{})
+	require.NoError(t, err)
+	require.Len(t, page.Runs, 1)
+	assert.Equal(t, live.RunID, page.Runs[0].RunID)
+	_, err = m.nameFree(&StartRequest{Name: old.Name})
+	assert.ErrorIs(t, err, ErrNameInUse)
+}
