@@ -777,7 +777,13 @@ func (m *Manager) createWith(rec *runrecord.Record, req supervisor.LaunchRequest
 		m.logf("run %s/%s: %v", rec.Name, rec.RunID, err)
 	case err != nil:
 		if sup != nil {
+			// An adopted spare makes its files in the dir being built,
+			// and may have made one while the store removed it
+			// (RemoveAll then fails: TestFileSizeLimitBelowTheRecord
+			// found such a dir left). Once it is gone, so is what it left.
 			sup.Abort()
+			sup.AwaitExit(supervisorEndLimit)
+			m.Store.RemoveAbandoned(rec.Name, m.supervisorAlive)
 		}
 		return nil, fmt.Errorf("creating run: %w", err)
 	}
