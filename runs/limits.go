@@ -49,11 +49,7 @@ const (
 )
 
 // cgroupUsage is the usage of a limited run whose supervisor lives, read
-// from the run's cgroup; false when there is none to read.
-//
-// The group is found from live facts, not the record: under the cgroup
-// of the supervisor (alive, and vouched for as this run's), by the name
-// only this run's group has.
+// from the run's cgroup (runGroup); false when there is none to read.
 func (m *Manager) cgroupUsage(rec *runrecord.Record, supAlive bool, idx *procIndex) (Usage, bool) {
 	if rec.Limits == nil || !supAlive {
 		return Usage{}, false
@@ -62,7 +58,7 @@ func (m *Manager) cgroupUsage(rec *runrecord.Record, supAlive bool, idx *procInd
 	if err != nil {
 		return Usage{}, false
 	}
-	g, err := mounts.Find(rec.SupervisorPID, cgroup.Leaf(rec.Name, rec.RunID))
+	g, err := runGroup(rec, mounts)
 	if err != nil || g == nil {
 		return Usage{}, false
 	}
@@ -281,7 +277,6 @@ func (r *Run) OutOfMemory() bool {
 	return r.rec != nil && r.rec.Exit != nil && outOfMemory(r.rec.Exit)
 }
 
-// cgroupMounts reads the cgroup mounts once for the call.
 // capsBroken says, for a limited run whose live supervisor vouches for
 // its live leader, how the kernel's facts contradict the limits its
 // record names: "" when they hold, or when there is nothing to check or
@@ -293,7 +288,7 @@ func (m *Manager) capsBroken(rec *runrecord.Record, idx *procIndex) string {
 	if err != nil {
 		return ""
 	}
-	g, err := mounts.Find(rec.SupervisorPID, cgroup.Leaf(rec.Name, rec.RunID))
+	g, err := runGroup(rec, mounts)
 	if err != nil {
 		return "" // gone since the probe
 	}
@@ -306,6 +301,14 @@ func (m *Manager) capsBroken(rec *runrecord.Record, idx *procIndex) string {
 	return ""
 }
 
+// runGroup is rec's group, found from live facts, not the record: under
+// the cgroup of its supervisor (alive, and vouched for as this run's),
+// by the name only this run's group has. nil when there is none.
+func runGroup(rec *runrecord.Record, mounts cgroup.Mounts) (*cgroup.Group, error) {
+	return mounts.Find(rec.SupervisorPID, cgroup.Leaf(rec.Name, rec.RunID))
+}
+
+// cgroupMounts reads the cgroup mounts once for the call.
 func (x *procIndex) cgroupMounts() (cgroup.Mounts, error) {
 	if x.mounts == nil && x.mountsErr == nil {
 		x.mounts, x.mountsErr = cgroup.ReadMounts()

@@ -39,7 +39,7 @@ func awaitProbe(t *testing.T, m *Manager, run Run, probe ReadyProbe, d time.Dura
 
 // A port or a local URL answered by a process that is not the run's does
 // not make the run ready (before: a sleep that listens on nothing was
-// "ready after 1ms" because the test process listened on the port).
+// ready at once because the test process listened on the port).
 func TestReadyIsTheRunsOwnListener(t *testing.T) {
 	m := readyManager(t)
 	mute := startRun(t, m, "mute", "sleep", "30")
@@ -77,7 +77,7 @@ func TestReadyIsTheRunsOwnListener(t *testing.T) {
 }
 
 // A URL's port is checked as tcp_port is, when the call is made (before:
-// http://localhost:99999/ was taken and waited out its 30 s).
+// http://localhost:99999/ was taken and waited out its whole timeout).
 func TestReadyPortsAreChecked(t *testing.T) {
 	for _, c := range []struct {
 		probe ReadyProbe

@@ -10,8 +10,9 @@
 package main
 
 import (
-	// First: until it has run, any process of the user can open this
-	// one's descriptors and memory through /proc.
+	// For its init: until it has run, any process of the user can open
+	// this one's descriptors and memory through /proc (package nodump
+	// says when it runs).
 	_ "github.com/agent-box/agent-box/internal/nodump"
 
 	"fmt"
