@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,6 +96,7 @@ func TestNothingOfTheUserReachesAgentBox(t *testing.T) {
 	// which the spare and the run's supervisor run.
 	require.NoError(t, abtest.BuildInto(repoRoot, dir, "agent-box", "agent-box-supervisor"))
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "state"), 0o700))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "nested"), 0o700))
 	chownTree(t, dir, uid, gid)
 
 	cmd := exec.Command("runuser", "-u", installUser, "--",
@@ -122,5 +125,41 @@ func TestNothingOfTheUserReachesAgentBox(t *testing.T) {
 		if strings.HasPrefix(line, "OPEN ") && !strings.HasPrefix(line, "OPEN control ") {
 			t.Errorf("a process of the user reached agent-box: %s", line)
 		}
+	}
+
+	nestedRunSurvivesTheOuterKill(t, s, dir)
+}
+
+// nestedRunSurvivesTheOuterKill: a run that starts a run of its own (with
+// the CLI, in another state dir) leaves it alone when it is killed. The
+// nested run's supervisor ends up below the outer one, its subreaper, and
+// is told from the outer run's processes by the file it runs; as a normal
+// user a supervisor's /proc/PID/exe is closed (it is non-dumpable), and
+// its command line is what is left to know it by.
+func nestedRunSurvivesTheOuterKill(t *testing.T, s *abtest.Server, dir string) {
+	nested := filepath.Join(dir, "nested")
+	s.OK("process_start", map[string]any{"name": "outer", "cwd": dir,
+		"command": filepath.Join(dir, "agent-box") + " --state-dir " + nested + " start inner -- sleep 300 && exec sleep 300"})
+	var inner struct {
+		PID           int `json:"pid"`
+		SupervisorPID int `json:"supervisor_pid"`
+	}
+	abtest.WaitFor(t, "the nested run's record to name its child", time.Minute, func() bool {
+		paths, _ := filepath.Glob(filepath.Join(nested, "runs", "inner", "*", "record.json"))
+		if len(paths) != 1 {
+			return false
+		}
+		b, err := os.ReadFile(paths[0])
+		return err == nil && json.Unmarshal(b, &inner) == nil && inner.PID > 0
+	})
+	t.Cleanup(func() {
+		syscall.Kill(inner.PID, syscall.SIGKILL)
+		syscall.Kill(inner.SupervisorPID, syscall.SIGKILL)
+	})
+	s.OK("process_kill", map[string]any{"name": "outer", "signal": "KILL"})
+	w := s.OK("process_wait", map[string]any{"name": "outer", "timeout_ms": 30000})
+	require.Equal(t, "exited", w.Data["run"].(map[string]any)["state"], w.Text)
+	for what, pid := range map[string]int{"supervisor": inner.SupervisorPID, "child": inner.PID} {
+		assert.NoError(t, syscall.Kill(pid, 0), "the nested run's %s (pid %d) was killed with the outer run", what, pid)
 	}
 }
