@@ -1,6 +1,7 @@
 package abtest
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,7 +49,8 @@ func stateDirArg(args []string) string {
 	return ""
 }
 
-// reapRuns SIGKILLs the sessions of the supervisors whose stderr (the run
+// reapRuns SIGKILLs the sessions of the supervisors that the records under
+// stateDir name, or whose stderr (the run
 // dir's supervisor.log) lies under stateDir, and waits until they are gone.
 func reapRuns(t testing.TB, stateDir string) {
 	prefix := stateDir + string(filepath.Separator)
@@ -60,9 +62,15 @@ func reapRuns(t testing.TB, stateDir string) {
 			return
 		}
 		sessions := map[int]bool{}
+		recorded := recordedSupervisors(stateDir)
 		for _, p := range procs {
 			if p.SID == p.PID && p.PID > 1 {
-				if log, err := os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/fd/2"); err == nil && strings.HasPrefix(log, prefix) {
+				// A supervisor is non-dumpable: as a normal user its
+				// /proc/PID/fd is closed to us, and the records say
+				// which it is.
+				if start, ok := recorded[p.PID]; ok && start == p.StartTime {
+					sessions[p.PID] = true
+				} else if log, err := os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/fd/2"); err == nil && strings.HasPrefix(log, prefix) {
 					sessions[p.PID] = true
 				}
 			}
@@ -84,6 +92,25 @@ func reapRuns(t testing.TB, stateDir string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// recordedSupervisors maps the supervisor pids the records under stateDir
+// name (runs in place, and runs being built) to their start times.
+func recordedSupervisors(stateDir string) map[int]uint64 {
+	out := map[int]uint64{}
+	for _, pattern := range []string{"*", ".new-*"} {
+		paths, _ := filepath.Glob(filepath.Join(stateDir, "runs", "*", pattern, "record.json"))
+		for _, p := range paths {
+			var r struct {
+				PID   int    `json:"supervisor_pid"`
+				Start uint64 `json:"supervisor_start_time"`
+			}
+			if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &r) == nil && r.PID > 1 {
+				out[r.PID] = r.Start
+			}
+		}
+	}
+	return out
 }
 
 // removeGroups removes the cgroups of the runs under stateDir that their
