@@ -50,8 +50,8 @@ func stateDirArg(args []string) string {
 }
 
 // reapRuns SIGKILLs the sessions of the supervisors that the records under
-// stateDir name, or whose stderr (the run
-// dir's supervisor.log) lies under stateDir, and waits until they are gone.
+// stateDir name, or whose stderr (the run dir's supervisor.log) lies under
+// stateDir, and waits until they are gone.
 func reapRuns(t testing.TB, stateDir string) {
 	prefix := stateDir + string(filepath.Separator)
 	deadline := time.Now().Add(10 * time.Second)
