@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/ansi/parser"
 )
 
 // Clean is text as a model should read terminal output: escape sequences
@@ -30,7 +31,12 @@ func Clean(text string) (clean string, removed int) {
 		return text, 0
 	}
 	s := screen{lines: [][]string{nil}}
-	p := ansi.NewParser()
+	// A parser for a CSI's parameters alone: Clean reads no string's
+	// data, and ansi.NewParser's buffer for it, as large as a look back and
+	// made for every call, was most of what cleaning a window of many chunks cost.
+	p := new(ansi.Parser)
+	p.SetParamsSize(parser.MaxParamsSize)
+	p.SetDataSize(1) // the least that is not "unlimited"
 	var state byte
 	for rest := text; rest != ""; {
 		seq, width, n, next := ansi.DecodeSequence(rest, state, p)
@@ -212,11 +218,21 @@ func SequenceTail(before, text string, whole bool) int {
 	if i := strings.LastIndexByte(before, ansi.ESC); i >= 0 {
 		return tailFrom(before[i:], text)
 	}
-	if whole || len(before) < CleanLookback/2 {
+	return guessTail(text, whole || len(before) < CleanLookback/2,
+		!strings.ContainsFunc(before, func(r rune) bool { return !isCSIBody(r) }),
+		!strings.ContainsFunc(before, isControlRune))
+}
+
+// guessTail is SequenceTail's guess for a look back without an ESC:
+// tooLittle when it is too short to tell (or begins the stream), csiBody
+// when all of it could be a CSI's parameters, noControl when it holds no
+// control byte, as a control string's base64 would.
+func guessTail(text string, tooLittle, csiBody, noControl bool) int {
+	if tooLittle {
 		return 0
 	}
 	switch {
-	case !strings.ContainsFunc(before, func(r rune) bool { return !isCSIBody(r) }):
+	case csiBody:
 		n := strings.IndexFunc(text, func(r rune) bool { return !isCSIBody(r) })
 		switch {
 		case n < 0:
@@ -225,7 +241,7 @@ func SequenceTail(before, text string, whole bool) int {
 			return n + 1
 		}
 		return n
-	case !strings.ContainsFunc(before, isControlRune):
+	case noControl:
 		end := strings.IndexAny(text, "\x1b\a\n")
 		switch {
 		case end < 0 || text[end] == '\n':
@@ -239,15 +255,148 @@ func SequenceTail(before, text string, whole bool) int {
 	return 0
 }
 
+// Lookback is a stream's look back as SequenceTail reads it, kept as the
+// stream is written chunk by chunk: Tail(text) is SequenceTail of the
+// stream's last CleanLookback bytes and text. It keeps what SequenceTail
+// decides from rather than the bytes, so that each chunk costs its own
+// length: a framed window can hold a great many small chunks, and a copy
+// of the look back for each made cleaning it cost their number times the
+// look back.
+type Lookback struct {
+	n     int  // bytes in the look back: the stream's, at most CleanLookback
+	whole bool // the look back begins at the stream's start
+	// How many bytes back from the end the look back's last ESC is, its
+	// last byte that cannot be a CSI's body, and its last control byte;
+	// 0: none in the look back. A byte is one of these exactly when the
+	// rune it is part of is (runes of two or more bytes are neither), so
+	// bytes are counted though SequenceTail looks at runes.
+	esc, notCSI, control int
+	// head is the bytes from that ESC on while the sequence it begins is
+	// still open ("" once it ended), or a shorter text that the decoder
+	// continues from in the same way (see shortHead); state is the
+	// decoder's state at its end.
+	head  string
+	state byte
+}
+
+// NewLookback returns the look back of a stream whose text so far is
+// before, which begins the stream when whole.
+func NewLookback(before string, whole bool) *Lookback {
+	l := &Lookback{whole: whole}
+	l.Write(before)
+	return l
+}
+
+// Tail is SequenceTail of the look back and text: how many bytes at the
+// start of text are the rest of a sequence begun before it.
+func (l *Lookback) Tail(text string) int {
+	if l.esc > 0 {
+		if l.head == "" {
+			return 0
+		}
+		return tailFrom(l.head, text)
+	}
+	return guessTail(text, l.whole || l.n < CleanLookback/2, l.notCSI == 0, l.control == 0)
+}
+
+// Write adds text to the stream.
+func (l *Lookback) Write(text string) {
+	if text == "" {
+		return
+	}
+	if l.n+len(text) > CleanLookback {
+		l.whole = false
+	}
+	l.n = min(l.n+len(text), CleanLookback)
+	l.notCSI = l.last(l.notCSI, text, func(c byte) bool { return !isCSIBody(rune(c)) })
+	l.control = l.last(l.control, text, func(c byte) bool { return isControl(c) })
+	switch i := strings.LastIndexByte(text, ansi.ESC); {
+	case i >= 0 && len(text)-i > l.n:
+		l.esc, l.head = 0, "" // text is longer than the look back
+	case i >= 0:
+		l.esc = len(text) - i
+		l.head, l.state = "", 0
+		if n, state := decodeOpen(text[i:]); n == len(text)-i && state != ansi.NormalState {
+			l.head, l.state = shortHead(text[i:], state), state
+		}
+	case l.esc == 0:
+	case l.esc+len(text) > l.n:
+		l.esc, l.head = 0, "" // out of the look back
+	default:
+		l.esc += len(text)
+		if l.head == "" {
+			break
+		}
+		// The sequence still open at the look back's end goes on into
+		// text, which holds no ESC.
+		head := l.head + text
+		switch n, state := decodeOpen(head); {
+		case n < len(head) || state == ansi.NormalState:
+			l.head = "" // it ended in text
+		case state != l.state:
+			l.head, l.state = shortHead(head, state), state
+		}
+		// Else text left the decoder where it was: the head stands for
+		// it as well.
+	}
+}
+
+// last is how many bytes back the look back's last byte for which is
+// holds lies once text is written, given it lay back bytes back before
+// (0: none in the look back).
+func (l *Lookback) last(back int, text string, is func(byte) bool) int {
+	for i := len(text) - 1; i >= 0; i-- {
+		if is(text[i]) {
+			if len(text)-i > l.n {
+				return 0 // text is longer than the look back
+			}
+			return len(text) - i
+		}
+	}
+	if back == 0 || back+len(text) > l.n {
+		return 0
+	}
+	return back + len(text)
+}
+
+// decodeOpen decodes head (an ESC and what follows) the way tailFrom does
+// and returns how far its sequence reaches and the decoder's state there:
+// still within the sequence unless ansi.NormalState.
+func decodeOpen(head string) (int, byte) {
+	_, _, n, state := ansi.DecodeSequence(head, 0, nil)
+	return n, state
+}
+
+// shortHead returns a text the decoder continues from as it would from
+// head, open in state: where a sequence ends depends on what came before
+// only through the decoder's state and the sequence's first two bytes,
+// which tell an OSC (BEL ends it) and a DCS (a string follows its final
+// byte) from the others. head's first two bytes, then with its last, give
+// that state for every kind of sequence; a head that neither does is kept
+// whole.
+func shortHead(head string, state byte) string {
+	if len(head) <= 3 {
+		return head
+	}
+	for _, h := range []string{head[:2], head[:2] + head[len(head)-1:]} {
+		if n, s := decodeOpen(h); n == len(h) && s == state {
+			return h
+		}
+	}
+	return head
+}
+
 // tailFrom decodes, from head's first byte (an ESC) on into text, the one
 // sequence head begins, and returns how far into text it reaches.
 func tailFrom(head, text string) int {
-	p := ansi.NewParser()
-	_, _, n, _ := ansi.DecodeSequence(head, 0, p)
+	// No parser: where a sequence ends does not depend on what one
+	// collects, and a parser's buffers, made for every call, are as large
+	// as a look back.
+	_, _, n, _ := ansi.DecodeSequence(head, 0, nil)
 	if n < len(head) {
 		return 0 // ended within head: the rest of head is text and controls
 	}
-	_, _, n, _ = ansi.DecodeSequence(head+text, 0, p)
+	_, _, n, _ = ansi.DecodeSequence(head+text, 0, nil)
 	return max(0, n-len(head))
 }
 

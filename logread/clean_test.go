@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/agent-box/agent-box/logread"
 )
@@ -127,6 +128,32 @@ func FuzzSequenceTail(f *testing.F) {
 			if m := logread.SequenceTail(before+text[:n], text[n:], false); m != 0 {
 				t.Fatalf("after the tail %q of %q, %q begins with another tail of %d", text[:n], before, text[n:], m)
 			}
+		}
+	})
+}
+
+// A Lookback written chunk by chunk answers what SequenceTail answers of
+// the stream's last CleanLookback bytes. The stream is a pad of
+// padLen*2 bytes, then s's pieces between "|".
+func FuzzLookback(f *testing.F) {
+	f.Add(false, byte('x'), uint16(0), "a\x1b]0;ti|tle|more\atext|\x1b]52;c;|QUJD|QUJD|\x1b\\|after")
+	f.Add(false, byte('9'), uint16(logread.CleanLookback/2), "9;|1|mtext|99")
+	f.Add(true, byte('9'), uint16(logread.CleanLookback/2), "9;|1|mtext")
+	f.Add(false, byte('A'), uint16(logread.CleanLookback/2), "AB|CD\a|x|y\x1b|\\z")
+	f.Add(false, byte('\x1b'), uint16(3), "[|?|?|1|;|2| |h|x\x1b P|1;2|q|da|ta|\x1b\\")
+	f.Add(false, byte('\x1b'), uint16(1), " | |(|B|\x1bX|sos|\x9c|\x1b^|pm|\x18|\x1b_|apc\a|\x1a")
+	f.Add(false, byte('y'), uint16(logread.CleanLookback/4), "\x1b]0;t|"+strings.Repeat("t", logread.CleanLookback/2)+"|tt|\a")
+	f.Fuzz(func(t *testing.T, whole bool, padByte byte, padLen uint16, s string) {
+		stream := strings.Repeat(string([]byte{padByte}), 2*int(padLen))
+		l := logread.NewLookback(stream, whole)
+		total := len(stream)
+		for _, text := range strings.Split(s, "|") {
+			stream = stream[max(0, len(stream)-logread.CleanLookback):]
+			want := logread.SequenceTail(stream, text, whole && len(stream) == total)
+			require.Equal(t, want, l.Tail(text), "%q | %q", trim(stream), text)
+			l.Write(text)
+			stream += text
+			total += len(text)
 		}
 	})
 }

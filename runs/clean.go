@@ -88,28 +88,26 @@ func (t *Tail) clean(before logread.Before) int {
 }
 
 func cleanChunks(chunks []logread.Chunk, before logread.Before) (removed int) {
-	// Each stream's text so far, for its next chunk: the last
-	// CleanLookback bytes are all SequenceTail looks at.
-	type stream struct {
-		text  string
-		whole bool // text begins at the stream's start
+	// Each stream's look back, for its next chunk: what SequenceTail
+	// decides from, kept chunk by chunk (not the text: a window of many
+	// small chunks would copy the look back for each).
+	seen := map[string]*logread.Lookback{
+		"stdout": logread.NewLookback(before.Stdout, before.Whole),
+		"stderr": logread.NewLookback(before.Stderr, before.Whole),
 	}
-	seen := map[string]*stream{"stdout": {before.Stdout, before.Whole}, "stderr": {before.Stderr, before.Whole}}
 	for i := range chunks {
 		c := &chunks[i]
-		s := seen[c.Stream]
-		if s == nil {
-			s = &stream{whole: before.Whole}
-			seen[c.Stream] = s
+		l := seen[c.Stream]
+		if l == nil {
+			l = logread.NewLookback("", before.Whole)
+			seen[c.Stream] = l
 		}
 		text := c.Text
+		skip := l.Tail(text)
 		var n int
-		c.Text, n = cleanAfter(s.text, text, s.whole)
-		removed += n
-		s.text += text
-		if cut := len(s.text) - logread.CleanLookback; cut > 0 {
-			s.text, s.whole = s.text[cut:], false
-		}
+		c.Text, n = logread.Clean(text[skip:])
+		removed += skip + n
+		l.Write(text)
 	}
 	return removed
 }

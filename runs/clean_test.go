@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -109,4 +110,53 @@ func TestCleanWindowBeginsAfterTheSequenceItStartsIn(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "err\nafter\n", res.Window.Content)
 	})
+}
+
+// Cleaning a framed window costs what its chunks hold, not a copy of the
+// look back per chunk (before: each chunk appended to its stream's text
+// of up to CleanLookback bytes, so a window of many small chunks copied
+// the look back once per chunk). The chunks are small and interleaved, and stdout's run
+// through a long open OSC, whose head a stream's look back must keep.
+func TestCleanChunksCostsWhatTheChunksHold(t *testing.T) {
+	before := logread.Before{
+		Stdout: strings.Repeat("x", logread.CleanLookback),
+		Stderr: strings.Repeat("y", logread.CleanLookback),
+	}
+	const n = 4000
+	chunks := make([]logread.Chunk, 0, n+2)
+	chunks = append(chunks, logread.Chunk{Stream: "stdout", Text: "\x1b]52;c;"})
+	size := 0
+	for i := range n {
+		c := logread.Chunk{Stream: "stdout", Text: "QUJDRA"}
+		if i%2 == 1 {
+			c = logread.Chunk{Stream: "stderr", Text: "err \x1b[1mline\x1b[m\n"}
+		}
+		chunks = append(chunks, c)
+		size += len(c.Text)
+	}
+	chunks = append(chunks, logread.Chunk{Stream: "stdout", Text: "\aafter\n"})
+	work := make([]logread.Chunk, len(chunks))
+	allocated := bytesAllocated(func() {
+		copy(work, chunks)
+		cleanChunks(work, before)
+	})
+	assert.Less(t, allocated, uint64(64*size+4*logread.CleanLookback), "bytes allocated cleaning %d bytes in %d chunks", size, len(chunks))
+	var got []string
+	for _, c := range work[len(work)-3:] {
+		got = append(got, c.Text)
+	}
+	assert.Equal(t, []string{"", "err line\n", "after\n"}, got)
+}
+
+// bytesAllocated is how many bytes f allocates, measured as
+// testing.AllocsPerRun counts allocations: on one P, so that little else
+// runs meanwhile.
+func bytesAllocated(f func()) uint64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	f() // warm up, as AllocsPerRun does
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	f()
+	runtime.ReadMemStats(&m1)
+	return m1.TotalAlloc - m0.TotalAlloc
 }

@@ -183,10 +183,13 @@ func (m *Manager) probe1(ctx context.Context, run Run, p *ReadyProbe, scanned *i
 // on a port too, and its answer says nothing about the run. The run's
 // processes are those its live supervisor vouches for (procIndex
 // descendants: every process the run started, whatever its group or
-// session, but not a run started from inside it). A process that made
-// itself undumpable cannot be read, and does not count.
+// session, but not a run started from inside it), and only once the
+// supervisor said it supervises this run (supAlive): a record planted or
+// copied under another name names a live supervisor of pid and start
+// time all the same. A process that made itself undumpable cannot be
+// read, and does not count.
 func (m *Manager) runListens(run Run, port int) bool {
-	if run.rec == nil {
+	if run.rec == nil || !run.supAlive {
 		return false
 	}
 	listening, err := proc.TCPListeners(port)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/supervisor"
 )
 
@@ -73,6 +74,20 @@ func TestReadyIsTheRunsOwnListener(t *testing.T) {
 		web := startRun(t, m, "web", "sh", "-c", `python3 -c "$0"; :`, script)
 		res := awaitProbe(t, m, web, ReadyProbe{TCPPort: port}, 20*time.Second)
 		assert.True(t, res.Ready, "%+v", res)
+
+		// A record planted under another name, copied from web's,
+		// names web's live supervisor, which does not say it supervises
+		// the copy: its processes are not the copy's (before: the
+		// supervisor's pid and start time made its listener the copy's).
+		rec, err := m.Store.Read(web.Name, web.RunID)
+		require.NoError(t, err)
+		rec.Name, rec.RunID = "planted", runrecord.NewRunID(time.Now())
+		rec.LogPath = m.Store.LogPath(rec.Name, rec.RunID)
+		require.NoError(t, m.Store.Create(rec))
+		planted, err := m.Get(rec.Name, rec.RunID)
+		require.NoError(t, err)
+		require.False(t, planted.supAlive, "the copy's supervisor is not verified")
+		assert.False(t, m.runListens(planted, port), "web's listener made the planted run ready")
 	})
 }
 

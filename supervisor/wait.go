@@ -56,6 +56,15 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 			stdin.Close()
 		}
 	}
+	// reapedNow takes a leader's exit that came with another event, before
+	// the run is signalled for it.
+	reapedNow := func() {
+		select {
+		case le := <-exited:
+			leaderExited(le)
+		default:
+		}
+	}
 	for exit == nil || !outputDone {
 		select {
 		case le := <-exited:
@@ -66,22 +75,17 @@ func (s *supervisor) supervise(pid int, outs []output, stdin *stdinServer) error
 			// A leader that exited just as the deadline came did so on its
 			// own: record that, and signal only what it left behind (its
 			// group, once reaped, only while one of ours is in it).
-			select {
-			case le := <-exited:
-				leaderExited(le)
-			default:
-			}
+			reapedNow()
 			dl.expire(exit != nil)
 		case <-dl.grace:
+			// As at the timeout: select picks at random among ready
+			// cases, and a leader reaped just now, its pid free for
+			// reuse, is not signalled by it as if it lived.
+			reapedNow()
 			dl.kill(exit != nil)
 		case o := <-orders:
-			// As at the timeout: a leader reaped just now is not
-			// signalled by its pid.
-			select {
-			case le := <-exited:
-				leaderExited(le)
-			default:
-			}
+			// As at the timeout.
+			reapedNow()
 			dl.order(o, exit != nil)
 		case <-tick.C:
 			if st := s.log.Status(); st != lastStatus {
