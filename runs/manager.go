@@ -568,6 +568,9 @@ func (m *Manager) Get(name, runID string) (Run, error) {
 			}
 			return Run{}, err
 		}
+		if index[0].Err != nil { // a name dir that cannot be listed
+			return Run{}, index[0].Err
+		}
 		id := m.standing(name, index[0].IDs, time.Now(), idx)
 		rec, err := m.Store.Read(name, id)
 		e = runrecord.Entry{Name: name, RunID: id, Record: rec, Err: err}

@@ -2,6 +2,7 @@ package abtest
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/agent-box/agent-box/cgroup"
 	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
 )
 
 // reapRunsAtCleanup ends, when the test is over, every run started under
@@ -105,7 +107,15 @@ func recordedSupervisors(stateDir string) map[int]uint64 {
 				PID   int    `json:"supervisor_pid"`
 				Start uint64 `json:"supervisor_start_time"`
 			}
-			if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &r) == nil && r.PID > 1 {
+			// A test may have planted a FIFO or a symlink here: never
+			// block on it, nor follow it.
+			f, err := runrecord.OpenFile(p, os.O_RDONLY, 0, "record")
+			if err != nil {
+				continue
+			}
+			b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+			f.Close()
+			if err == nil && json.Unmarshal(b, &r) == nil && r.PID > 1 {
 				out[r.PID] = r.Start
 			}
 		}
