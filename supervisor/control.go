@@ -154,10 +154,17 @@ func (s *controlServer) handle(c net.Conn) {
 		reply:   make(chan KillReply, 1),
 		outcome: make(chan KillOutcome, 1),
 	}
+	// Bounded as the client's wait is: an order the loop takes after the
+	// client gave up (and signalled the run itself) would signal it twice.
+	busy := time.NewTimer(controlReplyWait)
+	defer busy.Stop()
 	select {
 	case s.orders <- o:
 	case <-s.done:
 		enc.Encode(KillReply{Error: "the run has ended"})
+		return
+	case <-busy.C:
+		enc.Encode(KillReply{Error: "the supervisor did not take the order in time"})
 		return
 	}
 	r := <-o.reply
