@@ -109,7 +109,7 @@ func serveControl(runDir string) (*controlServer, error) {
 		return nil, err
 	}
 	s := &controlServer{ln: ln, orders: make(chan killOrder), done: make(chan struct{}), accepted: make(chan struct{})}
-	go s.accept()
+	go acceptOn(s.ln, &s.handlers, s.accepted, s.handle)
 	return s, nil
 }
 
@@ -120,18 +120,6 @@ func (s *controlServer) ordersOf() <-chan killOrder {
 		return nil
 	}
 	return s.orders
-}
-
-func (s *controlServer) accept() {
-	defer close(s.accepted)
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		s.handlers.Add(1)
-		go s.handle(c)
-	}
 }
 
 func (s *controlServer) handle(c net.Conn) {

@@ -186,20 +186,8 @@ func serveStdin(runDir string, w *os.File, term *terminal) (*stdinServer, error)
 		return nil, err
 	}
 	s := &stdinServer{ln: ln, w: w, pipe: w, sem: make(chan struct{}, 1), accepted: make(chan struct{}), term: term}
-	go s.accept()
+	go acceptOn(s.ln, &s.handlers, s.accepted, s.handle)
 	return s, nil
-}
-
-func (s *stdinServer) accept() {
-	defer close(s.accepted)
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		s.handlers.Add(1)
-		go s.handle(c)
-	}
 }
 
 func (s *stdinServer) handle(c net.Conn) {

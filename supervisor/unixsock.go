@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,4 +49,20 @@ func shortPath(path string) (string, func(), error) {
 		return "", nil, fmt.Errorf("opening %s: %w", filepath.Dir(path), err)
 	}
 	return fmt.Sprintf("/proc/self/fd/%d/%s", fd, filepath.Base(path)), func() { unix.Close(fd) }, nil
+}
+
+// acceptOn serves ln until it is closed: each connection is handled by
+// handle, in a goroutine of its own counted in handlers. accepted is
+// closed when it returns, so that after it no handler starts (the
+// servers' Close waits for that, then for handlers).
+func acceptOn(ln net.Listener, handlers *sync.WaitGroup, accepted chan<- struct{}, handle func(net.Conn)) {
+	defer close(accepted)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		handlers.Add(1)
+		go handle(c)
+	}
 }
