@@ -420,3 +420,31 @@ func ArgsEnd(pid int) (uint64, error) {
 	}
 	return v, nil
 }
+
+// TracerPID returns the thread id of the tracer that has ptrace-attached
+// pid, 0 if none (/proc/PID/status, "TracerPid:": task_pid_nr_ns of
+// ptrace_parent in fs/proc/array.c task_state). /proc/PID/status is
+// world-readable, a non-dumpable process's too.
+func TracerPID(pid int) (int, error) {
+	data, err := readPIDFile(pid, "status")
+	if err != nil {
+		return 0, err
+	}
+	return ParseTracerPID(data)
+}
+
+// ParseTracerPID reads the TracerPid line of a /proc/PID/status.
+func ParseTracerPID(status []byte) (int, error) {
+	for line := range bytes.SplitSeq(status, []byte{'\n'}) {
+		v, ok := bytes.CutPrefix(line, []byte("TracerPid:"))
+		if !ok {
+			continue
+		}
+		tid, err := parseNonNegative(bytes.TrimSpace(v))
+		if err != nil {
+			return 0, fmt.Errorf("TracerPid %q: %w", v, err)
+		}
+		return tid, nil
+	}
+	return 0, errors.New("no TracerPid in the process's status")
+}

@@ -597,3 +597,24 @@ func groupMembers(pgid int) ([]int, error) {
 	slices.Sort(members)
 	return members, nil
 }
+
+func TestTracerPID(t *testing.T) {
+	tid, err := proc.TracerPID(os.Getpid())
+	if err != nil || tid != 0 {
+		t.Fatalf("TracerPID(self) = %d, %v; this test is not traced", tid, err)
+	}
+	for status, want := range map[string]int{
+		"Name:\tx\nTracerPid:\t0\nUid:\t0\n":       0,
+		"TracerPid:\t4321\n":                       4321,
+		"State:\tt (tracing stop)\nTracerPid:\t17": 17,
+	} {
+		if got, err := proc.ParseTracerPID([]byte(status)); err != nil || got != want {
+			t.Errorf("ParseTracerPID(%q) = %d, %v; want %d", status, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "Name:\tx\n", "TracerPid:\t-1\n", "TracerPid:\t\n", "TracerPid:\tx\n"} {
+		if got, err := proc.ParseTracerPID([]byte(bad)); err == nil {
+			t.Errorf("ParseTracerPID(%q) = %d, want an error", bad, got)
+		}
+	}
+}

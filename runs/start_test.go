@@ -32,7 +32,9 @@ func TestHelperSupervisor(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	case "spare-dies":
 		if n := len(os.Args); os.Args[n-2] == "--spare" { // a spare's (supervisor.LaunchSpare)
-			os.NewFile(supervisor.SpecFD, "spec").Read(make([]byte, 1))
+			if ch, err := supervisor.PrivateChannel(); err == nil {
+				ch.Read(make([]byte, 1))
+			}
 			os.Exit(1)
 		}
 	default:
@@ -91,8 +93,12 @@ func TestHelperFailingSupervisor(t *testing.T) {
 	if os.Getenv("AGENT_BOX_FAILING_SUPERVISOR") != "1" {
 		t.Skip("helper process")
 	}
-	io.Copy(io.Discard, os.NewFile(supervisor.SpecFD, "spec"))
-	os.NewFile(supervisor.ReportFD, "report").WriteString("error writing record: file too large\n")
+	ch, err := supervisor.PrivateChannel()
+	if err != nil {
+		os.Exit(1)
+	}
+	io.Copy(io.Discard, ch)
+	ch.WriteString("error writing record: file too large\n")
 	time.Sleep(400 * time.Millisecond)
 	os.Exit(1)
 }
@@ -125,9 +131,13 @@ func TestHelperSpecSupervisor(t *testing.T) {
 	if to == "" {
 		t.Skip("helper process")
 	}
-	spec, _ := io.ReadAll(os.NewFile(supervisor.SpecFD, "spec"))
+	ch, err := supervisor.PrivateChannel()
+	if err != nil {
+		os.Exit(1)
+	}
+	spec, _ := io.ReadAll(ch)
 	os.WriteFile(to, spec, 0o600)
-	os.NewFile(supervisor.ReportFD, "report").WriteString("error spec copied\n")
+	ch.WriteString("error spec copied\n")
 	os.Exit(1)
 }
 

@@ -2,8 +2,10 @@ package supervisor
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,11 +41,13 @@ const (
 )
 
 // The file descriptors the supervisor is started with, besides 0-2
-// (/dev/null, /dev/null, the run's StderrFile). Launch wires them; Main
-// reads them.
+// (/dev/null, /dev/null, the run's StderrFile). Launch wires them. Neither
+// carries the spec or a report: another process may hold a copy of them
+// (PrivateChannel), so Main sends the server its private channel over
+// ReportFD, and the spec and reports go over that.
 const (
-	SpecFD   = 3 // the supervisor's end of the spec channel (channel)
-	ReportFD = 4 // its end of the report channel
+	SpecFD   = 3 // the supervisor's end of the spec channel (channel): idle
+	ReportFD = 4 // its end of the report channel: the private channel comes over it
 )
 
 // DefaultStartTimeout is how long Launched.Start waits for the start
@@ -80,17 +84,19 @@ type Launched struct {
 	StartTime   uint64 // /proc/PID/stat field 22: with PID, which process it is
 	spec        *Spec
 	cmd         *exec.Cmd
-	specW       *os.File
-	repR        *os.File
-	rep         *bufio.Reader // reads repR
+	specW       *os.File      // our end of the spec channel, until ch comes
+	repR        *os.File      // our end of the report channel, which ch comes over
+	ch          *net.UnixConn // the private channel (receiveChannel)
+	rep         *bufio.Reader // reads ch
 	adopted     bool          // a spare told its spec (Adopt)
 	exited      chan struct{} // closed once it has exited and been reaped
 	reserve     string        // the reserve Start set aside, "" if none
 	reserveInfo os.FileInfo   // which file it is
 }
 
-// Launch starts the supervisor req asks for. It waits on SpecFD for the
-// spec that Start sends; until then it starts nothing.
+// Launch starts the supervisor req asks for. It sends its private channel
+// and waits on it for the spec that Start sends; until then it starts
+// nothing.
 func Launch(req LaunchRequest) (*Launched, error) {
 	stderr, err := runrecord.OpenFile(filepath.Join(req.Dir, StderrFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600, "the supervisor's log")
 	if err != nil {
@@ -142,7 +148,7 @@ func launch(cmd *exec.Cmd, spec *Spec) (*Launched, error) {
 	// start time.)
 	st, err := proc.ReadStat(cmd.Process.Pid)
 	// Reap it if it ends while we live; after we are gone, init does.
-	l := &Launched{PID: cmd.Process.Pid, StartTime: st.StartTime, spec: spec, cmd: cmd, specW: specW, repR: repR, rep: newReportReader(repR), exited: make(chan struct{})}
+	l := &Launched{PID: cmd.Process.Pid, StartTime: st.StartTime, spec: spec, cmd: cmd, specW: specW, repR: repR, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(l.exited) }()
 	if err != nil {
 		l.Abort()
@@ -159,7 +165,8 @@ func launch(cmd *exec.Cmd, spec *Spec) (*Launched, error) {
 // pipe a second time (a FIFO), but refuses a socket (ENXIO), so no other
 // process can join the channel through /proc whether or not it may read
 // there (the supervisor, non-dumpable, forbids that too: package nodump,
-// once it has started).
+// once it has started). A copy taken before that, with pidfd_getfd(2),
+// is another matter: PrivateChannel.
 func channel(what string) (ours, theirs *os.File, err error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -203,6 +210,9 @@ func (l *Launched) Abort() {
 	// still its own.
 	l.specW.Close()
 	l.repR.Close()
+	if l.ch != nil {
+		l.ch.Close()
+	}
 	_ = l.cmd.Process.Kill()
 }
 
@@ -241,13 +251,18 @@ func (e *ReportTimeoutError) Error() string {
 }
 
 // Start sets the run's reserve aside in its run dir (an adopted spare
-// has), sends the supervisor its spec (an adopted spare, which has it,
-// the go-ahead) and waits, at most timeout (0: DefaultStartTimeout), for
-// its start report: the child's pid, or why it could not be started
-// (ErrStartFailed, ErrNoReport, *ReportTimeoutError). After a failure,
-// DropReserve gives the reserve back.
+// has), takes and checks the supervisor's private channel (an adopted
+// spare's came when it was launched), sends it its spec (an adopted spare,
+// which has it, the go-ahead) and waits, at most timeout (0:
+// DefaultStartTimeout) in all, for its start report: the child's pid, or
+// why it could not be started (ErrStartFailed, ErrNoReport, ErrUntrusted,
+// *ReportTimeoutError). After a failure, DropReserve gives the reserve
+// back.
 func (l *Launched) Start(timeout time.Duration) (int, error) {
-	defer l.repR.Close()
+	if timeout <= 0 {
+		timeout = DefaultStartTimeout
+	}
+	deadline := time.Now().Add(timeout)
 	// Here, while the supervisor's runtime is still starting, rather than
 	// by the supervisor on its way to the child: the same room, set aside
 	// before the child can fill the disk, off process_start's path. After
@@ -264,32 +279,35 @@ func (l *Launched) Start(timeout time.Duration) (int, error) {
 		l.reserve = path
 		l.reserveInfo, _ = os.Lstat(path)
 	}
+	if !l.adopted {
+		if err := l.receiveChannel(deadline, timeout); err != nil {
+			// Told nothing: it must not wait on. Our unreaped child,
+			// so the pid is still its own.
+			_ = l.cmd.Process.Kill()
+			return 0, err
+		}
+	}
+	defer l.ch.Close()
+	l.ch.SetDeadline(deadline)
 	var err error
 	if l.adopted {
-		_, err = io.WriteString(l.specW, goAhead)
+		_, err = io.WriteString(l.ch, goAhead)
 	} else {
-		err = encodeSpec(l.specW, l.spec)
+		err = encodeSpec(l.ch, l.spec)
 	}
-	l.specW.Close()
+	if err == nil {
+		// The end of what it is told: an adopted spare reads to it.
+		err = l.ch.CloseWrite()
+	}
 	if err != nil {
-		return 0, fmt.Errorf("sending spec to supervisor: %w", err)
+		err = fmt.Errorf("sending spec to supervisor: %w", err)
+	} else {
+		var pid int
+		if pid, err = l.nextReport(); err == nil {
+			return pid, nil
+		}
 	}
-	type result struct {
-		pid int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		pid, err := l.nextReport()
-		done <- result{pid, err}
-	}()
-	if timeout <= 0 {
-		timeout = DefaultStartTimeout
-	}
-	select {
-	case r := <-done:
-		return r.pid, r.err
-	case <-time.After(timeout):
+	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// Killed, so that it cannot start the command after we said it
 		// failed (a launcher such as systemd-run can block for a long
 		// time and then exec it). It is our unreaped child, so the pid is
@@ -298,17 +316,12 @@ func (l *Launched) Start(timeout time.Duration) (int, error) {
 		_ = l.cmd.Process.Kill()
 		return 0, &ReportTimeoutError{PID: l.PID, After: timeout}
 	}
+	return 0, err
 }
 
-// nextReport reads the start report. An adopted spare's own answer may
-// come first: another process of the user can have answered for it
-// (awaitAdopted), and /proc bore that out.
+// nextReport reads the start report.
 func (l *Launched) nextReport() (int, error) {
-	line, err := l.rep.ReadString('\n')
-	if err == nil && l.adopted && line == l.adoptedAnswer() {
-		line, err = l.rep.ReadString('\n')
-	}
-	return reportOf(line, err)
+	return reportOf(l.rep.ReadString('\n'))
 }
 
 // LogHead returns the start of runDir's StderrFile, on one line, bounded

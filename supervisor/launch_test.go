@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/runrecord"
 )
@@ -60,9 +61,13 @@ func TestHelperLaunched(t *testing.T) {
 		time.Sleep(time.Minute)
 		os.Exit(1)
 	}
+	ch, err := PrivateChannel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	var spec Spec
-	f := os.NewFile(SpecFD, "spec")
-	if err := decodeSpec(f, &spec); err != nil {
+	if err := decodeSpec(ch, &spec); err != nil {
 		fmt.Fprintf(os.Stderr, "reading spec: %v\n", err)
 		os.Exit(1)
 	}
@@ -71,11 +76,11 @@ func TestHelperLaunched(t *testing.T) {
 		os.Exit(1)
 	}
 	if _, err := os.Lstat(filepath.Join(spec.runDir(), ReserveFile)); err != nil {
-		writeReport(os.NewFile(ReportFD, "report"), 0, fmt.Errorf("no reserve when the spec came: %w", err))
+		writeReport(ch, 0, fmt.Errorf("no reserve when the spec came: %w", err))
 		os.Exit(1)
 	}
 	fmt.Fprintf(os.Stderr, "started %s\n", spec.Path)
-	writeReport(os.NewFile(ReportFD, "report"), os.Getpid(), nil)
+	writeReport(ch, os.Getpid(), nil)
 	os.Exit(0)
 }
 
@@ -242,4 +247,79 @@ func TestLookPath(t *testing.T) {
 	}
 	_, err = lookPath("systemd-run", nil)
 	assert.ErrorIs(t, err, exec.ErrNotFound, "no PATH")
+}
+
+// A supervisor traced by another process (attached while it was
+// dumpable: a tracer stays attached) is not sent its spec: the start
+// fails, and says why.
+func TestTracedSupervisorIsNotSentItsSpec(t *testing.T) {
+	l, _ := launchHelper(t, "report")
+	// Attached once the channel is on its way: else the tracer's stop
+	// would hold it back, and the start would time out instead.
+	rc, err := l.repR.SyscallConn()
+	require.NoError(t, err)
+	require.NoError(t, rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 10_000)
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "no channel came")
+	}))
+	untrace := trace(t, l.PID)
+	_, err = l.Start(10 * time.Second)
+	require.ErrorIs(t, err, ErrUntrusted)
+	assert.Contains(t, err.Error(), "traced by")
+	untrace() // its exit is its tracer's to see first
+	l.AwaitExit(10 * time.Second)
+	require.NotNil(t, l.cmd.ProcessState, "the supervisor still runs")
+}
+
+// A process that copied a supervisor's ReportFD while it was dumpable can
+// send the server a channel of its own before the supervisor does, to be
+// sent the spec on it: the server takes only a unix stream socket the
+// supervisor made (SO_PEERCRED), alone, with nothing else.
+func TestChannelNotTheSupervisorsIsRefused(t *testing.T) {
+	pair := func(t *testing.T, typ int) int {
+		fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
+		require.NoError(t, err)
+		t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+		return fds[1]
+	}
+	mark := []byte{channelMark}
+	for _, c := range []struct {
+		name string
+		send func(t *testing.T, report int) error
+		want string
+	}{
+		{"a socket pair the sender made", func(t *testing.T, report int) error {
+			return unix.Sendmsg(report, mark, unix.UnixRights(pair(t, unix.SOCK_STREAM)), nil, 0)
+		}, fmt.Sprintf("made by pid %d, not by itself", os.Getpid())},
+		{"a datagram socket", func(t *testing.T, report int) error {
+			return unix.Sendmsg(report, mark, unix.UnixRights(pair(t, unix.SOCK_DGRAM)), nil, 0)
+		}, "not a unix stream socket"},
+		{"a pipe", func(t *testing.T, report int) error {
+			var p [2]int
+			require.NoError(t, unix.Pipe2(p[:], unix.O_CLOEXEC))
+			defer unix.Close(p[0])
+			defer unix.Close(p[1])
+			return unix.Sendmsg(report, mark, unix.UnixRights(p[0]), nil, 0)
+		}, "not a socket"},
+		{"two descriptors", func(t *testing.T, report int) error {
+			return unix.Sendmsg(report, mark, unix.UnixRights(pair(t, unix.SOCK_STREAM), pair(t, unix.SOCK_STREAM)), nil, 0)
+		}, "more than one descriptor"},
+		{"a report without a channel", func(t *testing.T, report int) error {
+			_, err := unix.Write(report, []byte("ok 1234\n"))
+			return err
+		}, "not its channel"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, _ := launchHelper(t, "silent")
+			report := copyFDs(t, l.PID, ReportFD)[0]
+			require.NoError(t, c.send(t, report))
+			_, err := l.Start(10 * time.Second)
+			require.ErrorIs(t, err, ErrUntrusted)
+			assert.Contains(t, err.Error(), c.want)
+			l.AwaitExit(10 * time.Second)
+			require.NotNil(t, l.cmd.ProcessState, "the supervisor still runs")
+		})
+	}
 }

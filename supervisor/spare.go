@@ -60,12 +60,24 @@ type adoption struct {
 }
 
 // LaunchSpare starts a spare supervisor: command, with the spare's
-// arguments, in env. Its stderr is /dev/null until it is adopted.
+// arguments, in env. Its stderr is /dev/null until it is adopted. It
+// returns once the spare has sent its private channel and the channel
+// passed its checks (receiveChannel): here, in the background after a
+// start (Spares), not on the next start's path.
 func LaunchSpare(command, env []string) (*Launched, error) {
 	argv := append(append([]string{}, command...), spareArg, spareFiller)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append([]string{}, env...) // never nil: nil would be ours
-	return launch(cmd, nil)
+	l, err := launch(cmd, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.receiveChannel(time.Now().Add(DefaultStartTimeout), DefaultStartTimeout); err != nil {
+		l.Abort()
+		l.AwaitExit(time.Second)
+		return nil, fmt.Errorf("the spare supervisor (pid %d): %w", l.PID, err)
+	}
+	return l, nil
 }
 
 // Adopt tells spare l the run it is to supervise: spec, whose run dir is
@@ -75,15 +87,23 @@ func LaunchSpare(command, env []string) (*Launched, error) {
 // at most timeout in all; after an error the spare is of no use (Abort
 // it).
 func (l *Launched) Adopt(spec *Spec, dir string, timeout time.Duration) (taken func() error, err error) {
-	if l.spec != nil {
-		return nil, errors.New("the supervisor has its spec already")
+	if l.spec != nil || l.ch == nil {
+		return nil, errors.New("the supervisor has its spec already, or is no spare")
 	}
 	l.spec = spec
 	deadline := time.Now().Add(timeout)
+	// Checked when it sent its channel, and again now, before it is sent
+	// the run's secrets: one /proc read. (Once the spare is non-dumpable
+	// only a tracer privileged over every process can attach it.)
+	// Told nothing, it need not be waited for: Abort ends it. (Its
+	// tracer, not we, is told of its exit first, and may keep it.)
+	if err := l.untraced(); err != nil {
+		return nil, fmt.Errorf("the spare supervisor (pid %d) was not sent the run: %w", l.PID, err)
+	}
 	// Bounded: a spare that stopped reading must not hold the start.
-	l.specW.SetWriteDeadline(deadline)
-	err = json.NewEncoder(l.specW).Encode(adoption{Spec: spec, Dir: dir})
-	l.specW.SetWriteDeadline(time.Time{})
+	l.ch.SetWriteDeadline(deadline)
+	err = json.NewEncoder(l.ch).Encode(adoption{Spec: spec, Dir: dir})
+	l.ch.SetWriteDeadline(time.Time{})
 	if err != nil {
 		l.end(deadline)
 		return nil, fmt.Errorf("sending the spare supervisor (pid %d) its spec: %w", l.PID, err)
@@ -114,13 +134,13 @@ func (l *Launched) adoptedAnswer() string { return adoptedAnswer(l.spec.RunID) }
 func adoptedAnswer(runID string) string { return adoptedLine + " " + runID + "\n" }
 
 // awaitAdopted reads the spare's answer and checks, from /proc, what it
-// says. Its channels are sockets no other process can open (channel), but
-// the answer is cheap to check against the kernel's facts, and a spare
-// that says it took a run must be one that /proc shows as its supervisor.
+// says. Its channel is private (PrivateChannel), but the answer is cheap
+// to check against the kernel's facts, and a spare that says it took a
+// run must be one that /proc shows as its supervisor.
 func (l *Launched) awaitAdopted(deadline time.Time) error {
-	l.repR.SetReadDeadline(deadline)
+	l.ch.SetReadDeadline(deadline)
 	line, err := l.rep.ReadString('\n')
-	l.repR.SetReadDeadline(time.Time{})
+	l.ch.SetReadDeadline(time.Time{})
 	switch {
 	case err != nil:
 		return err
@@ -146,17 +166,17 @@ func (l *Launched) awaitAdopted(deadline time.Time) error {
 // start) before it was told to start a child.
 var errAbandoned = errors.New("no run was started")
 
-// adopt is the start of a spare's Main. It reads its adoption, makes its
-// own log and the reserve in the dir the run is built in, takes the run's
-// name and run id for its command line, answers, makes the run's log
-// while the server moves the dir into place, and returns once it is told
-// to go ahead, with s.spec set.
-func (s *supervisor) adopt(specFile, report *os.File) error {
+// adopt is the start of a spare's Main, on its private channel ch. It
+// reads its adoption, makes its own log and the reserve in the dir the run
+// is built in, takes the run's name and run id for its command line,
+// answers, makes the run's log while the server moves the dir into place,
+// and returns once it is told to go ahead, with s.spec set.
+func (s *supervisor) adopt(ch *os.File) error {
 	// What the encoder and decoder learn of the types on first use
 	// (encoding/json caches their fields), learnt while the spare waits.
 	_ = json.Unmarshal([]byte(`{"spec":{"limits":{}}}`), &adoption{})
 	_, _ = json.Marshal(&runrecord.Record{})
-	dec := json.NewDecoder(io.LimitReader(specFile, maxSpec))
+	dec := json.NewDecoder(io.LimitReader(ch, maxSpec))
 	var a adoption
 	if err := dec.Decode(&a); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -202,7 +222,7 @@ func (s *supervisor) adopt(specFile, report *os.File) error {
 	if err := retitle(s.cfg.Args, s.spec.Name, s.spec.RunID); err != nil {
 		return err
 	}
-	if _, err := io.WriteString(report, adoptedAnswer(s.spec.RunID)); err != nil {
+	if _, err := io.WriteString(ch, adoptedAnswer(s.spec.RunID)); err != nil {
 		return fmt.Errorf("answering the adoption: %w", err)
 	}
 	// While the server moves the dir into place. Best effort: if it
@@ -210,9 +230,9 @@ func (s *supervisor) adopt(specFile, report *os.File) error {
 	// reported.
 	_ = s.createLog(at)
 	// EOF without the go-ahead: the start was dropped (the run could not
-	// be made visible) or its server went away. (The encoder ended the
-	// adoption with a newline.)
-	rest, _ := io.ReadAll(io.LimitReader(io.MultiReader(dec.Buffered(), specFile), 16))
+	// be made visible) or its server went away; Start ends what it sends
+	// (CloseWrite). (The encoder ended the adoption with a newline.)
+	rest, _ := io.ReadAll(io.LimitReader(io.MultiReader(dec.Buffered(), ch), 16))
 	if strings.TrimSpace(string(rest)) != strings.TrimSpace(goAhead) {
 		s.dropReserve() // through the dir's descriptor, wherever it is now
 		return errAbandoned

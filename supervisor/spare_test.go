@@ -1,14 +1,18 @@
 package supervisor
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,40 +40,42 @@ func TestHelperSpare(t *testing.T) {
 	default:
 		t.Skip("helper process")
 	}
-	// Only in the helper: a File's finalizer closes its descriptor, which
-	// in the test process is another test's.
-	report := os.NewFile(ReportFD, "report")
+	ch, err := PrivateChannel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	if mode == "spare-liar" {
 		var a adoption
-		json.NewDecoder(os.NewFile(SpecFD, "spec")).Decode(&a)
-		io.WriteString(report, adoptedAnswer(a.Spec.RunID))
+		json.NewDecoder(ch).Decode(&a)
+		io.WriteString(ch, adoptedAnswer(a.Spec.RunID))
 		time.Sleep(time.Minute)
 		os.Exit(1)
 	}
 	s := &supervisor{cfg: Config{Args: os.Args}}
-	err := s.adopt(os.NewFile(SpecFD, "spec"), report)
+	err = s.adopt(ch)
 	if errors.Is(err, errAbandoned) {
 		os.Exit(exitAbandoned)
 	}
 	if err != nil {
-		writeReport(report, 0, err)
+		writeReport(ch, 0, err)
 		os.Exit(1)
 	}
 	if _, err := os.Lstat(s.reserve); err != nil || s.reserve != filepath.Join(s.spec.runDir(), ReserveFile) {
-		writeReport(report, 0, fmt.Errorf("the reserve %q is not in the run dir: %v", s.reserve, err))
+		writeReport(ch, 0, fmt.Errorf("the reserve %q is not in the run dir: %v", s.reserve, err))
 		os.Exit(1)
 	}
 	if mode == "spare-fails" {
-		writeReport(report, 0, errors.New("no such file"))
+		writeReport(ch, 0, errors.New("no such file"))
 		os.Exit(1)
 	}
 	if mode == "spare-lingers" { // reports, and keeps the pipe open
-		writeReport(report, os.Getpid(), nil)
+		writeReport(ch, os.Getpid(), nil)
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	}
 	os.Stderr.WriteString("started " + s.spec.Path + "\n")
-	writeReport(report, os.Getpid(), nil)
+	writeReport(ch, os.Getpid(), nil)
 	os.Exit(0)
 }
 
@@ -206,7 +212,7 @@ func TestSpareAbandoned(t *testing.T) {
 			require.NoError(t, adoptAll(l, spec, dir))
 			require.FileExists(t, filepath.Join(dir, ReserveFile))
 		}
-		l.specW.Close() // as a server that ends, or a create that failed
+		l.ch.Close() // as a server that ends, or a create that failed
 		l.AwaitExit(10 * time.Second)
 		require.NotNil(t, l.cmd.ProcessState, "adopted %v: it did not exit", adopted)
 		assert.Equal(t, exitAbandoned, l.cmd.ProcessState.ExitCode(), "adopted %v", adopted)
@@ -335,4 +341,142 @@ func liveSpares(t *testing.T) []int {
 		}
 	}
 	return pids
+}
+
+// copyFDs takes copies of pid's descriptors fds, as a process of the user
+// could while pid was still dumpable (pidfd_getfd(2): PTRACE_MODE_ATTACH,
+// which root has over any process, and the user over a dumpable one).
+func copyFDs(t *testing.T, pid int, fds ...int) []int {
+	t.Helper()
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	require.NoError(t, err)
+	defer unix.Close(pidfd)
+	var copies []int
+	for _, fd := range fds {
+		c, err := unix.PidfdGetfd(pidfd, fd, 0)
+		require.NoError(t, err, "copying fd %d", fd)
+		t.Cleanup(func() { unix.Close(c) })
+		copies = append(copies, c)
+	}
+	return copies
+}
+
+// readNow is what fd holds right now: nothing (EAGAIN) or the end of it
+// (EOF) read as "".
+func readNow(t *testing.T, fd int) string {
+	t.Helper()
+	b := make([]byte, 64<<10)
+	n, _, err := unix.Recvfrom(fd, b, unix.MSG_DONTWAIT)
+	if errors.Is(err, unix.EAGAIN) {
+		return ""
+	}
+	require.NoError(t, err)
+	return string(b[:n])
+}
+
+// A copy of a spare's inherited channels, taken while it was dumpable
+// (between its execve and package nodump's init, any process of the user
+// can: pidfd_getfd(2), or ptrace under Yama's ptrace_scope 0), stays
+// valid after it is non-dumpable; the spec, with the run's secrets, goes
+// over a channel the spare makes once it is, and the copies see nothing of
+// it.
+func TestSparesChannelsCopiedBeforeAdoptionSeeNoSpec(t *testing.T) {
+	l := launchSpareHelper(t)
+	copies := copyFDs(t, l.PID, SpecFD, ReportFD)
+	// Stopped, all its threads (the stop is reported to us, its parent,
+	// once the group has stopped), so that what reaches either channel
+	// waits for the copy: the spare cannot read it first.
+	require.NoError(t, unix.Kill(l.PID, unix.SIGSTOP))
+	var info unix.Siginfo
+	require.NoError(t, unix.Waitid(unix.P_PID, l.PID, &info, unix.WSTOPPED, nil))
+
+	spec, dir := helperSpec(t)
+	const secret = "hunter2-the-secret"
+	spec.Env = []string{"TOKEN=" + secret}
+	spec.Secrets = []string{secret}
+	taken, err := l.Adopt(spec, dir, 10*time.Second)
+	require.NoError(t, err)
+	for i, fd := range []int{SpecFD, ReportFD} {
+		got := readNow(t, copies[i])
+		require.NotContains(t, got, secret, "the copy of fd %d read the spec", fd)
+		require.Empty(t, got, "the copy of fd %d", fd)
+	}
+	require.NoError(t, unix.Kill(l.PID, unix.SIGCONT))
+	require.NoError(t, taken())
+	pid, err := l.Start(10 * time.Second)
+	require.NoError(t, err, "its log says: %s", LogHead(dir))
+	assert.Equal(t, l.PID, pid)
+	for i, fd := range []int{SpecFD, ReportFD} {
+		assert.Empty(t, readNow(t, copies[i]), "the copy of fd %d, after the start", fd)
+	}
+}
+
+// TestHelperTracer is not a test: with SUPERVISOR_TEST_TRACE=PID it
+// ptrace-attaches PID, waits for the attach's stop, says "attached" on
+// stdout and holds PID until its stdin ends (a tracer's exit detaches).
+//
+// A process of its own, not the test's: the stop of a child traced by a
+// thread of its parent is reported to the parent's every wait, and
+// os.Process.Wait (waitid P_PIDFD, WEXITED) takes it for the end.
+func TestHelperTracer(t *testing.T) {
+	pid, err := strconv.Atoi(os.Getenv("SUPERVISOR_TEST_TRACE"))
+	if err != nil {
+		t.Skip("helper process")
+	}
+	// ptrace(2): every request but the attach comes from the tracer
+	// thread.
+	runtime.LockOSThread()
+	if err := unix.PtraceAttach(pid); err != nil {
+		fmt.Printf("attach: %v\n", err)
+		os.Exit(1)
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
+		fmt.Printf("waiting for the stop: %v %v\n", ws, err)
+		os.Exit(1)
+	}
+	fmt.Println("attached")
+	io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
+
+// trace has a process of its own ptrace-attach pid until untrace (or the
+// end of the test). A traced process's exit is reported to its tracer
+// first: its parent reaps it once the tracer is gone.
+func trace(t *testing.T, pid int) (untrace func()) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperTracer$")
+	cmd.Env = append(os.Environ(), "SUPERVISOR_TEST_TRACE="+strconv.Itoa(pid))
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	untrace = sync.OnceFunc(func() { stdin.Close(); cmd.Wait() })
+	t.Cleanup(untrace)
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	require.Equal(t, "attached\n", line)
+	return untrace
+}
+
+// A tracer attached while the spare was dumpable stays attached after it
+// is not, and could read the spec from its memory: a traced spare is not
+// sent the spec, and the start goes on with a launched supervisor
+// (runs.Manager.offerSpare, on Adopt's error).
+func TestTracedSpareIsNotAdopted(t *testing.T) {
+	l := launchSpareHelper(t)
+	untrace := trace(t, l.PID)
+	spec, dir := helperSpec(t)
+	taken, err := l.Adopt(spec, dir, 10*time.Second)
+	require.Error(t, err, "a traced spare was sent the spec")
+	assert.Nil(t, taken)
+	assert.ErrorIs(t, err, ErrUntrusted)
+	assert.Contains(t, err.Error(), "traced by")
+	l.Abort() // as runs.Manager.offerSpare does
+	untrace()
+	l.AwaitExit(10 * time.Second)
+	require.NotNil(t, l.cmd.ProcessState, "the spare still runs")
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, ents, "the spare made nothing in the run dir: it was not told of it")
 }

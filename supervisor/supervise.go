@@ -48,9 +48,10 @@ func spare(args []string) bool {
 	return len(args) >= 3 && args[len(args)-2] == spareArg
 }
 
-// Main is the body of "agent-box supervise". It reads the Spec from SpecFD,
-// reports on ReportFD, and returns when the child has exited and its output
-// is drained. The returned error is for the supervisor's own log only.
+// Main is the body of "agent-box supervise". It sends the server its
+// private channel over ReportFD (PrivateChannel), reads the Spec from it,
+// reports on it, and returns when the child has exited and its output is
+// drained. The returned error is for the supervisor's own log only.
 func Main(c Config) error {
 	caught := make(chan struct{})
 	go func() {
@@ -64,10 +65,11 @@ func Main(c Config) error {
 		syscall.CloseOnExec(SpecFD)
 		syscall.CloseOnExec(ReportFD)
 	}
-	specFile := os.NewFile(SpecFD, "spec")
-	report := os.NewFile(ReportFD, "report")
-	if specFile == nil || report == nil {
-		return errors.New("supervise: spec or report descriptor missing (this subcommand is internal)")
+	// First: nothing is read before the channel no other process can
+	// hold.
+	ch, err := PrivateChannel()
+	if err != nil {
+		return fmt.Errorf("supervise: %w (this subcommand is internal: agent-box starts it with its channels as fds %d and %d)", err, SpecFD, ReportFD)
 	}
 	s := &supervisor{cfg: c, caught: caught}
 	// The supervisors of runs started from inside this one run the files
@@ -77,22 +79,20 @@ func Main(c Config) error {
 	if exe, err := os.Executable(); err == nil {
 		s.nested = InstalledWith(exe)
 	}
-	var err error
 	if spare(c.Args) {
-		err = s.adopt(specFile, report)
-	} else if err = decodeSpec(specFile, &s.spec); err != nil {
+		err = s.adopt(ch)
+	} else if err = decodeSpec(ch, &s.spec); err != nil {
 		err = fmt.Errorf("reading spec: %w", err)
 	}
-	specFile.Close()
 	if errors.Is(err, errAbandoned) {
 		return nil
 	}
 	if err != nil {
-		writeReport(report, 0, err)
+		writeReport(ch, 0, err)
 		return err
 	}
 	debug.SetGCPercent(25)
-	return s.run(report)
+	return s.run(ch)
 }
 
 // catchSignals keeps the supervisor alive through the signals that would
