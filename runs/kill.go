@@ -168,14 +168,9 @@ func (m *Manager) targetFacts(run Run) outcome.TargetFacts {
 	if run.supAlive && supervisorIn(procs, run.rec) {
 		f.Descendants = proc.Facts(proc.Descendants(procs, run.rec.SupervisorPID, m.Sys.IsSupervisor))
 	}
-	// Only the processes a kill without the supervisor may reach: in the
-	// group, in the session, carrying the run's id (isMember).
-	for _, p := range procs {
-		if isMember(m.Sys, p, run.rec) {
-			fp := p.Fact()
-			fp.Tagged = true
-			f.Procs = append(f.Procs, fp)
-		}
+	f.Procs = make([]outcome.Proc, len(procs))
+	for i, p := range procs {
+		f.Procs[i] = runFact(m.Sys, p, run.rec)
 	}
 	return f
 }

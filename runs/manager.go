@@ -306,7 +306,7 @@ func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 		// outcome.Member ties a member to this run: the group's and the
 		// session's ids, a start no earlier than the leader's, and the
 		// run's id in its environment.
-		if p.PID != rec.PID && !slices.Contains(pids, p.PID) && isMember(x.sys, p, rec) {
+		if p.PID != rec.PID && !slices.Contains(pids, p.PID) && outcome.Member(runFact(x.sys, p, rec), rec.PID, rec.SupervisorPID, rec.PIDStartTime) {
 			pids = append(pids, p.PID)
 		}
 	}
@@ -314,15 +314,15 @@ func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 	return pids
 }
 
-// isMember is outcome.Member for p, a process found without a live
-// supervisor: its environment is read only when its ids qualify.
-func isMember(sys System, p proc.Stat, rec *runrecord.Record) bool {
+// runFact is p's fact for outcome.Member, for a process found without a
+// live supervisor: whether it carries rec's run in its environment is
+// read only when its ids could make it a member (outcome.InGroup).
+func runFact(sys System, p proc.Stat, rec *runrecord.Record) outcome.Proc {
 	f := p.Fact()
-	if !outcome.InGroup(f, rec.PID, rec.SupervisorPID, rec.PIDStartTime) {
-		return false
+	if outcome.InGroup(f, rec.PID, rec.SupervisorPID, rec.PIDStartTime) {
+		f.Tagged = sys.CarriesRunID(p.PID, rec.Name, rec.RunID)
 	}
-	f.Tagged = sys.CarriesRunID(p.PID, rec.Name, rec.RunID)
-	return outcome.Member(f, rec.PID, rec.SupervisorPID, rec.PIDStartTime)
+	return f
 }
 
 // descendants returns, from the snapshot, the processes below the run's
