@@ -43,13 +43,13 @@ func inheritable(t *testing.T) map[int]bool {
 // TestChildInheritsOnlyItsStdio: a run's child gets stdin, stdout and
 // stderr from its supervisor and nothing else of agent-box's.
 //
-// Fails today: the supervisor's start-report pipe (supervisor.ReportFD, fd
-// 4) is dup'ed into it without FD_CLOEXEC by os/exec (ExtraFiles) and is
-// still open when the supervisor starts the child, so every child inherits
-// the write end. Besides the stray descriptor, this makes process_start
+// It failed once: the supervisor's start-report pipe (then fd 4) was
+// dup'ed into it without FD_CLOEXEC by os/exec (ExtraFiles) and was still
+// open when the supervisor started the child, so every child inherited
+// the write end. Besides the stray descriptor, this made process_start
 // wait its full StartTimeout (15 s) instead of failing at once when a
 // supervisor dies between recording the child's pid and reporting it: the
-// live child keeps the report pipe open, so agent-box never reads EOF.
+// live child kept the report pipe open, so agent-box never read EOF.
 func TestChildInheritsOnlyItsStdio(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -85,7 +85,7 @@ func TestChildInheritsOnlyItsStdio(t *testing.T) {
 	}
 	if len(extra) > 0 {
 		t.Errorf("the child inherited descriptors that are not its stdio (nor inherited by this test from its own parent): %s\n"+
-			"(supervisor.ReportFD is 4: the supervisor's start-report pipe; fix: syscall.CloseOnExec(ReportFD) and SpecFD at the top of supervisor.Main)",
+			"(supervisor.ChannelFD, fd 3, is the supervisor's channel; supervisor.Main marks it close-on-exec first thing)",
 			strings.Join(extra, ", "))
 	}
 }

@@ -135,7 +135,7 @@ func TestStartTakesTheSpare(t *testing.T) {
 func TestNoProcessJoinsASparesChannels(t *testing.T) {
 	m := spareManager(t, "1", t.Logf)
 	spare := readySpare(t, m, 0)
-	for _, fd := range []int{supervisor.SpecFD, supervisor.ReportFD} {
+	for _, fd := range []int{supervisor.ChannelFD} {
 		for _, mode := range []int{os.O_RDONLY, os.O_WRONLY} {
 			f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", spare, fd), mode, 0)
 			if err == nil {

@@ -14,7 +14,7 @@ import (
 
 // The supervisor's private channel.
 //
-// The channels a supervisor inherits (SpecFD, ReportFD) are open to others
+// The channel a supervisor inherits (ChannelFD) is open to others
 // for a moment: from its execve(2) (or systemd-run's, which execs it) until
 // package nodump's init, the process is dumpable, and any process of the
 // user may copy its descriptors with pidfd_getfd(2) or, under Yama's
@@ -23,27 +23,27 @@ import (
 // kernel/ptrace.c). A copied descriptor stays valid once the process is
 // non-dumpable. So nothing secret goes over them: once nodump has run, the
 // supervisor makes a socket pair and sends one end to the server over
-// ReportFD (SCM_RIGHTS, unix(7)); the server sends the spec, and the
-// supervisor answers and reports, over that pair alone. A copy of SpecFD or
-// ReportFD sees nothing of either.
+// ChannelFD (SCM_RIGHTS, unix(7)); the server sends the spec, and the
+// supervisor answers and reports, over that pair alone. A copy of
+// ChannelFD sees nothing of either.
 
 // channelMark is the one byte that carries the channel's descriptor: a
 // stream socket passes ancillary data only with some data (unix(7)).
 const channelMark = 'c'
 
 // ErrUntrusted wraps the reasons the server does not send a supervisor its
-// spec: what came over ReportFD is not a channel the supervisor made, or
+// spec: what came over ChannelFD is not a channel the supervisor made, or
 // another process has ptrace-attached the supervisor.
 var ErrUntrusted = errors.New("the supervisor cannot be trusted with the run's spec")
 
 // PrivateChannel makes the supervisor's private channel and sends the
-// server its other end over ReportFD; it returns the supervisor's end,
+// server its other end over ChannelFD; it returns the supervisor's end,
 // close-on-exec (the child must not hold it). Main calls it first: by then
 // package nodump's init has made the process non-dumpable, so no other
 // process of the user can copy the new pair's descriptors, as it may have
 // copied the inherited ones.
 //
-// SpecFD and ReportFD are left open: closing them would take nothing from
+// ChannelFD is left open: closing it would take nothing from
 // a copy made while the process was dumpable (a copy is a reference of its
 // own to the same socket), and the server closes its ends once it has the
 // channel.
@@ -54,18 +54,18 @@ func PrivateChannel() (*os.File, error) {
 	}
 	// MSG_NOSIGNAL: a server that has gone is an error here, not a
 	// SIGPIPE.
-	err = unix.Sendmsg(ReportFD, []byte{channelMark}, unix.UnixRights(fds[1]), nil, unix.MSG_NOSIGNAL)
+	err = unix.Sendmsg(ChannelFD, []byte{channelMark}, unix.UnixRights(fds[1]), nil, unix.MSG_NOSIGNAL)
 	unix.Close(fds[1])
 	if err != nil {
 		unix.Close(fds[0])
-		return nil, fmt.Errorf("sending the server the private channel on fd %d: %w", ReportFD, err)
+		return nil, fmt.Errorf("sending the server the private channel on fd %d: %w", ChannelFD, err)
 	}
 	return os.NewFile(uintptr(fds[0]), "channel"), nil
 }
 
 // receiveChannel takes, until deadline, the private channel the supervisor
-// sends on its report channel (PrivateChannel), checks it, and closes the
-// inherited channels' ends: from now on l speaks over the private one
+// sends on the pair it was started with (PrivateChannel), checks it, and
+// closes our end of that pair: from now on l speaks over the private one
 // alone. After an error (*ReportTimeoutError for one that did not send it
 // within timeout, ErrUntrusted for one refused) the caller ends the
 // supervisor: it was told nothing.
@@ -91,20 +91,19 @@ func (l *Launched) receiveChannel(deadline time.Time, timeout time.Duration) err
 	}
 	l.ch = c.(*net.UnixConn)
 	l.rep = newReportReader(l.ch)
-	l.specW.Close()
-	l.repR.Close()
+	l.inherited.Close()
 	return nil
 }
 
 // recvChannel reads the one message that carries the channel: channelMark
 // and exactly one descriptor, which it returns.
 func (l *Launched) recvChannel(deadline time.Time) (int, error) {
-	rc, err := l.repR.SyscallConn()
+	rc, err := l.inherited.SyscallConn()
 	if err != nil {
 		return -1, err
 	}
-	l.repR.SetReadDeadline(deadline)
-	defer l.repR.SetReadDeadline(time.Time{})
+	l.inherited.SetReadDeadline(deadline)
+	defer l.inherited.SetReadDeadline(time.Time{})
 	// Room for more than one descriptor, so that more are seen (and
 	// closed) rather than cut off (MSG_CTRUNC).
 	buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(4*4))
@@ -171,7 +170,7 @@ func receivedFDs(oob []byte) ([]int, error) {
 
 // checkChannel checks that fd is a channel only the supervisor can hold:
 // one end of a unix stream socket pair that the supervisor itself made
-// (another process holding a copy of its ReportFD could send one of its
+// (another process holding a copy of its ChannelFD could send one of its
 // own), of a supervisor no process traces (a tracer attached while it was
 // dumpable stays attached, and can read its memory and take its
 // descriptors). Both ends of a socket pair carry the credentials of the
@@ -204,7 +203,7 @@ func (l *Launched) checkChannel(fd int) error {
 		return fmt.Errorf("checking the supervisor's channel: %w", err)
 	}
 	if int(cred.Pid) != l.PID {
-		return refuse("sent a channel made by pid %d, not by itself: another process wrote on its report channel", cred.Pid)
+		return refuse("sent a channel made by pid %d, not by itself: another process wrote on the channel it was started with", cred.Pid)
 	}
 	return l.untraced()
 }

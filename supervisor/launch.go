@@ -40,15 +40,12 @@ const (
 	ControlSocket = "control.sock"
 )
 
-// The file descriptors the supervisor is started with, besides 0-2
-// (/dev/null, /dev/null, the run's StderrFile). Launch wires them. Neither
-// carries the spec or a report: another process may hold a copy of them
-// (PrivateChannel), so Main sends the server its private channel over
-// ReportFD, and the spec and reports go over that.
-const (
-	SpecFD   = 3 // the supervisor's end of the spec channel (channel): idle
-	ReportFD = 4 // its end of the report channel: the private channel comes over it
-)
+// ChannelFD is the descriptor the supervisor is started with besides 0-2
+// (/dev/null, /dev/null, the run's StderrFile): its end of a socket pair
+// (channel) that carries neither the spec nor a report, since another
+// process may hold a copy of it (PrivateChannel). Main sends the server
+// its private channel over it, and the spec and reports go over that.
+const ChannelFD = 3
 
 // DefaultStartTimeout is how long Launched.Start waits for the start
 // report when it is given no bound.
@@ -84,8 +81,7 @@ type Launched struct {
 	StartTime   uint64 // /proc/PID/stat field 22: with PID, which process it is
 	spec        *Spec
 	cmd         *exec.Cmd
-	specW       *os.File      // our end of the spec channel, until ch comes
-	repR        *os.File      // our end of the report channel, which ch comes over
+	inherited   *os.File      // our end of the pair the supervisor is started with, which ch comes over
 	ch          *net.UnixConn // the private channel (receiveChannel)
 	rep         *bufio.Reader // reads ch
 	adopted     bool          // a spare told its spec (Adopt)
@@ -115,31 +111,22 @@ func Launch(req LaunchRequest) (*Launched, error) {
 	return launch(cmd, req.Spec)
 }
 
-// launch starts cmd as a supervisor, in a session of its own, with the
-// spec and report channels; spec is nil for a spare.
+// launch starts cmd as a supervisor, in a session of its own, with its
+// end of a socket pair as ChannelFD; spec is nil for a spare.
 func launch(cmd *exec.Cmd, spec *Spec) (*Launched, error) {
-	specW, specR, err := channel("spec")
+	ours, theirs, err := channel()
 	if err != nil {
 		return nil, err
 	}
-	defer specR.Close()
-	repR, repW, err := channel("report")
-	if err != nil {
-		specW.Close()
-		return nil, err
-	}
-	defer repW.Close()
+	defer theirs.Close()
 	// Not agent-box's stdin or stdout: those belong to the MCP session and
 	// vanish with it.
 	cmd.Stdin = nil
 	cmd.Stdout = nil
-	files := make([]*os.File, ReportFD-2)
-	files[SpecFD-3], files[ReportFD-3] = specR, repW // ExtraFiles[i] is fd 3+i
-	cmd.ExtraFiles = files
+	cmd.ExtraFiles = []*os.File{ChannelFD - 3: theirs} // ExtraFiles[i] is fd 3+i
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		specW.Close()
-		repR.Close()
+		ours.Close()
 		return nil, fmt.Errorf("starting supervisor: %w", err)
 	}
 	// Not reaped before its start time is read: it cannot be gone from
@@ -148,7 +135,7 @@ func launch(cmd *exec.Cmd, spec *Spec) (*Launched, error) {
 	// start time.)
 	st, err := proc.ReadStat(cmd.Process.Pid)
 	// Reap it if it ends while we live; after we are gone, init does.
-	l := &Launched{PID: cmd.Process.Pid, StartTime: st.StartTime, spec: spec, cmd: cmd, specW: specW, repR: repR, exited: make(chan struct{})}
+	l := &Launched{PID: cmd.Process.Pid, StartTime: st.StartTime, spec: spec, cmd: cmd, inherited: ours, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(l.exited) }()
 	if err != nil {
 		l.Abort()
@@ -157,8 +144,8 @@ func launch(cmd *exec.Cmd, spec *Spec) (*Launched, error) {
 	return l, nil
 }
 
-// channel returns the two ends of a private channel to a supervisor:
-// ours, non-blocking so that deadlines apply to it, and the supervisor's,
+// channel returns the two ends of the socket pair a supervisor is started
+// with: ours, non-blocking so that deadlines apply to it, and the supervisor's,
 // blocking, as a program expects its inherited descriptors.
 //
 // A connected socket pair, not a pipe: open(2) of /proc/PID/fd/N opens a
@@ -167,18 +154,18 @@ func launch(cmd *exec.Cmd, spec *Spec) (*Launched, error) {
 // there (the supervisor, non-dumpable, forbids that too: package nodump,
 // once it has started). A copy taken before that, with pidfd_getfd(2),
 // is another matter: PrivateChannel.
-func channel(what string) (ours, theirs *os.File, err error) {
+func channel() (ours, theirs *os.File, err error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("making the supervisor's %s channel: %w", what, err)
+		return nil, nil, fmt.Errorf("making the supervisor's channel: %w", err)
 	}
 	if err := unix.SetNonblock(fds[0], true); err != nil {
 		unix.Close(fds[0])
 		unix.Close(fds[1])
-		return nil, nil, fmt.Errorf("making the supervisor's %s channel: %w", what, err)
+		return nil, nil, fmt.Errorf("making the supervisor's channel: %w", err)
 	}
 	// os.NewFile makes a non-blocking descriptor pollable: deadlines work.
-	return os.NewFile(uintptr(fds[0]), what), os.NewFile(uintptr(fds[1]), what), nil
+	return os.NewFile(uintptr(fds[0]), "channel"), os.NewFile(uintptr(fds[1]), "channel"), nil
 }
 
 // commandLine is the supervisor's command line: its command, the run's
@@ -193,7 +180,7 @@ func commandLine(req LaunchRequest, root bool) []string {
 		args = append(args, "--user")
 	}
 	// --scope runs the command in the foreground of systemd-run's own
-	// process, so the spec and report channels (SpecFD, ReportFD) pass
+	// process, so ChannelFD passes
 	// through.
 	runID := req.Spec.RunID
 	args = append(args, "--scope", "--collect", "--quiet", "--unit", "agent-box-"+req.Spec.Name+"-"+runID[max(len(runID)-6, 0):])
@@ -208,8 +195,7 @@ func (l *Launched) Abort() {
 	// Without a spec it exits by itself; the kill is for one that hangs.
 	// Safe: the process is our unreaped child or a zombie, so the pid is
 	// still its own.
-	l.specW.Close()
-	l.repR.Close()
+	l.inherited.Close()
 	if l.ch != nil {
 		l.ch.Close()
 	}

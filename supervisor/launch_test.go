@@ -256,7 +256,7 @@ func TestTracedSupervisorIsNotSentItsSpec(t *testing.T) {
 	l, _ := launchHelper(t, "report")
 	// Attached once the channel is on its way: else the tracer's stop
 	// would hold it back, and the start would time out instead.
-	rc, err := l.repR.SyscallConn()
+	rc, err := l.inherited.SyscallConn()
 	require.NoError(t, err)
 	require.NoError(t, rc.Control(func(fd uintptr) {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
@@ -273,7 +273,7 @@ func TestTracedSupervisorIsNotSentItsSpec(t *testing.T) {
 	require.NotNil(t, l.cmd.ProcessState, "the supervisor still runs")
 }
 
-// A process that copied a supervisor's ReportFD while it was dumpable can
+// A process that copied a supervisor's ChannelFD while it was dumpable can
 // send the server a channel of its own before the supervisor does, to be
 // sent the spec on it: the server takes only a unix stream socket the
 // supervisor made (SO_PEERCRED), alone, with nothing else.
@@ -313,7 +313,7 @@ func TestChannelNotTheSupervisorsIsRefused(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l, _ := launchHelper(t, "silent")
-			report := copyFDs(t, l.PID, ReportFD)[0]
+			report := copyFDs(t, l.PID, ChannelFD)[0]
 			require.NoError(t, c.send(t, report))
 			_, err := l.Start(10 * time.Second)
 			require.ErrorIs(t, err, ErrUntrusted)

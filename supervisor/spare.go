@@ -43,7 +43,7 @@ const (
 	// place: the spare starts nothing without it.
 	goAhead = "go\n"
 	// adoptedLine, with the run id, is a spare's answer to its adoption,
-	// on the report channel.
+	// on its channel.
 	adoptedLine = "adopted"
 )
 

@@ -165,7 +165,7 @@ func TestSpareThatOnlySaysItTookTheRun(t *testing.T) {
 // they were pipes, and so read a spec or answer for the supervisor.
 func TestChannelsCannotBeOpenedThroughProc(t *testing.T) {
 	l := launchSpareHelper(t)
-	for _, fd := range []int{SpecFD, ReportFD} {
+	for _, fd := range []int{ChannelFD} {
 		for _, mode := range []int{os.O_RDONLY, os.O_WRONLY} {
 			f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", l.PID, fd), mode, 0)
 			if err == nil {
@@ -382,7 +382,7 @@ func readNow(t *testing.T, fd int) string {
 // it.
 func TestSparesChannelsCopiedBeforeAdoptionSeeNoSpec(t *testing.T) {
 	l := launchSpareHelper(t)
-	copies := copyFDs(t, l.PID, SpecFD, ReportFD)
+	copies := copyFDs(t, l.PID, ChannelFD)
 	// Stopped, all its threads (the stop is reported to us, its parent,
 	// once the group has stopped), so that what reaches either channel
 	// waits for the copy: the spare cannot read it first.
@@ -396,7 +396,7 @@ func TestSparesChannelsCopiedBeforeAdoptionSeeNoSpec(t *testing.T) {
 	spec.Secrets = []string{secret}
 	taken, err := l.Adopt(spec, dir, 10*time.Second)
 	require.NoError(t, err)
-	for i, fd := range []int{SpecFD, ReportFD} {
+	for i, fd := range []int{ChannelFD} {
 		got := readNow(t, copies[i])
 		require.NotContains(t, got, secret, "the copy of fd %d read the spec", fd)
 		require.Empty(t, got, "the copy of fd %d", fd)
@@ -406,7 +406,7 @@ func TestSparesChannelsCopiedBeforeAdoptionSeeNoSpec(t *testing.T) {
 	pid, err := l.Start(10 * time.Second)
 	require.NoError(t, err, "its log says: %s", LogHead(dir))
 	assert.Equal(t, l.PID, pid)
-	for i, fd := range []int{SpecFD, ReportFD} {
+	for i, fd := range []int{ChannelFD} {
 		assert.Empty(t, readNow(t, copies[i]), "the copy of fd %d, after the start", fd)
 	}
 }

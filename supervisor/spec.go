@@ -23,7 +23,8 @@ import (
 )
 
 // Spec is everything the supervisor needs to start the child. It is sent as
-// JSON over the spec channel (SpecFD) and never stored on disk.
+// JSON over the supervisor's private channel (PrivateChannel) and never
+// stored on disk.
 type Spec struct {
 	StateDir    string   `json:"state_dir"`
 	Name        string   `json:"name"`
@@ -58,7 +59,7 @@ func (sp *Spec) runDir() string {
 // start the child.
 var ErrStartFailed = errors.New("could not start the process")
 
-// ErrNoReport means the supervisor died or closed its report channel before
+// ErrNoReport means the supervisor died or closed its channel before
 // saying whether the child started.
 var ErrNoReport = errors.New("supervisor exited without reporting")
 
@@ -80,7 +81,7 @@ func readReport(r io.Reader) (int, error) {
 	return reportOf(newReportReader(r).ReadString('\n'))
 }
 
-// newReportReader reads what a supervisor writes on its report channel: the
+// newReportReader reads what a supervisor writes on its channel: the
 // adoption's answer, if it is a spare, then the start report.
 func newReportReader(r io.Reader) *bufio.Reader {
 	return bufio.NewReader(io.LimitReader(r, 64<<10))
@@ -111,7 +112,7 @@ func parseReport(line string) (int, error) {
 	return 0, fmt.Errorf("bad supervisor report %q", line)
 }
 
-// encodeSpec is what Launched.Start writes to the spec channel.
+// encodeSpec is what Launched.Start writes to the private channel.
 func encodeSpec(w io.Writer, s *Spec) error {
 	return json.NewEncoder(w).Encode(s)
 }

@@ -49,7 +49,7 @@ func spare(args []string) bool {
 }
 
 // Main is the body of "agent-box supervise". It sends the server its
-// private channel over ReportFD (PrivateChannel), reads the Spec from it,
+// private channel over ChannelFD (PrivateChannel), reads the Spec from it,
 // reports on it, and returns when the child has exited and its output is
 // drained. The returned error is for the supervisor's own log only.
 func Main(c Config) error {
@@ -59,17 +59,16 @@ func Main(c Config) error {
 		close(caught)
 	}()
 	// Inherited descriptors arrive without close-on-exec; the child must
-	// not hold the report channel (process_start would wait for its EOF), the
-	// spec channel, nor anything agent-box's own caller left open.
-	if err := proc.CloseOnExecFrom(SpecFD); err != nil {
-		syscall.CloseOnExec(SpecFD)
-		syscall.CloseOnExec(ReportFD)
+	// hold neither the channel nor anything agent-box's own caller left
+	// open.
+	if err := proc.CloseOnExecFrom(ChannelFD); err != nil {
+		syscall.CloseOnExec(ChannelFD)
 	}
 	// First: nothing is read before the channel no other process can
 	// hold.
 	ch, err := PrivateChannel()
 	if err != nil {
-		return fmt.Errorf("supervise: %w (this subcommand is internal: agent-box starts it with its channels as fds %d and %d)", err, SpecFD, ReportFD)
+		return fmt.Errorf("supervise: %w (this subcommand is internal: agent-box starts it with its channel as fd %d)", err, ChannelFD)
 	}
 	s := &supervisor{cfg: c, caught: caught}
 	// The supervisors of runs started from inside this one run the files

@@ -94,8 +94,8 @@ func supervisorCommand(t *testing.T) []string {
 
 // On a box where logind kills the session's processes, supervisors start
 // through systemd-run --scope, which runs the command in its own process
-// once the scope exists: same pid, same session, fds 3 and 4 (the spec
-// and report pipes) passed through. The stand-in systemd-run checks its
+// once the scope exists: same pid, same session, fd 3 (the supervisor's
+// channel) passed through. The stand-in systemd-run checks its
 // options and execs as the real one does, so the whole path runs here: the
 // run starts, its supervisor is the process systemd-run was (exec kept the
 // pid, the start time and the session), and it captures output, passes
@@ -124,8 +124,7 @@ func TestSystemdScopeLaunchRunsSupervisorInPlace(t *testing.T) {
 	}
 	want = append(want, "--scope", "--collect", "--quiet", "--unit", "agent-box-scoped-"+runID[len(runID)-6:])
 	assert.Equal(t, append(want, sup...), c.Argv)
-	assert.Equal(t, "socket", c.Fd3, "the spec channel reaches systemd-run without close-on-exec")
-	assert.Equal(t, "socket", c.Fd4, "the report channel reaches systemd-run without close-on-exec")
+	assert.Equal(t, "socket", c.Fd3, "the supervisor's channel reaches systemd-run without close-on-exec")
 
 	store, _, err := runrecord.Open(state)
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ import (
 // systemd-run --scope and execs the command, as the real one does once
 // the scope exists (src/run/run.c start_transient_scope: StartTransientUnit
 // with its own pid, wait for the job, execvpe), so that the pid, the
-// session and the inherited fds 3 and 4 stay the same.
+// session and the inherited fd 3 (the supervisor's channel) stay the same.
 
 // Environment of the fake, set on the agent-box server it serves.
 const (
@@ -37,7 +37,6 @@ type fakeCall struct {
 	Command []string `json:"command,omitempty"`
 	// Fds 3 and 4 as the fake got them: "pipe" when an inheritable pipe.
 	Fd3 string `json:"fd3"`
-	Fd4 string `json:"fd4"`
 	// Why the fake refused its arguments, if it did ("" when it accepted).
 	Refused string `json:"refused,omitempty"`
 	Failed  bool   `json:"failed,omitempty"` // told to fail
@@ -52,11 +51,11 @@ func init() {
 
 // fakeSystemdRun returns an exit code only when it does not exec.
 func fakeSystemdRun() int {
-	call := fakeCall{Argv: os.Args, PID: os.Getpid(), Fd3: describeFd(3), Fd4: describeFd(4)}
+	call := fakeCall{Argv: os.Args, PID: os.Getpid(), Fd3: describeFd(3)}
 	unit, command, err := parseSystemdRunArgs(os.Args[1:], os.Geteuid() == 0)
 	call.Unit, call.Command = unit, command
-	if err == nil && (call.Fd3 != "socket" || call.Fd4 != "socket") {
-		err = fmt.Errorf("fds 3 and 4 are %s and %s, not the inheritable spec and report sockets", call.Fd3, call.Fd4)
+	if err == nil && call.Fd3 != "socket" {
+		err = fmt.Errorf("fd 3 is %s, not the supervisor's inheritable channel", call.Fd3)
 	}
 	if err != nil {
 		call.Refused = err.Error()
