@@ -85,6 +85,10 @@ func run(args []string) int {
 		return help(fs, rest[1:])
 	case len(rest) > 0 && rest[0] == "doctor":
 		return runDoctor(*stateDir, rest[1:])
+	case len(rest) > 0 && rest[0] == "connect":
+		return runConnect(rest[1:])
+	case len(rest) > 0 && rest[0] == "install":
+		return runInstall(rest[1:])
 	case len(rest) == 0 && isTerminal(os.Stdin):
 		usage(os.Stderr, fs)
 		return cli.ExitUsage
