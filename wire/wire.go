@@ -64,3 +64,12 @@ type Error struct {
 	Message   string `json:"message"`
 	Retryable bool   `json:"retryable"`
 }
+
+// The box's bounds on a process_wait that gives no timeout_ms (Default),
+// and on any without a progress token (Unwatched). connect re-sends a wait
+// cut short by a drop with the time it has left, which it reckons from
+// these when the call gave none.
+const (
+	WaitDefaultMS   = 30_000
+	WaitUnwatchedMS = 50_000
+)

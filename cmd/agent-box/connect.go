@@ -1,14 +1,87 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
+	"io"
+	"log"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 
 	"github.com/agent-box/agent-box/cli"
+	relay "github.com/agent-box/agent-box/connect"
+	"github.com/agent-box/agent-box/session"
 )
 
-// runConnect is agent-box connect (being built: issue 31).
+const connectUsage = `usage: agent-box connect [--remote-bin PATH] [-o SSH_OPTION]... DEST
+       agent-box connect --exec 'COMMAND'
+
+The MCP server an agent's client starts on this machine: it reaches the
+box's agent-box over ssh (ssh DEST -- .local/bin/agent-box, with the
+user's ~/.ssh/config), or through any command whose stdin and stdout are
+the box's agent-box (--exec 'docker exec -i dev agent-box'), and keeps the
+client's connection alive across drops: it redials and re-sends what was
+in flight.
+
+  claude mcp add box -- agent-box connect box
+
+`
+
+// runConnect is agent-box connect.
 func runConnect(args []string) int {
-	fmt.Fprintln(os.Stderr, "agent-box connect: not built yet")
-	return cli.ExitUsage
+	fs := flag.NewFlagSet("agent-box connect", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	remoteBin := fs.String("remote-bin", session.DefaultRemoteBin, "agent-box's path on the box (relative to the home directory)")
+	execCmd := fs.String("exec", "", "a command whose stdin/stdout are the box's agent-box, instead of ssh")
+	var sshOpts multiFlag
+	fs.Var(&sshOpts, "o", "an ssh option (as ssh -o), before ~/.ssh/config's")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			fmt.Fprint(os.Stdout, connectUsage)
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "agent-box connect: %v\n%s", err, connectUsage)
+		return cli.ExitUsage
+	}
+	var box session.Box
+	switch rest := fs.Args(); {
+	case *execCmd != "" && len(rest) == 0:
+		var err error
+		if box, err = session.Exec(*execCmd, os.Getenv); err != nil {
+			fmt.Fprintf(os.Stderr, "agent-box connect: %v\n", err)
+			return cli.ExitUsage
+		}
+	case *execCmd == "" && len(rest) == 1 && !strings.HasPrefix(rest[0], "-"):
+		var extra []string
+		for _, o := range sshOpts {
+			extra = append(extra, "-o", o)
+		}
+		box = session.SSH(rest[0], *remoteBin, extra)
+	default:
+		fmt.Fprintf(os.Stderr, "agent-box connect: give one DEST, or --exec 'COMMAND'\n%s", connectUsage)
+		return cli.ExitUsage
+	}
+	// The client reads stdout; a client gone must not kill connect before
+	// the box has been told (EOF) to finish what is in flight.
+	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	logger := log.New(os.Stderr, "agent-box connect: ", 0)
+	srv := &relay.Server{Box: box, Options: session.Options{Stderr: os.Stderr}, Log: logger}
+	if err := srv.Serve(ctx, os.Stdin, os.Stdout); err != nil && ctx.Err() == nil {
+		logger.Print(err)
+		return 1
+	}
+	return 0
 }
+
+// multiFlag is a flag given any number of times.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -1,0 +1,184 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agent-box/agent-box/wire"
+)
+
+// Answer is the box's answer to a request: its result, or its JSON-RPC
+// error (a protocol fault; a tool's failure is a result with isError).
+type Answer struct {
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// kind is how a tool call may be re-sent after a drop.
+type kind int
+
+const (
+	mutation kind = iota // re-sent only with a request id the box honours
+	read                 // re-sent as it was
+	waitMS               // re-sent with the time it has left
+)
+
+// kinds are agent-box's tools that may be re-sent freely. Any other tool,
+// including one a newer box adds, is treated as a mutation.
+var kinds = map[string]kind{
+	"process_list": read,
+	"tail_log":     waitMS,
+	"process_wait": waitMS,
+}
+
+// Call sends a request other than tools/call (tools/list, ping) and
+// returns the box's answer, re-sending it as it was after a drop.
+func (s *Session) Call(ctx context.Context, method string, params json.RawMessage) (Answer, error) {
+	for {
+		l, err := s.link(ctx)
+		if err != nil {
+			return Answer{}, err
+		}
+		ans, err := s.send(ctx, l, method, params)
+		if errors.Is(err, errDropped) {
+			continue
+		}
+		return ans, err
+	}
+}
+
+// send sends one request on l and waits for its answer. When ctx ends
+// first, the box is told the request is cancelled.
+func (s *Session) send(ctx context.Context, l *link, method string, params json.RawMessage) (Answer, error) {
+	id := s.nextID()
+	msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": method}
+	if len(params) > 0 {
+		msg["params"] = params
+	}
+	line, err := json.Marshal(msg)
+	if err != nil {
+		return Answer{}, fmt.Errorf("%s: %w", method, err)
+	}
+	raw, err := l.c.call(ctx, id, line)
+	if err != nil {
+		if ctx.Err() != nil {
+			cancel, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled",
+				"params": map[string]any{"requestId": id, "reason": "the caller cancelled"}})
+			_ = l.c.send(cancel)
+		}
+		return Answer{}, err
+	}
+	var a Answer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return Answer{}, fmt.Errorf("%s: the box's answer is not JSON-RPC: %w", method, err)
+	}
+	return a, nil
+}
+
+// CallTool sends a tools/call (params as a client gave them) and returns
+// the box's answer. After a drop it re-sends the call as its kind allows
+// (see the package comment); the caller sees no error for a drop a redial
+// heals. progress, if not nil, receives the call's progress notifications
+// (their progress counted from the first send, not the re-send).
+func (s *Session) CallTool(ctx context.Context, params json.RawMessage, progress func(line []byte)) (Answer, error) {
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(params, &p); err != nil {
+		return Answer{}, fmt.Errorf("tools/call: params must be an object: %w", err)
+	}
+	var name string
+	_ = json.Unmarshal(p["name"], &name)
+	k, known := kinds[name]
+	if !known {
+		k = mutation
+	}
+	route := s.route(p, progress)
+	defer route.end()
+	began := time.Now()
+	requestID := ""
+	for attempt := 0; ; attempt++ {
+		l, err := s.link(ctx)
+		if err != nil {
+			if attempt > 0 && k == mutation && requestID == "" {
+				return Answer{}, s.outcomeUnknown(name, err)
+			}
+			return Answer{}, err
+		}
+		if k == mutation {
+			switch {
+			case attempt == 0 && l.safeRepeat:
+				requestID = newRequestID()
+				setMeta(p, wire.RequestMeta, requestID)
+			case attempt > 0 && (requestID == "" || !l.safeRepeat):
+				return Answer{}, s.outcomeUnknown(name, nil)
+			}
+		}
+		if attempt > 0 && k == waitMS {
+			timeLeft(p, name, time.Since(began), route.token != nil)
+		}
+		route.rebase(time.Since(began))
+		body, err := json.Marshal(p)
+		if err != nil {
+			return Answer{}, fmt.Errorf("tools/call: %w", err)
+		}
+		ans, err := s.send(ctx, l, "tools/call", body)
+		if errors.Is(err, errDropped) {
+			continue
+		}
+		return ans, err
+	}
+}
+
+func (s *Session) outcomeUnknown(tool string, cause error) error {
+	msg := fmt.Sprintf("the connection to %s dropped after %s was sent; whether it was applied is unknown: read the log", s.box.Name, tool)
+	if cause != nil {
+		return fmt.Errorf("%w: %s (%w)", ErrOutcomeUnknown, msg, cause)
+	}
+	return fmt.Errorf("%w: %s", ErrOutcomeUnknown, msg)
+}
+
+func newRequestID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// setMeta sets one key of the call's _meta, keeping the others (a
+// progress token).
+func setMeta(p map[string]json.RawMessage, key, value string) {
+	meta := map[string]json.RawMessage{}
+	_ = json.Unmarshal(p["_meta"], &meta)
+	v, _ := json.Marshal(value)
+	meta[key] = v
+	p["_meta"], _ = json.Marshal(meta)
+}
+
+// timeLeft rewrites a wait's bound to what is left of it after elapsed:
+// process_wait's timeout_ms (the box's default when not given, cut as the
+// box cuts a wait without progress token), tail_log's wait_ms.
+func timeLeft(p map[string]json.RawMessage, tool string, elapsed time.Duration, watched bool) {
+	args := map[string]json.RawMessage{}
+	_ = json.Unmarshal(p["arguments"], &args)
+	field := "wait_ms"
+	if tool == "process_wait" {
+		field = "timeout_ms"
+	}
+	var ms int64
+	given := json.Unmarshal(args[field], &ms) == nil
+	switch {
+	case tool == "process_wait" && !given:
+		ms = wire.WaitDefaultMS
+	case !given:
+		return // tail_log without wait_ms does not wait
+	}
+	if tool == "process_wait" && !watched {
+		ms = min(ms, wire.WaitUnwatchedMS)
+	}
+	ms = max(0, ms-elapsed.Milliseconds())
+	args[field], _ = json.Marshal(ms)
+	p["arguments"], _ = json.Marshal(args)
+}

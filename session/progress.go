@@ -1,0 +1,108 @@
+package session
+
+import (
+	"encoding/json"
+	"sync"
+	"time"
+)
+
+// progressRoute carries one call's progress notifications to its caller.
+// The box counts a wait's progress in seconds from when it got the call;
+// a re-sent call starts again at zero, so the route adds the time between
+// the first send and the re-send: the caller's progress only grows, as
+// MCP requires of one token.
+type progressRoute struct {
+	s     *Session
+	token json.RawMessage // nil: the call asked for no progress
+	key   string
+	fn    func([]byte)
+
+	mu   sync.Mutex
+	base float64 // seconds before the current send
+	last float64
+	sent bool
+}
+
+func (s *Session) route(p map[string]json.RawMessage, fn func([]byte)) *progressRoute {
+	r := &progressRoute{s: s, fn: fn}
+	var meta struct {
+		Token json.RawMessage `json:"progressToken"`
+	}
+	if json.Unmarshal(p["_meta"], &meta) != nil || len(meta.Token) == 0 || string(meta.Token) == "null" || fn == nil {
+		return r
+	}
+	r.token, r.key = meta.Token, string(meta.Token)
+	s.mu.Lock()
+	s.calls[r.key] = r
+	s.mu.Unlock()
+	return r
+}
+
+func (r *progressRoute) end() {
+	if r.token == nil {
+		return
+	}
+	r.s.mu.Lock()
+	if r.s.calls[r.key] == r {
+		delete(r.s.calls, r.key)
+	}
+	r.s.mu.Unlock()
+}
+
+func (r *progressRoute) rebase(elapsed time.Duration) {
+	r.mu.Lock()
+	r.base = elapsed.Seconds()
+	r.mu.Unlock()
+}
+
+// forward passes on one progress notification of the call's, its progress
+// shifted by the time before the current send.
+func (r *progressRoute) forward(msg map[string]json.RawMessage, params map[string]json.RawMessage) {
+	var progress float64
+	if json.Unmarshal(params["progress"], &progress) != nil {
+		return
+	}
+	r.mu.Lock()
+	progress += r.base
+	if r.sent && progress <= r.last {
+		r.mu.Unlock()
+		return
+	}
+	r.last, r.sent = progress, true
+	r.mu.Unlock()
+	params["progress"], _ = json.Marshal(progress)
+	msg["params"], _ = json.Marshal(params)
+	line, err := json.Marshal(msg)
+	if err == nil {
+		r.fn(line)
+	}
+}
+
+// note takes a message from the box that is not an answer: a call's
+// progress goes to that call; anything else to Options.Notify.
+func (s *Session) note(line []byte) {
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(line, &msg) != nil {
+		return
+	}
+	var method string
+	_ = json.Unmarshal(msg["method"], &method)
+	if _, isRequest := msg["id"]; isRequest {
+		return // agent-box asks its client nothing (no sampling, no roots)
+	}
+	if method == "notifications/progress" {
+		var params map[string]json.RawMessage
+		if json.Unmarshal(msg["params"], &params) == nil {
+			s.mu.Lock()
+			r := s.calls[string(params["progressToken"])]
+			s.mu.Unlock()
+			if r != nil {
+				r.forward(msg, params)
+			}
+		}
+		return
+	}
+	if s.opt.Notify != nil {
+		s.opt.Notify(line)
+	}
+}
