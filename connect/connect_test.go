@@ -1,8 +1,11 @@
 package connect_test
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +28,9 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	if len(os.Args) > 2 && os.Args[1] == linkArg {
+		return link(os.Args[2:])
+	}
 	abtest.WaitBoundParallel()
 	bin, cleanup, err := abtest.Build()
 	if err != nil {
@@ -37,8 +43,8 @@ func testMain(m *testing.M) int {
 }
 
 // box is agent-box connect over an exec transport to a box on this machine
-// (its own state dir), with a way to drop the transport as a dead link
-// would: every dial's transport writes its pid to a file first.
+// (its own state dir), through a link (link_test.go) that the test kills
+// to drop the connection.
 type box struct {
 	t        *testing.T
 	stateDir string
@@ -46,10 +52,13 @@ type box struct {
 	*abtest.Server
 }
 
-func newBox(t *testing.T) *box {
+func newBox(t *testing.T) *box { return newBoxMode(t, "new") }
+
+// newBoxMode is newBox whose link is in mode (link_test.go).
+func newBoxMode(t *testing.T, mode string) *box {
 	b := &box{t: t, stateDir: t.TempDir()}
 	b.pids = filepath.Join(t.TempDir(), "pids")
-	transport := fmt.Sprintf("sh -c 'echo $$ >>%s; exec %s --state-dir %s'", b.pids, binary, b.stateDir)
+	transport := fmt.Sprintf("%s %s %s %s %s --state-dir %s", os.Args[0], linkArg, b.pids, mode, binary, b.stateDir)
 	cmd := exec.Command(binary, "connect", "--exec", transport)
 	b.Server = abtest.ConnectCmd(t, cmd)
 	t.Cleanup(b.Close)
@@ -109,4 +118,57 @@ func TestFollowThroughDrops(t *testing.T) {
 	}
 	abtest.SameBytes(t, want.Bytes(), all, "the log read through %d drops", drops)
 	require.GreaterOrEqual(t, len(b.transports()), drops+1)
+}
+
+// TestOldBoxSaysAWriteLostIsUnknown: against an agent-box without safe
+// repeats, a process_write whose answer a drop lost is not sent again
+// (it could be applied twice); the caller is told that whether it was
+// applied is unknown, with a code to branch on.
+func TestOldBoxSaysAWriteLostIsUnknown(t *testing.T) {
+	b := newBoxMode(t, "old")
+	b.OK("process_start", map[string]any{"name": "cat", "command": "cat", "stdin": "pipe"})
+	got := make(chan abtest.Result, 1)
+	go func() {
+		got <- b.Call("process_write", map[string]any{"name": "cat", "data": "hello\n", "wait_ms": 60000, "until": "never matches"})
+	}()
+	abtest.WaitFor(t, "the write's echo", time.Minute, func() bool {
+		return strings.Contains(b.OK("tail_log", map[string]any{"name": "cat"}).Text, "hello")
+	})
+	b.drop(1)
+	r := <-got
+	require.True(t, r.IsError, "%s", r.Text)
+	require.Contains(t, r.Text, "whether it was applied is unknown")
+	e, _ := r.Data["error"].(map[string]any)
+	require.Equal(t, "unknown_outcome", e["code"], "%v", r.Data)
+	require.Equal(t, false, e["retryable"])
+	// The session goes on.
+	b.OK("process_kill", map[string]any{"name": "cat", "signal": "KILL"})
+}
+
+// TestFirstContactFailureSaysWhy: a box that cannot be reached at all
+// fails initialize with its name and the transport's own words (ssh's
+// "Host key verification failed."), not a bare "connection closed".
+func TestFirstContactFailureSaysWhy(t *testing.T) {
+	transport := `sh -c 'echo "Host key verification failed." >&2; exit 255'`
+	cmd := exec.Command(binary, "connect", "--exec", transport)
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = io.Discard
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { in.Close(); cmd.Wait() })
+	_, err = io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`+"\n")
+	require.NoError(t, err)
+	line, err := bufio.NewReader(out).ReadBytes('\n')
+	require.NoError(t, err)
+	var ans struct {
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(line, &ans), "%s", line)
+	require.NotNil(t, ans.Error, "%s", line)
+	require.Contains(t, ans.Error.Message, "Host key verification failed.")
+	require.Contains(t, ans.Error.Message, transport)
 }

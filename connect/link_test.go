@@ -1,0 +1,51 @@
+package connect_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// linkArg makes the test binary a link: the network between connect and
+// a box. "TEST link PIDFILE MODE BOX_ARGV..." appends its pid to PIDFILE,
+// starts the box and carries bytes both ways. Killing it is a dropped
+// connection as sshd sees one: the box's stdin ends (it finishes what is
+// in flight) and its answers go nowhere. MODE "old" makes the box look
+// like an agent-box without safe repeats: the link deletes the capability
+// from its answer to initialize.
+const linkArg = "link"
+
+func link(args []string) int {
+	pidFile, mode, argv := args[0], args[1], args[2:]
+	f, err := os.OpenFile(pidFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "link:", err)
+		return 1
+	}
+	fmt.Fprintln(f, os.Getpid())
+	f.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stderr = os.Stderr
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "link:", err)
+		return 1
+	}
+	go func() { io.Copy(in, os.Stdin); in.Close() }()
+	sc := bufio.NewScanner(out)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if mode == "old" && bytes.Contains(line, []byte(`"agent-box/safe-repeat"`)) {
+			line = []byte(strings.Replace(string(line), `"agent-box/safe-repeat":{}`, `"agent-box/old":{}`, 1))
+		}
+		os.Stdout.Write(append(line, '\n'))
+	}
+	cmd.Wait()
+	return 0
+}

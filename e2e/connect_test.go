@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"os/exec"
+
+	"github.com/stretchr/testify/require"
+)
+
+// forwarder is the network between ssh and sshd, under the test's hand:
+// cut closes every connection through it at once, as a dead link or a
+// restarted router would; new connections go through again.
+type forwarder struct {
+	ln net.Listener
+
+	mu       sync.Mutex
+	conns    []net.Conn
+	accepted int
+	changed  chan struct{}
+}
+
+func newForwarder(t *testing.T, to int) *forwarder {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &forwarder{ln: ln, changed: make(chan struct{})}
+	t.Cleanup(func() { ln.Close(); f.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(to))
+			if err != nil {
+				c.Close()
+				continue
+			}
+			f.mu.Lock()
+			f.conns = append(f.conns, c, up)
+			f.accepted++
+			close(f.changed)
+			f.changed = make(chan struct{})
+			f.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return f
+}
+
+func (f *forwarder) port() int { return f.ln.Addr().(*net.TCPAddr).Port }
+
+// cut closes every connection through the forwarder.
+func (f *forwarder) cut() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+}
+
+// waitAccepted waits until n connections have come through in all.
+func (f *forwarder) waitAccepted(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(callTimeout)
+	for {
+		f.mu.Lock()
+		got, changed := f.accepted, f.changed
+		f.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("%d connections through the forwarder in %s, want %d", got, callTimeout, n)
+		}
+	}
+}
+
+// connectCommand is agent-box connect to this sshd through port (a
+// forwarder's), with agent-box serving state on the box. The options are
+// what a user's ~/.ssh/config would say for the box.
+func (s *sshServer) connectCommand(port int, state string) *exec.Cmd {
+	return exec.Command(binary, "connect",
+		"-o", "Port="+strconv.Itoa(port),
+		"-o", "IdentityFile="+s.key,
+		"-o", "IdentitiesOnly=yes",
+		"-o", "IdentityAgent=none",
+		"-o", "StrictHostKeyChecking=no",
+		"-o", "UserKnownHostsFile=/dev/null",
+		"-o", "LogLevel=ERROR",
+		// Progress every 200 ms instead of every 3 s (see protocol_test.go).
+		"--remote-bin", fmt.Sprintf("env AGENT_BOX_PROGRESS_MS=200 %s --state-dir %s", shellQuote(binary), shellQuote(state)),
+		s.user+"@127.0.0.1")
+}
+
+// TestConnectTSClientThroughDrops drives agent-box connect with the
+// official TypeScript SDK's client over the real sshd, while the network
+// between ssh and sshd is cut again and again under a process_wait: the
+// SDK sees no error, its wait ends with the run's own end, and the log
+// reads whole.
+func TestConnectTSClientThroughDrops(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("connect lane: starts node and an sshd")
+	}
+	c := startTSClient(t)
+	srv := startSSHD(t)
+	fwd := newForwarder(t, srv.port)
+	state := t.TempDir()
+	reapAtCleanup(t, state)
+	gate := filepath.Join(t.TempDir(), "gate")
+
+	c.connect(srv.connectCommand(fwd.port(), state), nil)
+	run := c.call("process_start", map[string]any{"name": "gated",
+		"command": fmt.Sprintf(`echo before; while [ ! -e %s ]; do sleep 0.05; done; echo after; exit 3`, shellQuote(gate))})
+	require.Equal(t, "running", run["state"])
+	killAtCleanup(t, int(run["pid"].(float64)))
+
+	const drops = 5
+	go func() {
+		defer os.WriteFile(gate, nil, 0o600)
+		for n := 1; n <= drops; n++ {
+			fwd.waitAccepted(t, n)
+			fwd.cut()
+		}
+		fwd.waitAccepted(t, drops+1)
+	}()
+	w := c.call("process_wait", map[string]any{"name": "gated", "timeout_ms": 60000})
+	require.Equal(t, false, w["wait_timed_out"])
+	ended := w["run"].(map[string]any)
+	require.Equal(t, "exited", ended["state"])
+	require.EqualValues(t, 3, ended["exit_code"])
+	fwd.mu.Lock()
+	accepted := fwd.accepted
+	fwd.mu.Unlock()
+	require.GreaterOrEqual(t, accepted, drops+1, "connections through the forwarder")
+
+	tail := c.call("tail_log", map[string]any{"name": "gated"})
+	require.Equal(t, "before\nafter\n", tail["content"])
+	require.Equal(t, true, tail["eof"])
+	c.do(true, map[string]any{"op": "close"})
+}
