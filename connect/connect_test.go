@@ -52,14 +52,16 @@ type box struct {
 	*abtest.Server
 }
 
-func newBox(t *testing.T) *box { return newBoxMode(t, "new") }
+func newBox(t *testing.T) *box { return newBoxEnv(t, "new") }
 
-// newBoxMode is newBox whose link is in mode (link_test.go).
-func newBoxMode(t *testing.T, mode string) *box {
+// newBoxEnv is newBox whose link is in mode (link_test.go) and whose
+// agent-box has env (KEY=value) added to its environment.
+func newBoxEnv(t *testing.T, mode string, env ...string) *box {
 	b := &box{t: t, stateDir: t.TempDir()}
 	b.pids = filepath.Join(t.TempDir(), "pids")
 	transport := fmt.Sprintf("%s %s %s %s %s --state-dir %s", os.Args[0], linkArg, b.pids, mode, binary, b.stateDir)
 	cmd := exec.Command(binary, "connect", "--exec", transport)
+	cmd.Env = append(os.Environ(), env...)
 	b.Server = abtest.ConnectCmd(t, cmd)
 	t.Cleanup(b.Close)
 	return b
@@ -125,7 +127,7 @@ func TestFollowThroughDrops(t *testing.T) {
 // (it could be applied twice); the caller is told that whether it was
 // applied is unknown, with a code to branch on.
 func TestOldBoxSaysAWriteLostIsUnknown(t *testing.T) {
-	b := newBoxMode(t, "old")
+	b := newBoxEnv(t, "old")
 	b.OK("process_start", map[string]any{"name": "cat", "command": "cat", "stdin": "pipe"})
 	got := make(chan abtest.Result, 1)
 	go func() {
@@ -171,4 +173,35 @@ func TestFirstContactFailureSaysWhy(t *testing.T) {
 	require.NotNil(t, ans.Error, "%s", line)
 	require.Contains(t, ans.Error.Message, "Host key verification failed.")
 	require.Contains(t, ans.Error.Message, transport)
+}
+
+// TestWaitThroughDropsKeepsItsProgressAndTime: a process_wait with a
+// progress token, cut by drops, goes on under the same token with
+// progress that only grows, and ends with the run's end, not an error.
+func TestWaitThroughDropsKeepsItsProgressAndTime(t *testing.T) {
+	b := newBoxEnv(t, "new", "AGENT_BOX_PROGRESS_MS=100")
+	gate := filepath.Join(t.TempDir(), "gate")
+	b.OK("process_start", map[string]any{"name": "gated",
+		"command": fmt.Sprintf("while [ ! -e %s ]; do sleep 0.05; done; exit 7", gate)})
+	got := make(chan abtest.Result, 1)
+	go func() {
+		got <- b.CallWithProgress("process_wait", map[string]any{"name": "gated", "timeout_ms": 120000}, "tok")
+	}()
+	for n := 1; n <= 3; n++ {
+		seen := len(b.Progress("tok"))
+		abtest.WaitFor(t, "progress before the drop", time.Minute, func() bool { return len(b.Progress("tok")) >= seen+2 })
+		b.drop(n)
+	}
+	seen := len(b.Progress("tok"))
+	abtest.WaitFor(t, "progress after the last drop", time.Minute, func() bool { return len(b.Progress("tok")) >= seen+2 })
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	r := <-got
+	require.False(t, r.IsError, "%s", r.Text)
+	run, _ := r.Data["run"].(map[string]any)
+	require.EqualValues(t, 7, run["exit_code"], "%v", r.Data)
+	last := -1.0
+	for _, p := range b.Progress("tok") {
+		require.Greater(t, p.Progress, last, "progress must grow under one token")
+		last = p.Progress
+	}
 }
