@@ -1,0 +1,26 @@
+package connect_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The local side (connect, session) runs on the user's laptop, macOS
+// included, and speaks to a box only through MCP: none of the box side's
+// packages may reach it, directly or through another package.
+func TestLocalSideImportsNothingOfTheBox(t *testing.T) {
+	const module = "github.com/agent-box/agent-box/"
+	allowed := map[string]bool{"connect": true, "session": true, "wire": true}
+	for _, pkg := range []string{"../connect", "../session"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if rest, ok := strings.CutPrefix(dep, module); ok && !allowed[rest] {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
+		}
+	}
+}
