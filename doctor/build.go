@@ -1,3 +1,12 @@
+// Package doctor checks that a box can keep agent-box's promises: that the
+// binaries agree, that the state dir keeps runs (persistent, writable,
+// private), that runs outlive the SSH session, and which resource-limit
+// mechanism the box has. Checks decides from Facts and does no I/O;
+// Gather reads the Facts from the live system.
+//
+// The checks are of a Linux box and build only there. Build (this file)
+// builds everywhere: agent-box version --json says what the binary was
+// built from on a laptop as on a box.
 package doctor
 
 import (

@@ -1,8 +1,5 @@
-// Package doctor checks that a box can keep agent-box's promises: that the
-// binaries agree, that the state dir keeps runs (persistent, writable,
-// private), that runs outlive the SSH session, and which resource-limit
-// mechanism the box has. Checks decides from Facts and does no I/O;
-// Gather reads the Facts from the live system.
+//go:build linux
+
 package doctor
 
 import (

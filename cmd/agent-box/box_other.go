@@ -1,0 +1,59 @@
+//go:build !linux
+
+// The box side runs only on Linux: its packages read /proc and use
+// cgroups, prctl(2) and syscalls only Linux has. On any other system the
+// local side works and each command of the box's says so.
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/agent-box/agent-box/cli"
+)
+
+// closeInherited does nothing here: only the box side starts processes
+// that outlive agent-box (supervisors and runs).
+func closeInherited() {}
+
+func supervise() int { return boxOnly("supervise") }
+
+func runDoctor(string, []string) int { return boxOnly("doctor") }
+
+// box answers what on Linux would serve MCP (no command) or run a command
+// of the CLI over runs.
+func box(_, _ string, rest []string) int {
+	if len(rest) == 0 {
+		return boxOnly("serve")
+	}
+	return notHere(rest[0])
+}
+
+func commandHelp(command string) int { return notHere(command) }
+
+// notHere answers a command this system cannot run: one of the box's, or
+// none at all.
+func notHere(command string) int {
+	if slices.Contains(cli.Commands, command) {
+		return boxOnly(command)
+	}
+	fmt.Fprintf(os.Stderr, "agent-box: unknown command %q (commands here: connect, install, version, help)\n", command)
+	return cli.ExitUsage
+}
+
+// boxOnly refuses a command of the box side. It is not a usage error: the
+// command line is right, for a Linux box.
+func boxOnly(command string) int {
+	fmt.Fprintf(os.Stderr, "agent-box %s: the box side runs only on Linux; on this machine agent-box connect and agent-box install work\n", command)
+	return cli.ExitError
+}
+
+// isTerminal says whether f is a character device: a terminal, mostly.
+// Without a command agent-box serves MCP on stdio unless a person typed
+// it; here either answer ends in an error, and this one needs no ioctl.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
