@@ -84,7 +84,10 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, `agent-box: an MCP server (on stdin/stdout) that runs long processes which
 outlive the connection, and a CLI over the same runs.
 
-  ssh box -- agent-box                    serve MCP on stdio (what an MCP client runs)
+  agent-box connect DEST                  on your machine: the MCP server your client runs;
+  agent-box connect --exec 'COMMAND'      reaches the box over ssh or COMMAND, survives drops
+  agent-box install DEST                  put agent-box on a box over ssh (no Go needed there)
+  ssh box -- agent-box                    serve MCP on stdio (what connect runs on the box)
   agent-box ps [-a] [--json]              list runs
   agent-box logs [-f] [--stream stdout|stderr] [--run-id ID] NAME
   agent-box start [--cwd DIR] [--framed] [--timeout S] [--limits L] NAME -- CMD [ARG...]
@@ -114,6 +117,8 @@ func help(fs *flag.FlagSet, args []string) int {
 	case args[0] == "version" || args[0] == "help" || args[0] == "doctor":
 		usage(os.Stdout, fs)
 		return 0
+	case args[0] == "connect" || args[0] == "install":
+		return run([]string{args[0], "--help"})
 	}
 	return commandHelp(args[0])
 }
