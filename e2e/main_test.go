@@ -70,7 +70,9 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: building agent-box:", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	removeDockerImage()
+	return code
 }
 
 // findRepoRoot walks up from the working directory (the package's, under
