@@ -189,14 +189,14 @@ func (b *dockerBox) killExecClients() int {
 // client, an answering dockerd and a static busybox are here.
 func requireDocker(t *testing.T) {
 	t.Helper()
-	if lookPath("docker", "/usr/bin/docker") == "" {
+	if _, err := exec.LookPath("docker"); err != nil {
 		missing(t, "docker (Debian package docker.io) is not installed")
 	}
 	if v, err := docker(nil, "version", "--format", "{{.Server.Version}}"); err != nil || v == "" {
 		if why, _ := os.ReadFile(filepath.Join(repoRoot, dockerdUnavailable)); len(why) > 0 {
 			t.Skipf("dockerd cannot run on this machine: %s (found by .ci/setup, %s)", strings.TrimSpace(string(why)), dockerdUnavailable)
 		}
-		missing(t, "dockerd does not answer (docker version: %v); .ci/setup starts it", err)
+		missing(t, "dockerd does not answer (%v); .ci/setup starts one", err)
 	}
 	if err := staticELF(busybox); err != nil {
 		missing(t, "no static busybox (Debian package busybox-static): %v", err)
