@@ -3,16 +3,18 @@
 // both MCP revisions byte by byte (protocol_test.go), with the official
 // TypeScript SDK's client (tsclient_test.go) and the MCP Inspector's CLI
 // (inspector_test.go), and installed and configured exactly as the README
-// says, as root and as a normal user of a stock sshd (install_test.go). The
+// says, as root and as a normal user of a stock sshd (install_test.go), and
+// inside a container through `docker exec -i` (docker_test.go). The
 // in-process harness in cmd/agent-box covers the tools in depth; this
 // package checks what only a real transport shows: that runs survive
 // connections dying under them, and that third-party clients can use the
 // tools as published.
 //
 // The tools these lanes need (sshd, the pinned inspector and SDK, the
-// install lane's user) are installed by .ci/setup. Without them a lane
-// skips, except under CI=true, where a missing dependency is a broken setup
-// and fails.
+// install lane's user, dockerd and busybox-static) are installed by
+// .ci/setup. Without them a lane skips, except under CI=true, where a
+// missing dependency is a broken setup and fails; the one exception is a
+// machine where .ci/setup found that dockerd cannot start at all.
 package e2e
 
 import (
@@ -70,7 +72,9 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: building agent-box:", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	removeDockerImage()
+	return code
 }
 
 // findRepoRoot walks up from the working directory (the package's, under

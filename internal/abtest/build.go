@@ -70,13 +70,25 @@ func Build() (string, func(), error) {
 // and the others copy its output. Each test process runs its own copy,
 // which no later build can change under it.
 func BuildInto(root, dir string, names ...string) error {
-	shared, unlock, err := sharedBuildDir(root)
+	return buildInto(root, dir, RaceEnabled, names)
+}
+
+// BuildStaticInto is BuildInto for a plain static build (CGO_ENABLED=0,
+// no -race) whatever the test binary is: for a machine that has neither
+// our libc nor a race runtime, such as a container made from nothing but
+// these binaries and busybox.
+func BuildStaticInto(root, dir string, names ...string) error {
+	return buildInto(root, dir, false, names)
+}
+
+func buildInto(root, dir string, race bool, names []string) error {
+	shared, unlock, err := sharedBuildDir(root, race)
 	if err != nil {
 		// No cache directory (no $HOME): build right where the copy goes.
-		return goBuild(root, dir, names)
+		return goBuild(root, dir, race, names)
 	}
 	defer unlock()
-	if err := goBuild(root, shared, names); err != nil {
+	if err := goBuild(root, shared, race, names); err != nil {
 		return err
 	}
 	for _, n := range names {
@@ -88,9 +100,9 @@ func BuildInto(root, dir string, names ...string) error {
 }
 
 // goBuild runs one go build for every name, which links them in parallel.
-func goBuild(root, dir string, names []string) error {
+func goBuild(root, dir string, race bool, names []string) error {
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	if RaceEnabled {
+	if race {
 		args = append(args, "-race")
 	}
 	for _, n := range names {
@@ -98,7 +110,7 @@ func goBuild(root, dir string, names []string) error {
 	}
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
-	if !RaceEnabled {
+	if !race {
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	}
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -107,14 +119,14 @@ func goBuild(root, dir string, names []string) error {
 
 // sharedBuildDir is the build directory of this checkout (root) and mode,
 // locked until unlock is called.
-func sharedBuildDir(root string) (dir string, unlock func(), err error) {
+func sharedBuildDir(root string, race bool) (dir string, unlock func(), err error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		return "", nil, err
 	}
 	sum := sha256.Sum256([]byte(root))
 	mode := "norace"
-	if RaceEnabled {
+	if race {
 		mode = "race"
 	}
 	dir = filepath.Join(cache, "agent-box-test", hex.EncodeToString(sum[:6])+"-"+mode)
