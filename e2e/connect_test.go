@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -151,4 +152,64 @@ func TestConnectTSClientThroughDrops(t *testing.T) {
 	require.Equal(t, "before\nafter\n", tail["content"])
 	require.Equal(t, true, tail["eof"])
 	c.do(true, map[string]any{"op": "close"})
+}
+
+// TestConnectDockerThroughDrops: agent-box connect --exec 'docker exec -i
+// CT agent-box' against a real container engine, while the docker exec
+// client is killed again and again under a follow of a growing log: every
+// byte is read once, in order, and the client sees no error.
+func TestConnectDockerThroughDrops(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("docker lane: starts a container")
+	}
+	b := startDockerBox(t)
+	s := connect(t, exec.Command(binary, "connect", "--exec", b.execLine()))
+	var started runInfo
+	s.ok("process_start", map[string]any{"name": "grow",
+		"command": `i=0; while [ ! -e /tmp/stop ]; do i=$((i+1)); echo "line $i of the growing log"; [ $((i % 20)) -eq 0 ] && sleep 0.01; done`}, &started)
+
+	const drops = 5
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		defer b.sh("touch /tmp/stop")
+		seen := map[int]bool{}
+		for n := 0; n < drops; n++ {
+			// A drop once the redial of the last one has its server.
+			waitUntil(t, "a new agent-box serving in the container", callTimeout, func() bool {
+				fresh := false
+				for _, pid := range b.serverPIDs() {
+					fresh = fresh || !seen[pid]
+					seen[pid] = true
+				}
+				return fresh
+			})
+			if b.killExecClients() == 0 {
+				t.Errorf("drop %d: no docker exec client to kill", n+1)
+			}
+		}
+	}()
+	var got logBytes
+	off := int64(0)
+	for i := 0; ; i++ {
+		require.Less(t, i, 100000, "tail_log made no progress")
+		w := s.window("grow", false, off, 4096, &got)
+		if w.EOF {
+			break
+		}
+		if w.EndOffset == off {
+			var follow tailOut
+			s.ok("tail_log", map[string]any{"name": "grow", "offset": off, "max_bytes": 1, "wait_ms": 1000}, &follow)
+		}
+		off = w.EndOffset
+	}
+	<-killed
+	lines := strings.SplitAfter(string(got.combined), "\n")
+	require.Equal(t, "", lines[len(lines)-1], "the log ends in a whole line")
+	var want strings.Builder
+	for i := 1; i < len(lines); i++ {
+		fmt.Fprintf(&want, "line %d of the growing log\n", i)
+	}
+	require.Equal(t, want.String(), string(got.combined), "the log read through %d drops", drops)
 }
