@@ -60,7 +60,7 @@ func newBoxEnv(t *testing.T, mode string, env ...string) *box {
 	b := &box{t: t, stateDir: t.TempDir()}
 	b.pids = filepath.Join(t.TempDir(), "pids")
 	transport := fmt.Sprintf("%s %s %s %s %s --state-dir %s", os.Args[0], linkArg, b.pids, mode, binary, b.stateDir)
-	cmd := exec.Command(binary, "connect", "--exec", transport)
+	cmd := exec.Command(binary, "connect", "--give-up", "2s", "--exec", transport)
 	cmd.Env = append(os.Environ(), env...)
 	b.Server = abtest.ConnectCmd(t, cmd)
 	t.Cleanup(b.Close)
@@ -204,4 +204,23 @@ func TestWaitThroughDropsKeepsItsProgressAndTime(t *testing.T) {
 		require.Greater(t, p.Progress, last, "progress must grow under one token")
 		last = p.Progress
 	}
+}
+
+// TestBoxGoneSaysSoAndComesBack: a box that stays unreachable fails a call
+// after --give-up with its name, the transport's words and a code that
+// says a repeat may succeed; once it is back, calls succeed again.
+func TestBoxGoneSaysSoAndComesBack(t *testing.T) {
+	b := newBox(t)
+	b.OK("process_list", map[string]any{})
+	require.NoError(t, os.WriteFile(b.pids+".down", nil, 0o600))
+	require.NoError(t, syscall.Kill(b.transports()[0], syscall.SIGKILL))
+	r := b.Call("process_list", map[string]any{})
+	require.True(t, r.IsError, "%s", r.Text)
+	require.Contains(t, r.Text, "Connection refused")
+	require.Contains(t, r.Text, linkArg, "the box's name (here the --exec command)")
+	e, _ := r.Data["error"].(map[string]any)
+	require.Equal(t, "unreachable", e["code"], "%v", r.Data)
+	require.Equal(t, true, e["retryable"])
+	require.NoError(t, os.Remove(b.pids+".down"))
+	b.OK("process_list", map[string]any{})
 }

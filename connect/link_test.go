@@ -16,7 +16,8 @@ import (
 // connection as sshd sees one: the box's stdin ends (it finishes what is
 // in flight) and its answers go nowhere. MODE "old" makes the box look
 // like an agent-box without safe repeats: the link deletes the capability
-// from its answer to initialize.
+// from its answer to initialize. While PIDFILE.down exists, the link fails
+// at once, in ssh's words.
 const linkArg = "link"
 
 func link(args []string) int {
@@ -28,6 +29,12 @@ func link(args []string) int {
 	}
 	fmt.Fprintln(f, os.Getpid())
 	f.Close()
+	// While PIDFILE.down exists the box is down: the link fails as ssh
+	// does when sshd does not answer.
+	if _, err := os.Stat(pidFile + ".down"); err == nil {
+		fmt.Fprintln(os.Stderr, "ssh: connect to host box port 22: Connection refused")
+		return 255
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr
 	in, _ := cmd.StdinPipe()

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/agent-box/agent-box/cli"
 	relay "github.com/agent-box/agent-box/connect"
@@ -36,6 +37,7 @@ func runConnect(args []string) int {
 	fs.SetOutput(io.Discard)
 	remoteBin := fs.String("remote-bin", session.DefaultRemoteBin, "agent-box's path on the box (relative to the home directory)")
 	execCmd := fs.String("exec", "", "a command whose stdin/stdout are the box's agent-box, instead of ssh")
+	giveUp := fs.Duration("give-up", 20*time.Second, "how long a call waits for a box that went away before it fails")
 	var sshOpts multiFlag
 	fs.Var(&sshOpts, "o", "an ssh option (as ssh -o), before ~/.ssh/config's")
 	if err := fs.Parse(args); err != nil {
@@ -72,7 +74,7 @@ func runConnect(args []string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	logger := log.New(os.Stderr, "agent-box connect: ", 0)
-	srv := &relay.Server{Box: box, Options: session.Options{Stderr: os.Stderr}, Log: logger}
+	srv := &relay.Server{Box: box, Options: session.Options{Stderr: os.Stderr, GiveUp: *giveUp}, Log: logger}
 	if err := srv.Serve(ctx, os.Stdin, os.Stdout); err != nil && ctx.Err() == nil {
 		logger.Print(err)
 		return 1
