@@ -189,11 +189,25 @@ func TestWaitThroughDropsKeepsItsProgressAndTime(t *testing.T) {
 	}()
 	for n := 1; n <= 3; n++ {
 		seen := len(b.Progress("tok"))
-		abtest.WaitFor(t, "progress before the drop", time.Minute, func() bool { return len(b.Progress("tok")) >= seen+2 })
+		abtest.WaitFor(t, fmt.Sprintf("progress before drop %d (%d so far)", n, seen), time.Minute, func() bool {
+			select {
+			case r := <-got:
+				t.Fatalf("the wait ended before drop %d: %v %s", n, r.Data, r.Text)
+			default:
+			}
+			return len(b.Progress("tok")) >= seen+2
+		})
 		b.drop(n)
 	}
 	seen := len(b.Progress("tok"))
-	abtest.WaitFor(t, "progress after the last drop", time.Minute, func() bool { return len(b.Progress("tok")) >= seen+2 })
+	abtest.WaitFor(t, "progress after the last drop", time.Minute, func() bool {
+		select {
+		case r := <-got:
+			t.Fatalf("the wait ended after the last drop: %v %s", r.Data, r.Text)
+		default:
+		}
+		return len(b.Progress("tok")) >= seen+2
+	})
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	r := <-got
 	require.False(t, r.IsError, "%s", r.Text)

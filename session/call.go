@@ -96,6 +96,7 @@ func (s *Session) CallTool(ctx context.Context, params json.RawMessage, progress
 	if !known {
 		k = mutation
 	}
+	args := p["arguments"] // as given: a re-sent wait's time is reckoned from it
 	route := s.route(p, progress)
 	defer route.end()
 	began := time.Now()
@@ -118,6 +119,7 @@ func (s *Session) CallTool(ctx context.Context, params json.RawMessage, progress
 			}
 		}
 		if attempt > 0 && k == waitMS {
+			p["arguments"] = args
 			timeLeft(p, name, time.Since(began), route.token != nil)
 		}
 		route.rebase(time.Since(began))

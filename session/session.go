@@ -253,7 +253,7 @@ func (s *Session) link(ctx context.Context) (*link, error) {
 		s.mu.Lock()
 		l, changed, lastErr, reached, dials := s.cur, s.changed, s.lastErr, s.reached, s.dials
 		s.mu.Unlock()
-		if l != nil {
+		if l != nil && !l.c.dead() {
 			return l, nil
 		}
 		if !reached && dials > startDials {

@@ -139,6 +139,17 @@ func (c *conn) call(ctx context.Context, id json.RawMessage, line []byte) ([]byt
 	}
 }
 
+// dead says whether the transport has died (its death may not have been
+// published yet).
+func (c *conn) dead() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // send writes one message.
 func (c *conn) send(line []byte) error {
 	select {
