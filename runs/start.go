@@ -831,7 +831,7 @@ const supervisorEndLimit = 5 * time.Second
 // runDir, that did not start the child: err, and what its log says.
 func (m *Manager) startFailed(sup *supervisor.Launched, runDir string, err error) error {
 	if t := (*supervisor.ReportTimeoutError)(nil); errors.As(err, &t) {
-		err = fmt.Errorf("%w; if it had started the process, %s shows the run", err, m.words().List)
+		err = fmt.Errorf("%w; if it had started the process, %s shows the run%w", err, m.words().List, silent{ErrUnknownOutcome})
 	}
 	// A supervisor reports a failure before it is done: it may still be
 	// killing a child whose pid it could not record, or writing the start

@@ -48,7 +48,7 @@ const Workers = 64
 
 // errTooManyWaits refuses a blocking call over MaxBlockingCalls.
 var errTooManyWaits = fmt.Errorf("%w: %d calls that wait are in progress on this connection already, the most it serves at once; "+
-	"wait for one of them to return, or call without waiting (timeout_ms 0 or wait_ms 0)", runs.ErrInvalid, MaxBlockingCalls)
+	"wait for one of them to return, or call without waiting (timeout_ms 0 or wait_ms 0)", runs.ErrBusy, MaxBlockingCalls)
 
 // waitSlot takes a slot for a call that may block; release gives it back.
 func (h *Handlers) waitSlot() (release func(), err error) {
@@ -138,8 +138,16 @@ func (h *Handlers) Register(s *server.MCPServer) {
 }
 
 // decode binds the call's arguments strictly: unknown names are errors, so
-// a misspelt argument is never silently ignored.
+// a misspelt argument is never silently ignored. Its errors wrap
+// runs.ErrInvalid.
 func decode(req mcp.CallToolRequest, dst any) error {
+	if err := decodeArgs(req, dst); err != nil {
+		return badArgs{err}
+	}
+	return nil
+}
+
+func decodeArgs(req mcp.CallToolRequest, dst any) error {
 	args := req.GetRawArguments()
 	if args == nil {
 		args = map[string]any{}
@@ -184,10 +192,6 @@ func argNames(dst any) []string {
 		}
 	}
 	return names
-}
-
-func fail(err error) *mcp.CallToolResult {
-	return mcp.NewToolResultError(err.Error())
 }
 
 func result(structured any, text string) *mcp.CallToolResult {
