@@ -130,6 +130,9 @@ type Journal struct {
 
 	self entry // this process's facts, for its claims
 	now  func() time.Time
+	// waiting, a test's, is called each time a repeat waits for a live
+	// claimant.
+	waiting func()
 }
 
 // Open opens the journal under stateDir, making its directory if missing.
@@ -197,6 +200,9 @@ func (j *Journal) Do(ctx context.Context, c Call, apply func() []byte) (answer [
 			return answer, true, nil
 		case !alive:
 			continue // pruned between the claim and the look: claim again
+		}
+		if j.waiting != nil {
+			j.waiting()
 		}
 		select {
 		case <-time.After(j.Poll):
