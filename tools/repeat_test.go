@@ -80,4 +80,3 @@ func TestRepeatAcrossServersGetsTheFirstAnswer(t *testing.T) {
 	assert.Equal(t, wire.InvalidArgument, toolError(t, other).Code, other)
 	assert.Contains(t, toolError(t, other).Message, "other arguments", other)
 }
-
