@@ -2,7 +2,9 @@
 // they decode and check arguments, call package runs, and render the
 // result twice — structured content (canonical) and a short text for the
 // model to read. Tool failures are results with isError set and a message
-// that says what to do next; protocol errors are left to mcp-go.
+// that says what to do next, with the same as a structured error whose code
+// a program branches on (errcode.go); protocol errors are left to mcp-go.
+// The mutations apply a request id at most once (repeat.go).
 package tools
 
 import (
