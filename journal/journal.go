@@ -361,6 +361,9 @@ func (j *Journal) read(id string) (*os.File, entry, error) {
 	if err == nil && (e.Version != version || e.ID != id) {
 		err = fmt.Errorf("version %d, id %q", e.Version, e.ID)
 	}
+	if err == nil && e.Answer != nil && !bytes.HasPrefix(e.Answer, []byte("{")) {
+		err = errors.New("its answer is not an object")
+	}
 	if err != nil {
 		f.Close()
 		return nil, e, fmt.Errorf("%w: journal entry of request %s: %w", ErrForeign, id, err)

@@ -299,3 +299,23 @@ func TestPruneRemovesOldEntries(t *testing.T) {
 		assert.NoError(t, err, f)
 	}
 }
+
+// FuzzEntry: whatever bytes an entry holds, a call of its id answers or
+// fails at once, and applies nothing.
+func FuzzEntry(f *testing.F) {
+	f.Add([]byte(`{"version":1,"id":"r","tool":"process_write","fingerprint":"x","pid":1,"pid_start_time":1,"boot_id":"b","at":"2026-01-01T00:00:00Z","answer":{"content":[]}}`))
+	f.Add([]byte(`{"version":1,"id":"r","answer":null}`))
+	f.Add([]byte(`{"version":2}`))
+	f.Add([]byte(``))
+	f.Add([]byte(`[`))
+	state := f.TempDir()
+	j, err := Open(state)
+	require.NoError(f, err)
+	j.Wait = time.Millisecond
+	f.Fuzz(func(t *testing.T, b []byte) {
+		require.NoError(t, os.WriteFile(filepath.Join(state, Dir, "r.json"), b, 0o600))
+		applied := false
+		_, _, _ = j.Do(context.Background(), call("r"), func() []byte { applied = true; return nil })
+		assert.False(t, applied)
+	})
+}

@@ -55,6 +55,8 @@ func TestBadRequestIDsAreRefused(t *testing.T) {
 		assert.Contains(t, e.Message, wire.RequestMeta, line)
 	}
 	noRuns(t, c.state)
+	line := c.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"process_list","arguments":{},"_meta":{%q:"../x"}}}`, wire.RequestMeta))
+	assert.NotContains(t, line, `"isError"`, line)
 	_, err := os.Lstat(filepath.Join(c.state, journal.Dir))
 	assert.True(t, os.IsNotExist(err), "a journal was made: %v", err)
 }
