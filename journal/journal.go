@@ -146,8 +146,11 @@ func Open(stateDir string) (*Journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("request journal: %w", err)
 	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, fmt.Errorf("request journal: %s is a symlink, which is never followed: %w", dir, runrecord.ErrSymlink)
+	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("request journal: %s is not a directory (%v): %w", dir, fi.Mode().Type(), runrecord.ErrSymlink)
+		return nil, fmt.Errorf("request journal: %s is not a directory (%v)", dir, fi.Mode().Type())
 	}
 	st, err := proc.ReadStat(os.Getpid())
 	if err != nil {
@@ -184,13 +187,15 @@ func (j *Journal) Do(ctx context.Context, c Call, apply func() []byte) (answer [
 	}
 	deadline := time.NewTimer(j.Wait)
 	defer deadline.Stop()
-	for {
-		claim, err := j.claim(c)
-		if err != nil {
-			return nil, false, err
-		}
-		if claim != nil {
-			return j.applied(c, claim, apply), false, nil
+	for try := true; ; {
+		if try {
+			claim, err := j.claim(c)
+			if err != nil {
+				return nil, false, err
+			}
+			if claim != nil {
+				return j.applied(c, claim, apply), false, nil
+			}
 		}
 		answer, alive, err := j.look(c)
 		switch {
@@ -199,8 +204,10 @@ func (j *Journal) Do(ctx context.Context, c Call, apply func() []byte) (answer [
 		case answer != nil:
 			return answer, true, nil
 		case !alive:
-			continue // pruned between the claim and the look: claim again
+			try = true // pruned between the claim and the look: claim again
+			continue
 		}
+		try = false
 		if j.waiting != nil {
 			j.waiting()
 		}

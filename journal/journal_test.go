@@ -319,3 +319,16 @@ func FuzzEntry(f *testing.F) {
 		assert.False(t, applied)
 	})
 }
+
+// TestSymlinkForTheDirIsRefused: a symlink planted as requests/ is not
+// followed: the journal does not open.
+func TestSymlinkForTheDirIsRefused(t *testing.T) {
+	t.Parallel()
+	state, elsewhere := t.TempDir(), t.TempDir()
+	require.NoError(t, os.Symlink(elsewhere, filepath.Join(state, Dir)))
+	_, err := Open(state)
+	assert.ErrorContains(t, err, "symlink")
+	ents, err := os.ReadDir(elsewhere)
+	require.NoError(t, err)
+	assert.Empty(t, ents)
+}
