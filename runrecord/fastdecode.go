@@ -108,6 +108,8 @@ func (d *fastDecoder) record(r *Record) bool {
 		case "limits":
 			r.Limits = new(Limits)
 			return 1 << 32, d.limits(r.Limits)
+		case "request_id":
+			return 1 << 33, d.str(&r.RequestID)
 		}
 		return 0, true
 	})

@@ -87,6 +87,18 @@ func replaceFile(dir, file string, data []byte) error {
 	return nil
 }
 
+// WriteFileAtomic writes data as dir/file the way the store writes a
+// record: a unique temp file in dir, written, fsynced, closed, renamed over
+// file, and dir fsynced. Readers see the old file or the new one, never a
+// part. An error wrapping ErrNotDurable means the new file is in place but
+// may not survive a crash.
+func WriteFileAtomic(dir, file string, data []byte) error {
+	if err := replaceFile(dir, file, data); err != nil {
+		return err
+	}
+	return syncRenamed(dir, file)
+}
+
 func fsyncDir(dir string) error {
 	fd, err := openNoFollow(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {

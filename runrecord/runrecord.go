@@ -156,6 +156,12 @@ type Record struct {
 	StartedAt time.Time `json:"started_at"`
 	LogPath   string    `json:"log_path"`
 
+	// RequestID is the request id (wire.RequestMeta) of the process_start
+	// or process_restart that started the run, if it had one: what tells,
+	// after the agent-box that applied it died before it answered, that
+	// the start was applied.
+	RequestID string `json:"request_id,omitempty"`
+
 	SupervisorPID       int    `json:"supervisor_pid,omitempty"`
 	SupervisorStartTime uint64 `json:"supervisor_start_time,omitempty"`
 	PID                 int    `json:"pid,omitempty"`

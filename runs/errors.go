@@ -24,6 +24,26 @@ var (
 	ErrNoStdin       = errors.New("run has no stdin pipe")
 	ErrNoTerminal    = errors.New("run has no terminal")
 	ErrRunning       = errors.New("run is still running")
+	// ErrNotRunning: the run has ended, or its stdin or terminal is gone
+	// (closed, broken, its supervisor lost), so there is nothing to write
+	// to or resize. It is wrapped beside ErrNoStdin or ErrNoTerminal,
+	// which alone say the run never had one (it was started without).
+	ErrNotRunning = errors.New("run is not running")
+	// ErrRefused: agent-box will not do it (a socket that is not the run's
+	// supervisor's); ErrNotSignalable is the same for a signal.
+	ErrRefused = errors.New("refused")
+	// ErrUnreachable: the run's supervisor could not be reached, or did
+	// not answer a request that changes nothing twice (a resize): the same
+	// call can succeed later.
+	ErrUnreachable = errors.New("the run's supervisor could not be reached")
+	// ErrUnknownOutcome: a change was asked and its answer was lost (the
+	// supervisor took a write and did not answer, the supervisor of a
+	// start did not report, the agent-box that applied a request id died
+	// before it answered): whether it was applied is unknown.
+	ErrUnknownOutcome = errors.New("outcome unknown")
+	// ErrBusy: too much is in progress (calls that wait, the first try of
+	// a request id); the same call can succeed later.
+	ErrBusy = errors.New("busy")
 )
 
 // Duration turns an argument of v units (grace_ms, wait_ms: a number a

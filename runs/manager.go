@@ -100,7 +100,8 @@ type Manager struct {
 	// SystemdScopes); tests substitute one.
 	SystemdScopes func() error
 
-	spares *supervisor.Spares // KeepSpare's
+	spares   *supervisor.Spares // KeepSpare's
+	requests *requests          // the request journal, once a call brings a request id
 }
 
 // KeepSpare makes m, a server's Manager, start its runs' supervisors

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/agent-box/agent-box/supervisor"
@@ -33,11 +34,17 @@ func (m *Manager) Resize(name, runID string, cols, rows int) (Run, error) {
 		if now, gerr := m.Get(name, run.RunID); gerr == nil && (now.Ended() || !now.supAlive) {
 			return now, terminalGone(now)
 		}
+		if errors.Is(err, supervisor.ErrStdinNoReply) {
+			// A resize is the same twice: asking again is safe.
+			err = fmt.Errorf("%w%w", err, silent{ErrUnreachable})
+		} else {
+			err = supervisorError(err)
+		}
 		return run, fmt.Errorf("resizing the terminal of run %q: %w", name, err)
 	}
 	return m.Get(name, run.RunID)
 }
 
 func terminalGone(run Run) error {
-	return fmt.Errorf("%w: run %q (run id %s) is %s (%s); its terminal is gone", ErrNoTerminal, run.Name, run.RunID, run.State, run.Reason)
+	return fmt.Errorf("%w: run %q (run id %s) is %s (%s); its terminal is gone%w", ErrNoTerminal, run.Name, run.RunID, run.State, run.Reason, silent{ErrNotRunning})
 }

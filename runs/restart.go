@@ -28,6 +28,8 @@ type RestartRequest struct {
 	// SecretEnv gives again the secret values the run was started with:
 	// agent-box never stores them, only their names.
 	SecretEnv map[string]string
+	// RequestID goes into the new run's record, as StartRequest's.
+	RequestID string
 }
 
 // RestartResult is the new run, and the old one as it ended.
@@ -67,6 +69,7 @@ func (m *Manager) Restart(ctx context.Context, req RestartRequest) (RestartResul
 	if _, _, _, err := check.program(m.Env); err != nil {
 		return RestartResult{}, fmt.Errorf("run %s of %q cannot be started again as it was: %w", prev.RunID, prev.Name, err)
 	}
+	spec.RequestID = req.RequestID
 	res := RestartResult{Previous: prev}
 	if prev.Verdict.MayBeAlive {
 		if _, err := m.Kill(req.Name, prev.RunID, unix.SIGTERM, grace); err != nil {

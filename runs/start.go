@@ -74,6 +74,10 @@ type StartRequest struct {
 	// Watched and Progress are as in WaitRequest, for the ready wait.
 	Watched  bool
 	Progress func(elapsed time.Duration, running []string)
+	// RequestID, the call's request id if it had one (checked by
+	// CheckRequestID), goes into the run's record: a repeat whose first
+	// try's agent-box died finds the run by it (StartedBy).
+	RequestID string
 }
 
 // StartResult is process_start's answer: the run, and how its readiness
@@ -210,6 +214,12 @@ func (req *StartRequest) normalize(home string, arg func(string) string) error {
 		req.checkEnv,
 		func() error { return req.checkModes(arg) },
 		req.checkReady,
+		func() error {
+			if req.RequestID == "" {
+				return nil
+			}
+			return CheckRequestID(req.RequestID)
+		},
 	} {
 		if err := check(); err != nil {
 			return err
@@ -617,6 +627,7 @@ func (m *Manager) newRecord(req *StartRequest, runID string, now time.Time, stat
 		LogPath:     m.Store.LogPath(req.Name, runID),
 		SecretEnv:   slices.Sorted(maps.Keys(req.SecretEnv)),
 		StatusOf:    statusOf,
+		RequestID:   req.RequestID,
 	}
 	if req.CaptureMode == string(capture.Framed) {
 		rec.LogFormat = logframe.FormatName
@@ -831,7 +842,7 @@ const supervisorEndLimit = 5 * time.Second
 // runDir, that did not start the child: err, and what its log says.
 func (m *Manager) startFailed(sup *supervisor.Launched, runDir string, err error) error {
 	if t := (*supervisor.ReportTimeoutError)(nil); errors.As(err, &t) {
-		err = fmt.Errorf("%w; if it had started the process, %s shows the run", err, m.words().List)
+		err = fmt.Errorf("%w; if it had started the process, %s shows the run%w", err, m.words().List, silent{ErrUnknownOutcome})
 	}
 	// A supervisor reports a failure before it is done: it may still be
 	// killing a child whose pid it could not record, or writing the start

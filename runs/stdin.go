@@ -106,19 +106,19 @@ func (m *Manager) write(req WriteRequest) (WriteResult, int64, error) {
 				gone := stdinGone(now)
 				if errors.Is(err, supervisor.ErrStdinNoReply) {
 					// Sent, and not answered: it may have gone in before.
-					gone = fmt.Errorf("%w; it is not known whether the %d bytes reached it before that", gone, len(data))
+					gone = fmt.Errorf("%w; it is not known whether the %d bytes reached it before that%w", gone, len(data), silent{ErrUnknownOutcome})
 				}
 				return WriteResult{Run: now}, 0, gone
 			}
 		}
 		if errors.Is(err, supervisor.ErrStdinClosed) {
-			return res, 0, fmt.Errorf("%w: stdin of run %q (run id %s) was closed by an earlier process_write; nothing was written", ErrNoStdin, name, run.RunID)
+			return res, 0, fmt.Errorf("%w: stdin of run %q (run id %s) was closed by an earlier process_write; nothing was written%w", ErrNoStdin, name, run.RunID, silent{ErrNotRunning})
 		}
 		var we *supervisor.WriteError
 		if errors.As(err, &we) {
 			return res, 0, partialWriteError(name, we)
 		}
-		return res, 0, fmt.Errorf("writing to stdin of run %q: %w", name, err)
+		return res, 0, fmt.Errorf("writing to stdin of run %q: %w", name, supervisorError(err))
 	}
 	return res, from, nil
 }
@@ -134,7 +134,29 @@ func logEnd(run Run) (int64, error) {
 }
 
 func stdinGone(run Run) error {
-	return fmt.Errorf("%w: run %q (run id %s) is %s (%s); its stdin is gone", ErrNoStdin, run.Name, run.RunID, run.State, run.Reason)
+	return fmt.Errorf("%w: run %q (run id %s) is %s (%s); its stdin is gone%w", ErrNoStdin, run.Name, run.RunID, run.State, run.Reason, silent{ErrNotRunning})
+}
+
+// silent wraps a sentinel for errors.Is without adding to the message.
+type silent struct{ err error }
+
+func (s silent) Error() string { return "" }
+func (s silent) Unwrap() error { return s.err }
+
+// supervisorError adds to err, an error of a request to a run's
+// supervisor (stdin.sock), the sentinel of runs it stands for: the
+// supervisor's sentinels stay wrapped, but callers of runs branch on
+// runs' own.
+func supervisorError(err error) error {
+	switch {
+	case errors.Is(err, supervisor.ErrStdinImpostor):
+		return fmt.Errorf("%w%w", err, silent{ErrRefused})
+	case errors.Is(err, supervisor.ErrStdinUnreachable):
+		return fmt.Errorf("%w%w", err, silent{ErrUnreachable})
+	case errors.Is(err, supervisor.ErrStdinNoReply):
+		return fmt.Errorf("%w%w", err, silent{ErrUnknownOutcome})
+	}
+	return err
 }
 
 // partialWriteError says, for the agent, exactly which part of the data is
@@ -157,7 +179,7 @@ func partialWriteError(name string, we *supervisor.WriteError) error {
 	}
 	errs := []error{we}
 	if errors.Is(we, supervisor.ErrStdinBroken) {
-		errs = append(errs, ErrNoStdin)
+		errs = append(errs, ErrNoStdin, ErrNotRunning)
 	}
 	return &writeError{msg: msg, errs: errs}
 }

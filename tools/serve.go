@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/agent-box/agent-box/runs"
+	"github.com/agent-box/agent-box/wire"
 )
 
 // drainIdle bounds how long the server keeps answering after stdin
@@ -68,6 +69,8 @@ func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out i
 		server.WithToolCapabilities(false),
 		server.WithRecovery(),
 		server.WithInstructions(m.instructions()),
+		// The mutations apply a request id at most once (Handlers.once).
+		server.WithExperimental(map[string]any{wire.SafeRepeat: map[string]any{}}),
 	)
 	m.Register(s)
 

@@ -31,7 +31,12 @@ type pipeConn struct {
 
 func servePipe(t *testing.T) *pipeConn {
 	t.Helper()
-	state := t.TempDir()
+	return servePipeAt(t, t.TempDir())
+}
+
+// servePipeAt is servePipe on the state dir state.
+func servePipeAt(t *testing.T, state string) *pipeConn {
+	t.Helper()
 	m := messagesManager(t, state)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()

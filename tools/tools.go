@@ -2,7 +2,9 @@
 // they decode and check arguments, call package runs, and render the
 // result twice — structured content (canonical) and a short text for the
 // model to read. Tool failures are results with isError set and a message
-// that says what to do next; protocol errors are left to mcp-go.
+// that says what to do next, with the same as a structured error whose code
+// a program branches on (errcode.go); protocol errors are left to mcp-go.
+// The mutations apply a request id at most once (repeat.go).
 package tools
 
 import (
@@ -48,7 +50,7 @@ const Workers = 64
 
 // errTooManyWaits refuses a blocking call over MaxBlockingCalls.
 var errTooManyWaits = fmt.Errorf("%w: %d calls that wait are in progress on this connection already, the most it serves at once; "+
-	"wait for one of them to return, or call without waiting (timeout_ms 0 or wait_ms 0)", runs.ErrInvalid, MaxBlockingCalls)
+	"wait for one of them to return, or call without waiting (timeout_ms 0 or wait_ms 0)", runs.ErrBusy, MaxBlockingCalls)
 
 // waitSlot takes a slot for a call that may block; release gives it back.
 func (h *Handlers) waitSlot() (release func(), err error) {
@@ -94,12 +96,12 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		"Start a process (build, tests, server) that keeps running and logging when the connection drops; later connections see it in process_list. Returns at once with its pid; process_wait blocks until it ends, tail_log reads output.",
 		startInput, startOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
-		h.start)
+		h.once("process_start", h.start))
 	add("process_restart", "Restart a run",
 		"Stop the newest run of name if running (TERM, grace_ms, KILL) and start it again with the same spec as a new run; the old run's record and log stay.",
 		restartInput, restartOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
-		h.restart)
+		h.once("process_restart", h.restart))
 	add("process_list", "List processes",
 		"List runs, newest first, with their true state (running, exited with code or signal, or unknown and why) and usage, also runs of earlier connections. Only the newest run of each name unless all; at most limit (default 100), older with before = next_before. Keep the cursor: changed_since=cursor lists only the runs that started or ended since, also after a reconnect.",
 		listInput, listOutput,
@@ -109,7 +111,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		"Send a signal (default TERM) to every process of a run: its process group and any process that left it (setsid); with grace_ms, SIGKILL follows for those still alive. Refuses when the pid cannot be proven the run's. An exited run with no process left: does nothing and says so.",
 		killInput, killOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
-		h.kill)
+		h.once("process_kill", h.kill))
 	add("tail_log", "Read a run's log",
 		"Read a window of a run's output by byte offset; continue from the returned end_offset. tail_lines gives the last lines, grep filters them. wait_ms waits for new output instead of you polling; to wait for the end use process_wait. Framed runs' text starts stderr lines with [stderr].",
 		tailInput, tailOutputSchema,
@@ -124,22 +126,30 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		"Write data to the stdin of a run started with stdin \"pipe\" or pty (e.g. an answer to a prompt, with its newline; on a pty \"\\u0003\" is Ctrl-C); close=true sends EOF (a pty's ^D). Works from any connection. With wait_ms (until, idle_ms as tail_log's) it returns the output that followed the write.",
 		writeInput, writeOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
-		h.write)
+		h.once("process_write", h.write))
 	add("process_resize", "Resize a pty run's terminal",
 		"Resize a pty run's terminal (sends SIGWINCH), from any connection.",
 		resizeInput, resizeOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
-		h.resize)
+		h.once("process_resize", h.resize))
 	add("process_remove", "Remove finished runs",
 		"Delete the records and logs of finished runs: one (name, optional run_id) or, with all_finished, every finished run. Refuses running ones. A run whose record cannot be read is removed only when named by its run_id.",
 		removeInput, removeOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
-		h.remove)
+		h.once("process_remove", h.remove))
 }
 
 // decode binds the call's arguments strictly: unknown names are errors, so
-// a misspelt argument is never silently ignored.
+// a misspelt argument is never silently ignored. Its errors wrap
+// runs.ErrInvalid.
 func decode(req mcp.CallToolRequest, dst any) error {
+	if err := decodeArgs(req, dst); err != nil {
+		return badArgs{err}
+	}
+	return nil
+}
+
+func decodeArgs(req mcp.CallToolRequest, dst any) error {
 	args := req.GetRawArguments()
 	if args == nil {
 		args = map[string]any{}
@@ -184,10 +194,6 @@ func argNames(dst any) []string {
 		}
 	}
 	return names
-}
-
-func fail(err error) *mcp.CallToolResult {
-	return mcp.NewToolResultError(err.Error())
 }
 
 func result(structured any, text string) *mcp.CallToolResult {
@@ -269,6 +275,7 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		defer done()
 		sr.Watched, sr.Progress = progress(ctx, req)
 	}
+	sr.RequestID, _, _ = requestID(req) // checked by once
 	res, err := h.M.Start(ctx, sr)
 	if err != nil {
 		return fail(err), nil
@@ -287,7 +294,8 @@ func (h *Handlers) restart(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	res, err := h.M.Restart(ctx, runs.RestartRequest{Name: a.Name, Grace: optDuration(a.GraceMS, time.Millisecond), SecretEnv: a.SecretEnv})
+	id, _, _ := requestID(req) // checked by once
+	res, err := h.M.Restart(ctx, runs.RestartRequest{Name: a.Name, Grace: optDuration(a.GraceMS, time.Millisecond), SecretEnv: a.SecretEnv, RequestID: id})
 	if err != nil {
 		return fail(err), nil
 	}

@@ -17,6 +17,22 @@ const RequestMeta = "agent-box/request"
 // MaxRequestID bounds a request id's length.
 const MaxRequestID = 64
 
+// ValidRequestID reports whether id is a request id: 1..MaxRequestID
+// bytes of [A-Za-z0-9._-].
+func ValidRequestID(id string) bool {
+	if len(id) == 0 || len(id) > MaxRequestID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // SafeRepeat is the key, in the initialize result's
 // capabilities.experimental, by which a box says it honours RequestMeta.
 const SafeRepeat = "agent-box/safe-repeat"

@@ -256,6 +256,13 @@ func (s *Server) CallWithProgress(tool string, args map[string]any, token string
 	return s.call(p)
 }
 
+// CallMeta is Call with meta as the request's _meta (a request id,
+// wire.RequestMeta).
+func (s *Server) CallMeta(tool string, args, meta map[string]any) Result {
+	s.T.Helper()
+	return s.call(&mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta})
+}
+
 func (s *Server) call(p *mcp.CallToolParams) Result {
 	s.T.Helper()
 	tool := p.Name

@@ -1,0 +1,166 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/agent-box/agent-box/journal"
+	"github.com/agent-box/agent-box/runrecord"
+	"github.com/agent-box/agent-box/wire"
+)
+
+// Repeatable is a mutation a caller gave a request id (wire.RequestMeta),
+// so that a repeat of it, sent again after a dropped connection to
+// another agent-box, is applied at most once and gets the first answer.
+type Repeatable struct {
+	ID   string
+	Tool string // the call's tool, for the journal and the messages
+	// Args are the call's arguments as decoded from the wire: a repeat
+	// must bring the same (secret_env's values are left out of the
+	// comparison, which the journal keeps a digest of).
+	Args map[string]any
+	// Lost, when not nil, answers for a first try whose agent-box died
+	// before it answered, from what that left: process_start's, the run
+	// whose record carries ID (StartedBy). false: it left nothing, and the
+	// repeat fails with ErrUnknownOutcome.
+	Lost func() (answer []byte, found bool)
+}
+
+// CheckRequestID is the rule for a request id: 1..wire.MaxRequestID
+// bytes of [A-Za-z0-9._-].
+func CheckRequestID(id string) error {
+	if !wire.ValidRequestID(id) {
+		if len(id) > wire.MaxRequestID {
+			id = id[:wire.MaxRequestID] + "..."
+		}
+		return invalid("request id %q (_meta %s) must be 1..%d characters of A-Z a-z 0-9 . _ -", id, wire.RequestMeta, wire.MaxRequestID)
+	}
+	return nil
+}
+
+// requests is the request journal of a Manager, opened at the first
+// call that carries a request id; a server that never gets one makes no
+// directory for it.
+type requests struct {
+	once sync.Once
+	j    *journal.Journal
+	err  error
+}
+
+// requestsMu guards the making of Manager.requests: a Manager is a
+// plain struct its users build, with no constructor to make it in.
+var requestsMu sync.Mutex
+
+func (m *Manager) journal() (*journal.Journal, error) {
+	requestsMu.Lock()
+	if m.requests == nil {
+		m.requests = &requests{}
+	}
+	r := m.requests
+	requestsMu.Unlock()
+	r.once.Do(func() {
+		r.j, r.err = journal.Open(m.Store.Root)
+		if r.err != nil {
+			return
+		}
+		r.j.Logf = m.Logf
+		// A repeat waits for a first try that is still running as long as
+		// a wait without progress may block (clients time calls out at 60 s).
+		r.j.Wait = m.waitPolicy().Unwatched
+		// Pruned once per server, out of the way of its first answer.
+		go r.j.Prune()
+	})
+	return r.j, r.err
+}
+
+// Once applies, under r's request id, the mutation apply (which returns
+// the call's whole answer) at most once, also across agent-box processes:
+// the first call applies it and stores the answer before Once returns (so
+// before the reply that a dropped connection may lose); a repeat returns
+// that answer, waiting for a first try that still runs. applied says
+// whether this call applied it. Errors: ErrInvalid (a bad id, an id used
+// for another call), ErrBusy (the first try is still running),
+// ErrUnknownOutcome (its agent-box died before it answered, or its entry
+// is not agent-box's).
+func (m *Manager) Once(ctx context.Context, r Repeatable, apply func() []byte) (answer []byte, applied bool, err error) {
+	if err := CheckRequestID(r.ID); err != nil {
+		return nil, false, err
+	}
+	j, err := m.journal()
+	if err != nil {
+		return nil, false, err
+	}
+	args, err := json.Marshal(withoutSecrets(r.Args))
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: arguments: %w", ErrInvalid, err)
+	}
+	answer, repeat, err := j.Do(ctx, journal.Call{ID: r.ID, Tool: r.Tool, Fingerprint: journal.Fingerprint(args)}, apply)
+	var lost *journal.LostError
+	switch {
+	case err == nil:
+		return answer, !repeat, nil
+	case errors.Is(err, journal.ErrOtherCall):
+		return nil, false, invalid("%v; give each call its own request id", err)
+	case errors.Is(err, journal.ErrInProgress):
+		return nil, false, fmt.Errorf("%w: %s with request %s: %w; call again with the same request id for its answer", ErrBusy, r.Tool, r.ID, err)
+	case errors.As(err, &lost):
+		if r.Lost != nil {
+			if answer, ok := r.Lost(); ok {
+				return answer, false, nil
+			}
+		}
+		return nil, false, fmt.Errorf("%w: %s with request %s was sent but its answer was lost when the connection dropped (%v); whether it was applied is unknown: read the run's log or %s before doing it again",
+			ErrUnknownOutcome, r.Tool, r.ID, err, m.words().List)
+	case errors.Is(err, journal.ErrForeign):
+		return nil, false, fmt.Errorf("%w: %s with request %s: %v; whether it was applied is unknown", ErrUnknownOutcome, r.Tool, r.ID, err)
+	}
+	return nil, false, err
+}
+
+// withoutSecrets is args with secret_env's values blanked: the journal
+// keeps a digest of the arguments, which must not let a run that reads it
+// test guesses of another run's secrets.
+func withoutSecrets(args map[string]any) map[string]any {
+	se, ok := args["secret_env"].(map[string]any)
+	if !ok {
+		return args
+	}
+	out := make(map[string]any, len(args))
+	for k, v := range args {
+		out[k] = v
+	}
+	blank := make(map[string]any, len(se))
+	for k := range se {
+		blank[k] = ""
+	}
+	out["secret_env"] = blank
+	return out
+}
+
+// StartedBy is the answer process_start would have given for the run of
+// name that the start with request id started, found by its record
+// (runrecord.Record.RequestID): for a repeat whose first try's agent-box
+// died before it answered. false: no run of name carries id.
+func (m *Manager) StartedBy(name, id string) (StartResult, bool) {
+	if id == "" || runrecord.ValidName(name) != nil {
+		return StartResult{}, false
+	}
+	ents, err := m.Store.List(name, nil)
+	if err != nil {
+		return StartResult{}, false
+	}
+	for _, e := range ents {
+		if e.Record == nil || e.Record.RequestID != id {
+			continue
+		}
+		run, err := m.Get(name, e.RunID)
+		if err != nil {
+			return StartResult{}, false
+		}
+		return StartResult{Run: run}, true
+	}
+	return StartResult{}, false
+}
