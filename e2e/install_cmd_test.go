@@ -107,6 +107,17 @@ func TestInstallCommand(t *testing.T) {
 	require.Len(t, l.Runs, 1, "the new server reads the old one's runs")
 	s.close()
 
+	// make install-remote: builds for the box's platform (agent-box
+	// install --print-platform asks it) and installs that. BIN keeps the
+	// builds out of the checkout's bin/.
+	builds := filepath.Join(t.TempDir(), "bin")
+	mk := b.local(prefix, "make", "install-remote", "BOX=box", "BIN="+filepath.Join(builds, "agent-box"))
+	mk.Dir = repoRoot
+	mkOut, err := mk.CombinedOutput()
+	require.NoError(t, err, "make install-remote BOX=box:\n%s", mkOut)
+	require.Contains(t, string(mkOut), "box: installed "+version+" (linux/"+runtime.GOARCH+") and agent-box-supervisor in .local/bin, from "+filepath.Join(builds, "linux-"+runtime.GOARCH)+"\n")
+	b.requireInstalled(builds, "linux-"+runtime.GOARCH)
+
 	// Boxes of other platforms: uname on the box says so (PATH from
 	// ~/.ssh/environment, which PermitUserEnvironment=PATH lets sshd read).
 	installed := inode(t, filepath.Join(bin, "agent-box"))

@@ -119,12 +119,13 @@ func copyFile(ctx context.Context, o Options, local, dir, name string) error {
 		`t="$d/.` + name + `.$$.tmp"`,
 		`clean() { rm -f -- "$t"; }`,
 		"trap clean EXIT",
+		"trap \"clean; exit 1\" HUP INT TERM PIPE",
 		`cat >"$t"`,
 		`n=$(wc -c <"$t")`,
 		`if [ $((n)) -ne ` + size + ` ]; then echo "received $((n)) of ` + size + ` bytes" >&2; exit 1; fi`,
 		`chmod 755 "$t"`,
 		`mv -f -- "$t" "$d/` + name + `"`,
-		"trap - EXIT",
+		"trap - EXIT HUP INT TERM PIPE",
 	}, "; ")
 	if _, err := o.Remote.Run(ctx, "sh -c "+shellQuote(script), f); err != nil {
 		return fmt.Errorf("copying %s to %s:%s: %w", local, o.Dest, o.RemoteDir, err)

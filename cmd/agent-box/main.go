@@ -3,6 +3,7 @@
 //
 //	ssh box -- agent-box          MCP server (stdin not a terminal)
 //	agent-box ps|logs|start|kill|wait|doctor|version|help
+//	agent-box install BOX             on the user's machine: copy agent-box to BOX
 //	agent-box supervise NAME RUN_ID   internal: the per-run supervisor
 package main
 
