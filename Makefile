@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PREFIX  ?= $(HOME)/.local
 
-.PHONY: build install test test-plain test-short chaos fuzz fuzz-ci bench bench-quick lint demo e2e ci
+.PHONY: build install install-remote test test-plain test-short chaos fuzz fuzz-ci bench bench-quick lint demo e2e ci
 
 # agent-box-supervisor goes beside agent-box, which starts it for every run
 # (agent-box alone works too, through "agent-box supervise").
@@ -22,9 +22,28 @@ build:
 	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent-box
 	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(dir $(BIN))agent-box-supervisor ./cmd/agent-box-supervisor
 
+# install also builds agent-box for the boxes "agent-box install BOX"
+# copies it to, in PREFIX/lib/agent-box/OS-ARCH (package install finds
+# them there). Cross builds of a static binary need no toolchain but Go's.
+BOX_PLATFORMS := linux-amd64 linux-arm64
 install:
 	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/agent-box ./cmd/agent-box
 	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/agent-box-supervisor ./cmd/agent-box-supervisor
+	set -e; for p in $(BOX_PLATFORMS); do \
+	  GOOS=$${p%-*} GOARCH=$${p#*-} $(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/lib/agent-box/$$p/ ./cmd/agent-box ./cmd/agent-box-supervisor; \
+	done
+
+# install-remote BOX=HOST installs this checkout on a box of any platform
+# Go builds for: bin/agent-box asks the box for it (the one mapping of
+# uname -sm, package install), the build for it goes in bin/OS-ARCH, and
+# agent-box install copies that. INSTALL_FLAGS: more flags for it (-o
+# Port=2222, --remote-dir DIR).
+install-remote:
+	@test -n "$(BOX)" || { echo "usage: make install-remote BOX=HOST (an ssh destination)" >&2; exit 2; }
+	$(MAKE) --no-print-directory build
+	set -e; p=$$($(BIN) install $(INSTALL_FLAGS) --print-platform $(BOX)); \
+	  GOOS=$${p%-*} GOARCH=$${p#*-} $(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(dir $(BIN))$$p/ ./cmd/agent-box ./cmd/agent-box-supervisor
+	$(BIN) install $(INSTALL_FLAGS) --from $(dir $(BIN)) $(BOX)
 
 # The test command of the README and of .ci/run: every package, with -race.
 # testsum prints what go test prints, then one line naming the tests that

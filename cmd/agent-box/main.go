@@ -3,6 +3,7 @@
 //
 //	ssh box -- agent-box          MCP server (stdin not a terminal)
 //	agent-box ps|logs|start|kill|wait|doctor|version|help
+//	agent-box install BOX             on the user's machine: copy agent-box to BOX
 //	agent-box supervise NAME RUN_ID   internal: the per-run supervisor
 //	agent-box connect|install         the local side, on the user's machine
 //
@@ -95,6 +96,7 @@ outlive the connection, and a CLI over the same runs.
   agent-box wait NAME                     wait for a run; exit with its status
   agent-box doctor [--json]               check this box: binaries, state dir, session, limits
   agent-box version [--json]
+  agent-box install [-o OPTION] [--from DIR] BOX   on your machine: copy agent-box to BOX over ssh
   agent-box help [COMMAND]
 
 flags (before or after the command):
@@ -114,6 +116,8 @@ func help(fs *flag.FlagSet, args []string) int {
 	case len(args) > 1:
 		fmt.Fprintf(os.Stderr, "agent-box help: expected at most one COMMAND, got %d arguments\n", len(args))
 		return cli.ExitUsage
+	case args[0] == "install":
+		return runInstall([]string{"-h"})
 	case args[0] == "version" || args[0] == "help" || args[0] == "doctor":
 		usage(os.Stdout, fs)
 		return 0

@@ -19,11 +19,12 @@ import (
 )
 
 // The README's client configurations are what users paste; they must be
-// valid and run exactly `ssh box -- .local/bin/agent-box`, a path from the
-// remote home, because a command ssh runs does not have ~/.local/bin on its
-// PATH on a stock Debian box (issue 14). (.ci/run exercises the README's
-// make targets; e2e/install_test.go runs make install and these configs as
-// written over a stock sshd.)
+// valid and run exactly `agent-box connect box`, which runs `ssh box --
+// .local/bin/agent-box`, a path from the remote home, because a command ssh
+// runs does not have ~/.local/bin on its PATH on a stock Debian box (issue
+// 14). (.ci/run exercises the README's make targets; e2e/install_test.go
+// runs make install, agent-box install and these configs as written over a
+// stock sshd.)
 func TestReadmeClientConfigs(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
@@ -41,14 +42,17 @@ func TestReadmeClientConfigs(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(blocks[0][1]), &cfg))
 	box, ok := cfg.MCPServers["box"]
 	require.True(t, ok)
-	assert.Equal(t, "ssh", box.Command)
-	assert.Equal(t, []string{"box", "--", ".local/bin/agent-box"}, box.Args)
+	assert.Equal(t, "agent-box", box.Command)
+	assert.Equal(t, []string{"connect", "box"}, box.Args)
 
 	toml := regexp.MustCompile("(?s)```toml\n(.*?)```").FindStringSubmatch(readme)
 	require.NotNil(t, toml, "README has no Codex config")
 	assert.Contains(t, toml[1], "[mcp_servers.box]")
-	assert.Contains(t, toml[1], `command = "ssh"`)
-	assert.Contains(t, toml[1], `args = ["box", "--", ".local/bin/agent-box"]`)
+	assert.Contains(t, toml[1], `command = "agent-box"`)
+	assert.Contains(t, toml[1], `args = ["connect", "box"]`)
+
+	assert.Contains(t, readme, "\nclaude mcp add box -- agent-box connect box\n", "the Claude Code command")
+	assert.Contains(t, readme, "`agent-box connect box` runs\n`ssh box -- .local/bin/agent-box`", "what connect runs underneath")
 
 	// Every CLI command the README shows exists.
 	for _, c := range []string{"ps", "logs", "start", "kill", "wait", "version"} {
