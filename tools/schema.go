@@ -2,6 +2,8 @@ package tools
 
 import (
 	"encoding/json"
+
+	"github.com/agent-box/agent-box/wire"
 )
 
 // Schemas are written out by hand as JSON: they are part of the protocol
@@ -283,6 +285,39 @@ var removeOutput = `{"type": "object", "properties": {
   "kept": {"type": "array", "items": ` + runSchema + `},
   "errors": {"type": "array", "items": {"type": "string"}}
 }, "required": ["removed"]}`
+
+// errorSchema is the structured content of a failed call (wire.Error).
+const errorSchema = `{"type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "retryable": {"type": "boolean"}}, "required": ["code", "message", "retryable"]}`
+
+// orError makes an output schema accept a failed call's structured
+// content, {"error": {...}}, too: clients check structuredContent against
+// the output schema even when isError is set (the TypeScript SDK's
+// Client.callTool does), and would turn a tool's failure into a protocol
+// error about the schema. What the schema required becomes one branch of
+// an anyOf, {"required": ["error"]} the other.
+func orError(out string) json.RawMessage {
+	var schema map[string]any
+	if err := json.Unmarshal(raw(out), &schema); err != nil {
+		panic("tools: output schema: " + err.Error())
+	}
+	var e any
+	_ = json.Unmarshal([]byte(errorSchema), &e)
+	props, _ := schema["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+		schema["properties"] = props
+	}
+	props[wire.ErrorKey] = e
+	if req, ok := schema["required"]; ok {
+		delete(schema, "required")
+		schema["anyOf"] = []any{map[string]any{"required": req}, map[string]any{"required": []string{wire.ErrorKey}}}
+	}
+	b, err := json.Marshal(schema)
+	if err != nil {
+		panic("tools: output schema: " + err.Error())
+	}
+	return b
+}
 
 func raw(s string) json.RawMessage {
 	if !json.Valid([]byte(s)) {

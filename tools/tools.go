@@ -88,7 +88,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		// InputSchema, and a tool with both it and RawInputSchema fails to
 		// marshal, so tools/list would get no reply at all.
 		t := mcp.NewToolWithRawSchema(name, desc, raw(in))
-		t.RawOutputSchema = raw(out)
+		t.RawOutputSchema = orError(out)
 		t.Annotations = ann
 		s.AddTool(t, fn)
 	}
