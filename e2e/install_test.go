@@ -201,14 +201,10 @@ type readmeInstall struct {
 	inspector  [][]string // each inspector --cli command's arguments
 }
 
-// server is the command line the client config runs, as the test runs it.
-//
-// TODO(issue 31): agent-box connect is not built yet: this runs what it
-// runs underneath, ssh box -- .local/bin/agent-box (as the README says).
-// Once it is, return append([]string{r.command}, r.args...), and the
-// inspector commands run as written (readReadme).
+// server is the command line the client config runs: agent-box connect
+// box, which runs ssh box -- .local/bin/agent-box underneath.
 func (r readmeInstall) server() []string {
-	return []string{"ssh", r.args[1], "--", ".local/bin/agent-box"}
+	return append([]string{r.command}, r.args...)
 }
 
 func readReadme(t *testing.T) readmeInstall {
@@ -263,8 +259,6 @@ func readReadme(t *testing.T) readmeInstall {
 			rest, _, _ = strings.Cut(rest, "#")
 			// The server command the inspector runs is the client config's.
 			require.Contains(t, rest+" ", " "+client+" ", "inspector command %s", line)
-			// TODO(issue 31): as written, once agent-box connect is built.
-			rest = strings.Replace(rest, client, strings.Join(r.server(), " "), 1)
 			r.inspector = append(r.inspector, strings.Fields(rest))
 		}
 	}
