@@ -238,3 +238,48 @@ func TestBoxGoneSaysSoAndComesBack(t *testing.T) {
 	require.NoError(t, os.Remove(b.pids+".down"))
 	b.OK("process_list", map[string]any{})
 }
+
+// TestMutationsCutByADropHappenOnce: a process_write and a process_start
+// in flight when the connection drops are re-sent with their request id;
+// the box applies each once and answers the repeat with the first answer,
+// which the client gets as if nothing had happened.
+func TestMutationsCutByADropHappenOnce(t *testing.T) {
+	b := newBox(t)
+	b.OK("process_start", map[string]any{"name": "cat", "command": "cat", "stdin": "pipe"})
+	got := make(chan abtest.Result, 1)
+	go func() {
+		got <- b.Call("process_write", map[string]any{"name": "cat", "data": "hello\n", "wait_ms": 60000, "until": "never matches"})
+	}()
+	abtest.WaitFor(t, "the write's echo", time.Minute, func() bool {
+		return strings.Contains(b.OK("tail_log", map[string]any{"name": "cat"}).Text, "hello")
+	})
+	b.drop(1)
+	r := <-got
+	require.False(t, r.IsError, "%s", r.Text)
+	require.EqualValues(t, 6, r.Data["written"], "%v", r.Data)
+
+	// A start whose ready probe holds it until the drop.
+	gate := filepath.Join(t.TempDir(), "gate")
+	go func() {
+		got <- b.Call("process_start", map[string]any{"name": "server",
+			"command": fmt.Sprintf("echo starting; while [ ! -e %s ]; do sleep 0.05; done; echo ready; exec sleep 300", gate),
+			"ready":   map[string]any{"log": "^ready"}, "ready_timeout_s": 120})
+	}()
+	abtest.WaitFor(t, "the start's first line", time.Minute, func() bool {
+		r := b.Call("tail_log", map[string]any{"name": "server"})
+		return !r.IsError && strings.Contains(r.Text, "starting")
+	})
+	b.drop(2)
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	r = <-got
+	require.False(t, r.IsError, "%s", r.Text)
+	runs := b.OK("process_list", map[string]any{"name": "server", "all": true}).Data["runs"].([]any)
+	require.Len(t, runs, 1, "one run started")
+	require.Equal(t, runs[0].(map[string]any)["run_id"], r.Data["run_id"], "the answer is the run's")
+
+	b.OK("process_write", map[string]any{"name": "cat", "close": true})
+	w := b.OK("process_wait", map[string]any{"name": "cat", "timeout_ms": 60000})
+	require.Equal(t, "exited", w.Data["run"].(map[string]any)["state"])
+	require.Equal(t, "hello\n", b.OK("tail_log", map[string]any{"name": "cat", "offset": 0}).Data["content"], "written once")
+	b.OK("process_kill", map[string]any{"name": "server", "signal": "KILL"})
+}
