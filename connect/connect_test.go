@@ -46,9 +46,10 @@ func testMain(m *testing.M) int {
 // (its own state dir), through a link (link_test.go) that the test kills
 // to drop the connection.
 type box struct {
-	t        *testing.T
-	stateDir string
-	pids     string
+	t           *testing.T
+	connectArgs []string // more flags for agent-box connect
+	stateDir    string
+	pids        string
 	*abtest.Server
 }
 
@@ -57,10 +58,16 @@ func newBox(t *testing.T) *box { return newBoxEnv(t, "new") }
 // newBoxEnv is newBox whose link is in mode (link_test.go) and whose
 // agent-box has env (KEY=value) added to its environment.
 func newBoxEnv(t *testing.T, mode string, env ...string) *box {
-	b := &box{t: t, stateDir: t.TempDir()}
+	return newBoxWith(t, nil, mode, env...)
+}
+
+// newBoxWith is newBoxEnv with more flags for agent-box connect.
+func newBoxWith(t *testing.T, connectArgs []string, mode string, env ...string) *box {
+	b := &box{t: t, stateDir: t.TempDir(), connectArgs: connectArgs}
 	b.pids = filepath.Join(t.TempDir(), "pids")
 	transport := fmt.Sprintf("%s %s %s %s %s --state-dir %s", os.Args[0], linkArg, b.pids, mode, binary, b.stateDir)
-	cmd := exec.Command(binary, "connect", "--give-up", "2s", "--exec", transport)
+	args := append([]string{"connect", "--give-up", "2s"}, b.connectArgs...)
+	cmd := exec.Command(binary, append(args, "--exec", transport)...)
 	cmd.Env = append(os.Environ(), env...)
 	b.Server = abtest.ConnectCmd(t, cmd)
 	t.Cleanup(b.Close)
@@ -282,4 +289,16 @@ func TestMutationsCutByADropHappenOnce(t *testing.T) {
 	require.Equal(t, "exited", w.Data["run"].(map[string]any)["state"])
 	require.Equal(t, "hello\n", b.OK("tail_log", map[string]any{"name": "cat", "offset": 0}).Data["content"], "written once")
 	b.OK("process_kill", map[string]any{"name": "server", "signal": "KILL"})
+}
+
+// TestHungTransportIsRedialled: a transport that stops passing anything on
+// without exiting (a docker exec whose daemon went away) is noticed by the
+// keepalive, ended, and dialled again; the call in flight is answered.
+func TestHungTransportIsRedialled(t *testing.T) {
+	b := newBoxWith(t, []string{"--keepalive", "300ms"}, "new")
+	b.OK("process_list", map[string]any{})
+	first := b.transports()[0]
+	require.NoError(t, os.WriteFile(fmt.Sprintf("%s.hang.%d", b.pids, first), nil, 0o600))
+	b.OK("process_list", map[string]any{})
+	require.Greater(t, len(b.transports()), 1, "a second transport")
 }

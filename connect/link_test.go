@@ -17,7 +17,8 @@ import (
 // in flight) and its answers go nowhere. MODE "old" makes the box look
 // like an agent-box without safe repeats: the link deletes the capability
 // from its answer to initialize. While PIDFILE.down exists, the link fails
-// at once, in ssh's words.
+// at once, in ssh's words. While PIDFILE.hang.PID exists, the link whose
+// pid is PID passes nothing from the box on, and does not end.
 const linkArg = "link"
 
 func link(args []string) int {
@@ -46,8 +47,12 @@ func link(args []string) int {
 	go func() { io.Copy(in, os.Stdin); in.Close() }()
 	sc := bufio.NewScanner(out)
 	sc.Buffer(nil, 64<<20)
+	hang := fmt.Sprintf("%s.hang.%d", pidFile, os.Getpid())
 	for sc.Scan() {
 		line := sc.Bytes()
+		if _, err := os.Stat(hang); err == nil {
+			continue // a link that hangs: nothing gets through, nothing ends
+		}
 		if mode == "old" && bytes.Contains(line, []byte(`"agent-box/safe-repeat"`)) {
 			line = []byte(strings.Replace(string(line), `"agent-box/safe-repeat":{}`, `"agent-box/old":{}`, 1))
 		}

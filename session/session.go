@@ -60,6 +60,12 @@ type Options struct {
 	DialTimeout time.Duration
 	// MaxBackoff bounds the pause between two failed dials (default 5 s).
 	MaxBackoff time.Duration
+	// Keepalive is how often the session pings the box while connected; a
+	// ping unanswered for as long again ends the transport, which is then
+	// dialled anew. It notices a transport that hangs without exiting (a
+	// docker exec whose daemon went away; ssh notices its own link).
+	// Default 10 s; negative: never.
+	Keepalive time.Duration
 }
 
 // Session is one box, reached again and again.
@@ -102,6 +108,9 @@ func Open(box Box, initParams json.RawMessage, opt Options) *Session {
 	}
 	if opt.MaxBackoff <= 0 {
 		opt.MaxBackoff = 5 * time.Second
+	}
+	if opt.Keepalive == 0 {
+		opt.Keepalive = 10 * time.Second
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	s := &Session{box: box, opt: opt, init: initParams, changed: make(chan struct{}),
@@ -148,14 +157,20 @@ func (s *Session) keep(ctx context.Context) {
 		}
 		s.publish(l, nil)
 		up := time.Now()
+		alive, stopPings := s.keepalive(l)
 		select {
 		case <-l.c.done:
+		case <-alive:
+			l.c.kill()
+			<-l.c.done
 		case <-ctx.Done():
+			stopPings()
 			s.publish(nil, nil)
 			l.c.close()
 			<-l.c.exited
 			return
 		}
+		stopPings()
 		s.publish(nil, nil)
 		// A box that answers and dies at once is not redialled in a loop.
 		if time.Since(up) > time.Second {
@@ -164,6 +179,40 @@ func (s *Session) keep(ctx context.Context) {
 			backoff = min(max(2*backoff, 100*time.Millisecond), s.opt.MaxBackoff)
 		}
 	}
+}
+
+// keepalive pings the box on l every Keepalive; dead is closed when a
+// ping went unanswered for Keepalive. stop ends the pings.
+func (s *Session) keepalive(l *link) (dead <-chan struct{}, stop func()) {
+	d := make(chan struct{})
+	if s.opt.Keepalive < 0 {
+		return d, func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.opt.Keepalive)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			pctx, pcancel := context.WithTimeout(ctx, s.opt.Keepalive)
+			_, err := s.send(pctx, l, "ping", nil)
+			expired := pctx.Err() == context.DeadlineExceeded
+			pcancel()
+			if err != nil {
+				if expired {
+					close(d)
+				}
+				return
+			}
+		}
+	}()
+	return d, func() { cancel(); <-done }
 }
 
 func (s *Session) publish(l *link, dialErr error) {

@@ -38,6 +38,7 @@ func runConnect(args []string) int {
 	remoteBin := fs.String("remote-bin", session.DefaultRemoteBin, "agent-box's path on the box (relative to the home directory)")
 	execCmd := fs.String("exec", "", "a command whose stdin/stdout are the box's agent-box, instead of ssh")
 	giveUp := fs.Duration("give-up", 20*time.Second, "how long a call waits for a box that went away before it fails")
+	keepalive := fs.Duration("keepalive", 10*time.Second, "how often to check that the box answers; a check unanswered as long ends the connection, which is dialled again (0: never)")
 	var sshOpts multiFlag
 	fs.Var(&sshOpts, "o", "an ssh option (as ssh -o), before ~/.ssh/config's")
 	if err := fs.Parse(args); err != nil {
@@ -68,13 +69,16 @@ func runConnect(args []string) int {
 		fmt.Fprintf(os.Stderr, "agent-box connect: give one DEST, or --exec 'COMMAND'\n%s", connectUsage)
 		return cli.ExitUsage
 	}
+	if *keepalive == 0 {
+		*keepalive = -1 // session.Options: negative is never
+	}
 	// The client reads stdout; a client gone must not kill connect before
 	// the box has been told (EOF) to finish what is in flight.
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	logger := log.New(os.Stderr, "agent-box connect: ", 0)
-	srv := &relay.Server{Box: box, Options: session.Options{Stderr: os.Stderr, GiveUp: *giveUp}, Log: logger}
+	srv := &relay.Server{Box: box, Options: session.Options{Stderr: os.Stderr, GiveUp: *giveUp, Keepalive: *keepalive}, Log: logger}
 	if err := srv.Serve(ctx, os.Stdin, os.Stdout); err != nil && ctx.Err() == nil {
 		logger.Print(err)
 		return 1
