@@ -141,10 +141,15 @@ func TestInspectorCLI(t *testing.T) {
 		require.Contains(t, start["properties"], p, "process_start inputSchema")
 	}
 	require.Contains(t, start["required"], "name")
+	// What an answer requires is one branch of anyOf; a failure's
+	// {"error": ...} is the other (tools orError).
 	tailOutSchema := byName["tail_log"]["outputSchema"].(map[string]any)
+	branches, _ := tailOutSchema["anyOf"].([]any)
+	require.Len(t, branches, 2, "tail_log outputSchema: an answer's fields or an error")
 	for _, p := range []string{"content", "offset", "end_offset", "eof", "state"} {
-		require.Contains(t, tailOutSchema["required"], p, "tail_log outputSchema required")
+		require.Contains(t, branches[0].(map[string]any)["required"], p, "tail_log outputSchema required")
 	}
+	require.Equal(t, []any{"error"}, branches[1].(map[string]any)["required"])
 
 	run := toolResult(t, inspector(t, env, state, "--method", "tools/call", "--tool-name", "process_start",
 		"--tool-arg", "name=smoke", "--tool-arg", "command=echo hello"))
