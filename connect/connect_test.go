@@ -95,6 +95,22 @@ func (b *box) drop(n int) {
 	abtest.WaitFor(b.t, fmt.Sprintf("transport %d after the drop", n+1), time.Minute, func() bool { return len(b.transports()) > n })
 }
 
+// writeInFlight starts a run "cat" and writes "hello\n" to it with a wait
+// that does not end by itself; it returns once the write is applied (cat
+// echoed it), with the write's answer to come.
+func (b *box) writeInFlight() chan abtest.Result {
+	b.t.Helper()
+	b.OK("process_start", map[string]any{"name": "cat", "command": "cat", "stdin": "pipe"})
+	got := make(chan abtest.Result, 1)
+	go func() {
+		got <- b.Call("process_write", map[string]any{"name": "cat", "data": "hello\n", "wait_ms": 60000, "until": "never matches"})
+	}()
+	abtest.WaitFor(b.t, "the write's echo", time.Minute, func() bool {
+		return strings.Contains(b.OK("tail_log", map[string]any{"name": "cat"}).Text, "hello")
+	})
+	return got
+}
+
 // TestFollowThroughDrops is the north star: a client follows a growing
 // log through connect while the transport is killed again and again; it
 // reads every byte once, in order, and sees no error.
@@ -135,14 +151,7 @@ func TestFollowThroughDrops(t *testing.T) {
 // applied is unknown, with a code to branch on.
 func TestOldBoxSaysAWriteLostIsUnknown(t *testing.T) {
 	b := newBoxEnv(t, "old")
-	b.OK("process_start", map[string]any{"name": "cat", "command": "cat", "stdin": "pipe"})
-	got := make(chan abtest.Result, 1)
-	go func() {
-		got <- b.Call("process_write", map[string]any{"name": "cat", "data": "hello\n", "wait_ms": 60000, "until": "never matches"})
-	}()
-	abtest.WaitFor(t, "the write's echo", time.Minute, func() bool {
-		return strings.Contains(b.OK("tail_log", map[string]any{"name": "cat"}).Text, "hello")
-	})
+	got := b.writeInFlight()
 	b.drop(1)
 	r := <-got
 	require.True(t, r.IsError, "%s", r.Text)
@@ -252,14 +261,7 @@ func TestBoxGoneSaysSoAndComesBack(t *testing.T) {
 // which the client gets as if nothing had happened.
 func TestMutationsCutByADropHappenOnce(t *testing.T) {
 	b := newBox(t)
-	b.OK("process_start", map[string]any{"name": "cat", "command": "cat", "stdin": "pipe"})
-	got := make(chan abtest.Result, 1)
-	go func() {
-		got <- b.Call("process_write", map[string]any{"name": "cat", "data": "hello\n", "wait_ms": 60000, "until": "never matches"})
-	}()
-	abtest.WaitFor(t, "the write's echo", time.Minute, func() bool {
-		return strings.Contains(b.OK("tail_log", map[string]any{"name": "cat"}).Text, "hello")
-	})
+	got := b.writeInFlight()
 	b.drop(1)
 	r := <-got
 	require.False(t, r.IsError, "%s", r.Text)

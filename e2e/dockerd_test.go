@@ -127,22 +127,10 @@ func (b *dockerBox) sh(script string) (string, error) {
 // its exec (a supervisor being launched), which still shows its parent's
 // argv. Supervisors and runs do not match.
 func (b *dockerBox) serverPIDs() []int {
-	parents := map[int]int{}
-	for _, pid := range pids() {
-		if c := cmdline(pid); len(c) > 0 && c[0] == boxAgentBox && b.holds(pid) {
-			if state, _, ppid, err := procStat(pid); err == nil && state != "Z" {
-				parents[pid] = ppid
-			}
-		}
-	}
-	var out []int
-	for pid, ppid := range parents {
-		if _, forked := parents[ppid]; !forked {
-			out = append(out, pid)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return servers(func(pid int) bool {
+		c := cmdline(pid)
+		return len(c) > 0 && c[0] == boxAgentBox && b.holds(pid)
+	})
 }
 
 // holds says whether pid, a process on this machine, is in the container:

@@ -73,9 +73,16 @@ func cmdline(pid int) []string {
 // still shows its parent's argv.
 func serverPIDs(stateDir string) []int {
 	want := []string{binary, "--state-dir", stateDir}
+	return servers(func(pid int) bool { return slices.Equal(cmdline(pid), want) })
+}
+
+// servers returns the live processes that match, less those whose parent
+// matches too: a server's child between its fork and its exec still shows
+// its parent's argv.
+func servers(match func(pid int) bool) []int {
 	parents := map[int]int{}
 	for _, pid := range pids() {
-		if slices.Equal(cmdline(pid), want) {
+		if match(pid) {
 			if state, _, ppid, err := procStat(pid); err == nil && state != "Z" {
 				parents[pid] = ppid
 			}
