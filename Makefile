@@ -18,9 +18,18 @@ PREFIX  ?= $(HOME)/.local
 # module resolves (mDNS, LDAP, sssd) does not resolve in a static build;
 # such a probe fails until its timeout: use an address or tcp_port there.
 STATIC := CGO_ENABLED=0
+
+# The supervisor is the box side's alone, which is Linux's: on a macOS
+# laptop make build and make install build agent-box (connect, install)
+# and the builds for boxes, not a supervisor that would not build there.
+HOST_OS := $(shell $(GO) env GOOS)
+ifeq ($(HOST_OS),linux)
+SUPERVISOR := agent-box-supervisor
+endif
+
 build:
 	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent-box
-	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(dir $(BIN))agent-box-supervisor ./cmd/agent-box-supervisor
+	$(if $(SUPERVISOR),$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(dir $(BIN))agent-box-supervisor ./cmd/agent-box-supervisor)
 
 # install also builds agent-box for the boxes "agent-box install BOX"
 # copies it to, in PREFIX/lib/agent-box/OS-ARCH (package install finds
@@ -28,7 +37,7 @@ build:
 BOX_PLATFORMS := linux-amd64 linux-arm64
 install:
 	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/agent-box ./cmd/agent-box
-	$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/agent-box-supervisor ./cmd/agent-box-supervisor
+	$(if $(SUPERVISOR),$(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/bin/agent-box-supervisor ./cmd/agent-box-supervisor)
 	set -e; for p in $(BOX_PLATFORMS); do \
 	  GOOS=$${p%-*} GOARCH=$${p#*-} $(STATIC) $(GO) build -ldflags "$(LDFLAGS)" -o $(PREFIX)/lib/agent-box/$$p/ ./cmd/agent-box ./cmd/agent-box-supervisor; \
 	done
