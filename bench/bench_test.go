@@ -38,6 +38,7 @@ func TestPlumbing(t *testing.T) {
 		drainBytes: 3 << 20,
 		listSizes:  []int{50, 120}, listReps: 1,
 		followN: 3, waitN: 1, soakN: 20,
+		connectHopN: 3, connectDrops: 2, connectCalls: 20,
 	}}
 	if err := b.setup(t.TempDir()); err != nil {
 		t.Fatal(err)

@@ -50,6 +50,9 @@ type config struct {
 	followN      int   // tail_log wait_ms wake-ups
 	waitN        int   // process_wait exits
 	soakN        int   // follow calls of the fd soak
+	connectHopN  int   // calls through connect (and as many direct) for the hop
+	connectDrops int   // transports killed under a call in flight
+	connectCalls int   // calls through connect in all, for its memory
 }
 
 var (
@@ -59,6 +62,7 @@ var (
 		drainBytes: 256 << 20,
 		listSizes:  []int{1000, 10000, 50000}, listReps: 5,
 		followN: 100, waitN: 100, soakN: 10000,
+		connectHopN: 1000, connectDrops: 100, connectCalls: 10000,
 	}
 	quickConfig = config{
 		spawnN: 10, startN: 10,
@@ -66,6 +70,7 @@ var (
 		drainBytes: 16 << 20,
 		listSizes:  []int{1000}, listReps: 3,
 		followN: 20, waitN: 5, soakN: 1000,
+		connectHopN: 200, connectDrops: 10, connectCalls: 1000,
 	}
 )
 
@@ -101,7 +106,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.quick, "quick", false, "tiny sizes (64 MiB capture, 16 MiB drain, 1k runs): finishes in under a minute")
 	flag.StringVar(&o.out, "out", "bench/results.json", "where to write the results as JSON")
 	flag.StringVar(&o.parent, "work-dir", "", "directory for the temporary state dir and baseline files (default: $TMPDIR); pick the filesystem to measure")
-	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (startup,start,follow,wait,capture,drain,list,limits); default all")
+	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (startup,start,follow,wait,capture,drain,list,limits,connect); default all")
 	flag.StringVar(&o.listSizes, "list-sizes", "", "comma-separated run counts for process_list, overriding the mode's (e.g. 10000)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work dir (state dirs, generated records) for profiling; runs are still killed")
 	flag.BoolVar(&o.durable, "durable-records", false, "create process_list's records with runrecord.Store.Create (fsync per record: minutes for 50k) instead of plain writes of the same bytes")
@@ -260,6 +265,7 @@ func (b *bench) runScenarios(want map[string]bool) []metric {
 		{"drain", b.benchDrain},
 		{"limits", b.benchLimits},
 		{"list", b.benchList},
+		{"connect", b.benchConnect},
 	}
 	var out []metric
 	for _, s := range scenarios {
