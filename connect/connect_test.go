@@ -69,6 +69,9 @@ func newBoxWith(t *testing.T, connectArgs []string, mode string, env ...string) 
 	args := append([]string{"connect", "--give-up", "2s"}, b.connectArgs...)
 	cmd := exec.Command(binary, append(args, "--exec", transport)...)
 	cmd.Env = append(os.Environ(), env...)
+	// Before the session's Close, so that it runs after it: the state dir
+	// is inside connect's --exec argument, where ConnectCmd does not look.
+	abtest.ReapRunsAtCleanup(t, b.stateDir)
 	b.Server = abtest.ConnectCmd(t, cmd)
 	t.Cleanup(b.Close)
 	return b

@@ -79,7 +79,7 @@ func ConnectEnv(t testing.TB, binary, stateDir string, env ...string) *Server {
 func ConnectCmd(t testing.TB, cmd *exec.Cmd) *Server {
 	t.Helper()
 	if dir := stateDirArg(cmd.Args); dir != "" {
-		reapRunsAtCleanup(t, dir)
+		ReapRunsAtCleanup(t, dir)
 	}
 	if cmd.Stderr == nil {
 		cmd.Stderr = &logWriter{t: t}
@@ -97,7 +97,7 @@ func ConnectCmd(t testing.TB, cmd *exec.Cmd) *Server {
 // and the runs still alive under stateDir are killed.
 func ConnectServe(t testing.TB, stateDir string, serve func(ctx context.Context, in io.Reader, out io.Writer) error) *Server {
 	t.Helper()
-	reapRunsAtCleanup(t, stateDir)
+	ReapRunsAtCleanup(t, stateDir)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())

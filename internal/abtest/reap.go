@@ -16,14 +16,14 @@ import (
 	"github.com/agent-box/agent-box/runrecord"
 )
 
-// reapRunsAtCleanup ends, when the test is over, every run started under
+// ReapRunsAtCleanup ends, when the test is over, every run started under
 // stateDir that is still alive. A supervisor outlives the server by design,
 // so a run a test left behind goes on writing its run dir (its exit record,
 // the record's temp file) while t.TempDir's cleanup removes the tree, and
 // that RemoveAll fails with "directory not empty". Registered before the
 // session's Close, it runs after it (cleanups run last-in first-out) and
 // before the TempDir removal, which was registered earlier still.
-func reapRunsAtCleanup(t testing.TB, stateDir string) {
+func ReapRunsAtCleanup(t testing.TB, stateDir string) {
 	abs, err := filepath.Abs(stateDir)
 	if err != nil {
 		return
