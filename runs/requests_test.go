@@ -22,7 +22,7 @@ func requestsManager(t *testing.T) *Manager {
 func TestOnceChecksTheID(t *testing.T) {
 	m := requestsManager(t)
 	for _, id := range []string{"", "../x", "a b", strings.Repeat("x", 65)} {
-		_, _, err := m.Once(context.Background(), Repeatable{ID: id, Tool: "process_kill"}, func() []byte {
+		_, _, err := m.Once(context.Background(), Repeatable{ID: id, Tool: "process_kill"}, func(context.Context) []byte {
 			t.Fatal("applied")
 			return nil
 		})
@@ -38,7 +38,7 @@ func TestOnceComparesArgumentsButNotSecrets(t *testing.T) {
 		return map[string]any{"name": "a", "command": cmd, "secret_env": map[string]any{"TOKEN": secret}}
 	}
 	applied := 0
-	apply := func() []byte { applied++; return []byte(`{"content":[]}`) }
+	apply := func(context.Context) []byte { applied++; return []byte(`{"content":[]}`) }
 	_, first, err := m.Once(context.Background(), Repeatable{ID: "r", Tool: "process_start", Args: args("true", "s1")}, apply)
 	require.NoError(t, err)
 	assert.True(t, first)
