@@ -241,22 +241,29 @@ func TestBoxGoneSaysSoAndComesBack(t *testing.T) {
 
 // TestMutationsCutByADropHappenOnce: a process_write and a process_start
 // in flight when the connection drops are re-sent with their request id;
-// the box applies each once and answers the repeat with the first answer,
-// which the client gets as if nothing had happened.
+// the box applies each once, and answers the repeat as the whole call
+// would have: the drop cut the first try's wait (the old agent-box ends
+// every wait when its client goes), so the new one waits again, for the
+// time the call has left: the write's until matches a line written only
+// after the drop, the start's probe passes only after it.
 func TestMutationsCutByADropHappenOnce(t *testing.T) {
 	b := newBox(t)
 	b.OK("process_start", map[string]any{"name": "cat", "command": "cat", "stdin": "pipe"})
 	got := make(chan abtest.Result, 1)
 	go func() {
-		got <- b.Call("process_write", map[string]any{"name": "cat", "data": "hello\n", "wait_ms": 60000, "until": "never matches"})
+		got <- b.Call("process_write", map[string]any{"name": "cat", "data": "hello\n", "wait_ms": 60000, "until": "^world"})
 	}()
 	abtest.WaitFor(t, "the write's echo", time.Minute, func() bool {
 		return strings.Contains(b.OK("tail_log", map[string]any{"name": "cat"}).Text, "hello")
 	})
 	b.drop(1)
+	// The line the write waits for, sent by another call after the drop.
+	b.OK("process_write", map[string]any{"name": "cat", "data": "world\n"})
 	r := <-got
 	require.False(t, r.IsError, "%s", r.Text)
 	require.EqualValues(t, 6, r.Data["written"], "%v", r.Data)
+	require.Equal(t, true, r.Data["matched"], "the write waited for its until: %s", r.Text)
+	require.Equal(t, "hello\nworld\n", r.Data["output"], "the whole output since the write")
 
 	// A start whose ready probe holds it until the drop.
 	gate := filepath.Join(t.TempDir(), "gate")
@@ -273,6 +280,7 @@ func TestMutationsCutByADropHappenOnce(t *testing.T) {
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	r = <-got
 	require.False(t, r.IsError, "%s", r.Text)
+	require.Equal(t, true, r.Data["ready"], "the start waited for its probe: %s", r.Text)
 	runs := b.OK("process_list", map[string]any{"name": "server", "all": true}).Data["runs"].([]any)
 	require.Len(t, runs, 1, "one run started")
 	require.Equal(t, runs[0].(map[string]any)["run_id"], r.Data["run_id"], "the answer is the run's")
@@ -280,6 +288,6 @@ func TestMutationsCutByADropHappenOnce(t *testing.T) {
 	b.OK("process_write", map[string]any{"name": "cat", "close": true})
 	w := b.OK("process_wait", map[string]any{"name": "cat", "timeout_ms": 60000})
 	require.Equal(t, "exited", w.Data["run"].(map[string]any)["state"])
-	require.Equal(t, "hello\n", b.OK("tail_log", map[string]any{"name": "cat", "offset": 0}).Data["content"], "written once")
+	require.Equal(t, "hello\nworld\n", b.OK("tail_log", map[string]any{"name": "cat", "offset": 0}).Data["content"], "written once")
 	b.OK("process_kill", map[string]any{"name": "server", "signal": "KILL"})
 }
