@@ -23,11 +23,6 @@ type Repeatable struct {
 	// must bring the same (secret_env's values are left out of the
 	// comparison, which the journal keeps a digest of).
 	Args map[string]any
-	// Lost, when not nil, answers for a first try whose agent-box died
-	// before it answered, from what that left: process_start's, the run
-	// whose record carries ID (StartedBy). false: it left nothing, and the
-	// repeat fails with ErrUnknownOutcome.
-	Lost func() (answer []byte, found bool)
 }
 
 // CheckRequestID is the rule for a request id: 1..wire.MaxRequestID
@@ -115,10 +110,8 @@ func (m *Manager) Once(ctx context.Context, r Repeatable, apply func(context.Con
 	case errors.Is(err, journal.ErrInProgress):
 		return nil, false, fmt.Errorf("%w: %s with request %s: %w; call again with the same request id for its answer", ErrBusy, r.Tool, r.ID, err)
 	case errors.As(err, &lost):
-		if r.Lost != nil {
-			if answer, ok := r.Lost(); ok {
-				return answer, false, nil
-			}
+		if again := m.lostStart(r, lost); again != nil {
+			return again.run(ctx, apply).Body, true, nil
 		}
 		return nil, false, fmt.Errorf("%w: %s with request %s was sent but its answer was lost when the connection dropped (%v); whether it was applied is unknown: read the run's log or %s before doing it again",
 			ErrUnknownOutcome, r.Tool, r.ID, err, m.words().List)
@@ -159,6 +152,24 @@ func waitAgain(tool string, res journal.Result) *try {
 		return nil // not ours: the answer stays as it is
 	}
 	return &try{again: &c, began: res.Began}
+}
+
+// lostStart is, for a process_start whose first try's agent-box died
+// before it answered, the try that answers for it as a cut one would:
+// from the run whose record carries the id (StartedBy), probed again if
+// the call has a ready probe. nil: another tool, or no run carries it.
+// Its answer is not stored: the dead claim stays, and each repeat looks
+// again.
+func (m *Manager) lostStart(r Repeatable, lost *journal.LostError) *try {
+	if r.Tool != "process_start" {
+		return nil
+	}
+	name, _ := r.Args["name"].(string)
+	res, ok := m.StartedBy(name, r.ID)
+	if !ok {
+		return nil
+	}
+	return &try{again: &cut{RunID: res.RunID}, began: lost.At}
 }
 
 // A try is one go of a repeatable call (Once) at the runs call that

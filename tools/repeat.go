@@ -44,17 +44,6 @@ func (h *Handlers) once(tool string, fn server.ToolHandlerFunc) server.ToolHandl
 			return fn(ctx, req)
 		}
 		r := runs.Repeatable{ID: id, Tool: tool, Args: req.GetArguments()}
-		if tool == "process_start" {
-			r.Lost = func() ([]byte, bool) {
-				name, _ := r.Args["name"].(string)
-				res, ok := h.M.StartedBy(name, id)
-				if !ok {
-					return nil, false
-				}
-				b, err := json.Marshal(result(res, startText(res)))
-				return b, err == nil
-			}
-		}
 		var first *mcp.CallToolResult
 		apply := func(ctx context.Context) []byte {
 			res, err := fn(ctx, req)
