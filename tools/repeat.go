@@ -44,7 +44,7 @@ func (h *Handlers) once(tool string, fn server.ToolHandlerFunc) server.ToolHandl
 			return fn(ctx, req)
 		}
 		r := runs.Repeatable{ID: id, Tool: tool, Args: req.GetArguments()}
-		var first *mcp.CallToolResult
+		var made *mcp.CallToolResult // apply's answer, in this call
 		apply := func(ctx context.Context) []byte {
 			res, err := fn(ctx, req)
 			if err != nil || res == nil {
@@ -52,7 +52,7 @@ func (h *Handlers) once(tool string, fn server.ToolHandlerFunc) server.ToolHandl
 				// not kept (the handlers return none).
 				res = fail(fmt.Errorf("%s: %v", tool, err))
 			}
-			first = res
+			made = res
 			b, err := json.Marshal(res)
 			if err != nil {
 				return nil
@@ -69,7 +69,7 @@ func (h *Handlers) once(tool string, fn server.ToolHandlerFunc) server.ToolHandl
 		case err != nil:
 			return fail(err), nil
 		case ran:
-			return first, nil
+			return made, nil
 		}
 		raw := json.RawMessage(answer)
 		res, err := mcp.ParseCallToolResult(&raw)
