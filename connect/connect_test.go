@@ -99,14 +99,14 @@ func (b *box) drop(n int) {
 }
 
 // writeInFlight starts a run "cat" and writes "hello\n" to it with a wait
-// that does not end by itself; it returns once the write is applied (cat
+// until a line matches until; it returns once the write is applied (cat
 // echoed it), with the write's answer to come.
-func (b *box) writeInFlight() chan abtest.Result {
+func (b *box) writeInFlight(until string) chan abtest.Result {
 	b.t.Helper()
 	b.OK("process_start", map[string]any{"name": "cat", "command": "cat", "stdin": "pipe"})
 	got := make(chan abtest.Result, 1)
 	go func() {
-		got <- b.Call("process_write", map[string]any{"name": "cat", "data": "hello\n", "wait_ms": 60000, "until": "never matches"})
+		got <- b.Call("process_write", map[string]any{"name": "cat", "data": "hello\n", "wait_ms": 60000, "until": until})
 	}()
 	abtest.WaitFor(b.t, "the write's echo", time.Minute, func() bool {
 		return strings.Contains(b.OK("tail_log", map[string]any{"name": "cat"}).Text, "hello")
@@ -154,7 +154,7 @@ func TestFollowThroughDrops(t *testing.T) {
 // applied is unknown, with a code to branch on.
 func TestOldBoxSaysAWriteLostIsUnknown(t *testing.T) {
 	b := newBoxEnv(t, "old")
-	got := b.writeInFlight()
+	got := b.writeInFlight("never matches")
 	b.drop(1)
 	r := <-got
 	require.True(t, r.IsError, "%s", r.Text)
@@ -260,15 +260,22 @@ func TestBoxGoneSaysSoAndComesBack(t *testing.T) {
 
 // TestMutationsCutByADropHappenOnce: a process_write and a process_start
 // in flight when the connection drops are re-sent with their request id;
-// the box applies each once and answers the repeat with the first answer,
-// which the client gets as if nothing had happened.
+// the box applies each once, and answers the repeat as the whole call
+// would have: the drop cut the first try's wait (the old agent-box ends
+// every wait when its client goes), so the new one waits again, for the
+// time the call has left: the write's until matches a line written only
+// after the drop, the start's probe passes only after it.
 func TestMutationsCutByADropHappenOnce(t *testing.T) {
 	b := newBox(t)
-	got := b.writeInFlight()
+	got := b.writeInFlight("^world")
 	b.drop(1)
+	// The line the write waits for, sent by another call after the drop.
+	b.OK("process_write", map[string]any{"name": "cat", "data": "world\n"})
 	r := <-got
 	require.False(t, r.IsError, "%s", r.Text)
 	require.EqualValues(t, 6, r.Data["written"], "%v", r.Data)
+	require.Equal(t, true, r.Data["matched"], "the write waited for its until: %s", r.Text)
+	require.Equal(t, "hello\nworld\n", r.Data["output"], "the whole output since the write")
 
 	// A start whose ready probe holds it until the drop.
 	gate := filepath.Join(t.TempDir(), "gate")
@@ -285,6 +292,7 @@ func TestMutationsCutByADropHappenOnce(t *testing.T) {
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	r = <-got
 	require.False(t, r.IsError, "%s", r.Text)
+	require.Equal(t, true, r.Data["ready"], "the start waited for its probe: %s", r.Text)
 	runs := b.OK("process_list", map[string]any{"name": "server", "all": true}).Data["runs"].([]any)
 	require.Len(t, runs, 1, "one run started")
 	require.Equal(t, runs[0].(map[string]any)["run_id"], r.Data["run_id"], "the answer is the run's")
@@ -292,7 +300,7 @@ func TestMutationsCutByADropHappenOnce(t *testing.T) {
 	b.OK("process_write", map[string]any{"name": "cat", "close": true})
 	w := b.OK("process_wait", map[string]any{"name": "cat", "timeout_ms": 60000})
 	require.Equal(t, "exited", w.Data["run"].(map[string]any)["state"])
-	require.Equal(t, "hello\n", b.OK("tail_log", map[string]any{"name": "cat", "offset": 0}).Data["content"], "written once")
+	require.Equal(t, "hello\nworld\n", b.OK("tail_log", map[string]any{"name": "cat", "offset": 0}).Data["content"], "written once")
 	b.OK("process_kill", map[string]any{"name": "server", "signal": "KILL"})
 }
 

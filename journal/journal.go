@@ -19,7 +19,10 @@
 //     The kernel drops the lock when the claimant dies, so a claim whose
 //     lock is free and that is still in place was left by a dead one.
 //   - an answer: the claim's facts and the full tools/call result,
-//     written atomically over the claim (runrecord.WriteFileAtomic).
+//     written atomically over the claim (runrecord.WriteFileAtomic). An
+//     answer whose wait its client's going away cut short is marked cut,
+//     with what a repeat needs to do that wait again (Answer.Cut): the
+//     repeat does, and settles the entry with its own answer (Settle).
 package journal
 
 import (
@@ -105,17 +108,40 @@ func Fingerprint(args []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// Answer is a call's answer as the journal keeps it.
+type Answer struct {
+	Body []byte // the tools/call result, a JSON object
+	// Cut, when not nil, marks an answer that is not final: the call's
+	// wait was cut short by its client going away. It holds what a repeat
+	// needs to do that wait again, a JSON object the journal keeps but
+	// does not read.
+	Cut json.RawMessage
+}
+
+// Result is Do's answer.
+type Result struct {
+	Answer
+	// Repeat: the answer is an earlier try's, not apply's.
+	Repeat bool
+	// Began is when the first try claimed the id, on this machine's
+	// clock: a repeat that waits again reckons its call's bound from it.
+	Began time.Time
+}
+
 // entry is an ID.json file.
 type entry struct {
-	Version      int             `json:"version"`
-	ID           string          `json:"id"`
-	Tool         string          `json:"tool"`
-	Fingerprint  string          `json:"fingerprint"`
-	PID          int             `json:"pid"`
-	PIDStartTime uint64          `json:"pid_start_time"`
-	BootID       string          `json:"boot_id"`
-	At           time.Time       `json:"at"`
-	Answer       json.RawMessage `json:"answer,omitempty"` // absent: a claim
+	Version      int    `json:"version"`
+	ID           string `json:"id"`
+	Tool         string `json:"tool"`
+	Fingerprint  string `json:"fingerprint"`
+	PID          int    `json:"pid"`
+	PIDStartTime uint64 `json:"pid_start_time"`
+	BootID       string `json:"boot_id"`
+	// At is when the first try claimed the id, in the claim and in the
+	// answer alike.
+	At     time.Time       `json:"at"`
+	Answer json.RawMessage `json:"answer,omitempty"` // absent: a claim
+	Cut    json.RawMessage `json:"cut,omitempty"`    // an answer's Cut
 }
 
 // Journal is the journal of one state dir.
@@ -177,32 +203,33 @@ func (j *Journal) logf(format string, args ...any) {
 
 // Do applies c at most once: the first Do of c.ID claims it, runs apply
 // and stores its answer, which it returns; a later Do (in this process or
-// another) returns that answer with repeat set, waiting (up to Wait, or
+// another) returns that answer with Repeat set, waiting (up to Wait, or
 // ctx) while the first try runs in a live process. apply's answer is
 // stored before Do returns, so before the caller replies: a reply lost
-// with the connection is on disk for the repeat.
-func (j *Journal) Do(ctx context.Context, c Call, apply func() []byte) (answer []byte, repeat bool, err error) {
+// with the connection is on disk for the repeat. A cut answer is returned
+// as any other: the caller decides what to do again (Settle).
+func (j *Journal) Do(ctx context.Context, c Call, apply func() Answer) (Result, error) {
 	if !wire.ValidRequestID(c.ID) {
-		return nil, false, fmt.Errorf("request id %q is not 1..%d bytes of [A-Za-z0-9._-]", c.ID, wire.MaxRequestID)
+		return Result{}, fmt.Errorf("request id %q is not 1..%d bytes of [A-Za-z0-9._-]", c.ID, wire.MaxRequestID)
 	}
 	deadline := time.NewTimer(j.Wait)
 	defer deadline.Stop()
 	for try := true; ; {
 		if try {
-			claim, err := j.claim(c)
+			claim, began, err := j.claim(c)
 			if err != nil {
-				return nil, false, err
+				return Result{}, err
 			}
 			if claim != nil {
-				return j.applied(c, claim, apply), false, nil
+				return Result{Answer: j.applied(c, claim, began, apply), Began: began}, nil
 			}
 		}
-		answer, alive, err := j.look(c)
+		found, alive, err := j.look(c)
 		switch {
 		case err != nil:
-			return nil, true, err
-		case answer != nil:
-			return answer, true, nil
+			return Result{Repeat: true}, err
+		case found != nil:
+			return *found, nil
 		case !alive:
 			try = true // pruned between the claim and the look: claim again
 			continue
@@ -214,19 +241,20 @@ func (j *Journal) Do(ctx context.Context, c Call, apply func() []byte) (answer [
 		select {
 		case <-time.After(j.Poll):
 		case <-deadline.C:
-			return nil, true, fmt.Errorf("%w (after %s)", ErrInProgress, j.Wait)
+			return Result{Repeat: true}, fmt.Errorf("%w (after %s)", ErrInProgress, j.Wait)
 		case <-ctx.Done():
-			return nil, true, fmt.Errorf("%w: %w", ErrInProgress, ctx.Err())
+			return Result{Repeat: true}, fmt.Errorf("%w: %w", ErrInProgress, ctx.Err())
 		}
 	}
 }
 
-// claim makes c's claim, locked: nil when the id has an entry already.
-func (j *Journal) claim(c Call) (*os.File, error) {
+// claim makes c's claim, locked, and says when: nil when the id has an
+// entry already.
+func (j *Journal) claim(c Call) (_ *os.File, at time.Time, err error) {
 	tmp := filepath.Join(j.dir, tempPrefix+randomHex())
 	f, err := runrecord.OpenFile(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o600, "request claim")
 	if err != nil {
-		return nil, fmt.Errorf("request journal: %w", err)
+		return nil, at, fmt.Errorf("request journal: %w", err)
 	}
 	ok := false
 	defer func() {
@@ -238,36 +266,60 @@ func (j *Journal) claim(c Call) (*os.File, error) {
 	// Locked before it has its name: a claim nobody holds is a dead
 	// claimant's.
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return nil, fmt.Errorf("request journal: locking a claim: %w", err)
+		return nil, at, fmt.Errorf("request journal: locking a claim: %w", err)
 	}
+	at = j.now().UTC()
 	e := j.self
-	e.Version, e.ID, e.Tool, e.Fingerprint, e.At = version, c.ID, c.Tool, c.Fingerprint, j.now().UTC()
+	e.Version, e.ID, e.Tool, e.Fingerprint, e.At = version, c.ID, c.Tool, c.Fingerprint, at
 	b, err := json.Marshal(&e)
 	if err != nil {
-		return nil, err
+		return nil, at, err
 	}
 	if _, err := f.Write(b); err != nil {
-		return nil, fmt.Errorf("request journal: %w", err)
+		return nil, at, fmt.Errorf("request journal: %w", err)
 	}
 	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, j.path(c.ID), unix.RENAME_NOREPLACE)
 	if errors.Is(err, unix.EEXIST) {
-		return nil, nil
+		return nil, at, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("request journal: claiming %s: %w", c.ID, err)
+		return nil, at, fmt.Errorf("request journal: claiming %s: %w", c.ID, err)
 	}
 	ok = true
-	return f, nil
+	return f, at, nil
 }
 
 // applied runs apply under the claim and stores its answer over it; the
 // claim's lock goes only after, so that a repeat that finds the lock free
 // and the claim still in place knows the claimant died.
-func (j *Journal) applied(c Call, claim *os.File, apply func() []byte) []byte {
+func (j *Journal) applied(c Call, claim *os.File, began time.Time, apply func() Answer) Answer {
 	defer claim.Close()
-	answer := apply()
+	a := apply()
+	if err := j.store(c, began, a); err != nil {
+		// The call was applied and is answered; a repeat of it will say
+		// its answer was lost.
+		j.logf("%s with request %s: storing its answer: %v", c.Tool, c.ID, err)
+	}
+	return a
+}
+
+// Settle stores a over c's answer, whose first try began then (Result's
+// Began): the answer of a repeat that did again the wait a cut answer
+// left undone. It is final unless a is cut too. Concurrent repeats of a
+// cut answer each settle it, the last one's stays: each only observed.
+func (j *Journal) Settle(c Call, began time.Time, a Answer) error {
+	if !wire.ValidRequestID(c.ID) {
+		return fmt.Errorf("request id %q is not 1..%d bytes of [A-Za-z0-9._-]", c.ID, wire.MaxRequestID)
+	}
+	return j.store(c, began, a)
+}
+
+// store writes a as c's answer, atomically over its entry. An entry that
+// is stored but not durable is no error: only a crash of the machine
+// loses it.
+func (j *Journal) store(c Call, began time.Time, a Answer) error {
 	e := j.self
-	e.Version, e.ID, e.Tool, e.Fingerprint, e.At, e.Answer = version, c.ID, c.Tool, c.Fingerprint, j.now().UTC(), answer
+	e.Version, e.ID, e.Tool, e.Fingerprint, e.At, e.Answer, e.Cut = version, c.ID, c.Tool, c.Fingerprint, began, a.Body, a.Cut
 	b, err := json.Marshal(&e)
 	if err == nil && len(b) > MaxEntryBytes {
 		err = fmt.Errorf("the answer is %d bytes, over %d", len(b), MaxEntryBytes)
@@ -275,17 +327,20 @@ func (j *Journal) applied(c Call, claim *os.File, apply func() []byte) []byte {
 	if err == nil {
 		err = runrecord.WriteFileAtomic(j.dir, c.ID+suffix, b)
 	}
-	if err != nil && !errors.Is(err, runrecord.ErrNotDurable) {
-		// The call was applied and is answered; a repeat of it will say
-		// its answer was lost.
-		j.logf("%s with request %s: storing its answer: %v", c.Tool, c.ID, err)
+	if errors.Is(err, runrecord.ErrNotDurable) {
+		return nil
 	}
-	return answer
+	return err
+}
+
+// found is the Result of a repeat that found e's answer.
+func found(e entry) *Result {
+	return &Result{Answer: Answer{Body: e.Answer, Cut: e.Cut}, Repeat: true, Began: e.At}
 }
 
 // look reads c's entry: its answer, or whether its claimant is alive.
 // alive false with no error: the entry is gone.
-func (j *Journal) look(c Call) (answer []byte, alive bool, err error) {
+func (j *Journal) look(c Call) (answer *Result, alive bool, err error) {
 	f, e, err := j.read(c.ID)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -302,7 +357,7 @@ func (j *Journal) look(c Call) (answer []byte, alive bool, err error) {
 		return nil, false, fmt.Errorf("%w: request %s was first used with %s", ErrOtherCall, c.ID, what)
 	}
 	if e.Answer != nil {
-		return e.Answer, true, nil
+		return found(e), true, nil
 	}
 	if j.claimantLives(f, e) {
 		return nil, true, nil
@@ -314,7 +369,7 @@ func (j *Journal) look(c Call) (answer []byte, alive bool, err error) {
 	if err == nil {
 		defer g.Close()
 		if again.Answer != nil && again.Tool == c.Tool && again.Fingerprint == c.Fingerprint {
-			return again.Answer, true, nil
+			return found(again), true, nil
 		}
 	}
 	return nil, false, &LostError{ID: c.ID, Tool: c.Tool, PID: e.PID, At: e.At}
@@ -370,6 +425,9 @@ func (j *Journal) read(id string) (*os.File, entry, error) {
 	}
 	if err == nil && e.Answer != nil && !bytes.HasPrefix(e.Answer, []byte("{")) {
 		err = errors.New("its answer is not an object")
+	}
+	if err == nil && e.Cut != nil && (e.Answer == nil || !bytes.HasPrefix(e.Cut, []byte("{"))) {
+		err = errors.New("its cut is not an object of an answer")
 	}
 	if err != nil {
 		f.Close()

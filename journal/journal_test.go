@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 			fmt.Println(err)
 			os.Exit(1)
 		}
-		_, _, err = j.Do(context.Background(), call(id), func() []byte {
+		_, err = j.Do(context.Background(), call(id), func() Answer {
 			fmt.Println("claimed")
 			select {}
 		})
@@ -52,8 +52,8 @@ func open(t *testing.T, state string) *Journal {
 }
 
 // counted is an apply that counts its calls and answers answer.
-func counted(n *atomic.Int32, answer string) func() []byte {
-	return func() []byte { n.Add(1); return []byte(answer) }
+func counted(n *atomic.Int32, answer string) func() Answer {
+	return func() Answer { n.Add(1); return Answer{Body: []byte(answer)} }
 }
 
 // TestRepeatGetsTheFirstAnswer: two journals (two agent-box processes)
@@ -63,20 +63,60 @@ func TestRepeatGetsTheFirstAnswer(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	var n atomic.Int32
-	a, repeat, err := open(t, state).Do(context.Background(), call("r1"), counted(&n, `{"content":[]}`))
+	a, err := open(t, state).Do(context.Background(), call("r1"), counted(&n, `{"content":[]}`))
 	require.NoError(t, err)
-	assert.False(t, repeat)
-	b, repeat, err := open(t, state).Do(context.Background(), call("r1"), counted(&n, `{"other":1}`))
+	assert.False(t, a.Repeat)
+	b, err := open(t, state).Do(context.Background(), call("r1"), counted(&n, `{"other":1}`))
 	require.NoError(t, err)
-	assert.True(t, repeat)
-	assert.JSONEq(t, string(a), string(b))
+	assert.True(t, b.Repeat)
+	assert.JSONEq(t, string(a.Body), string(b.Body))
+	assert.Nil(t, b.Cut)
+	assert.True(t, a.Began.Equal(b.Began), "began %v, then %v", a.Began, b.Began)
 	assert.EqualValues(t, 1, n.Load(), "applied twice")
 
 	// Another id is another call.
-	_, repeat, err = open(t, state).Do(context.Background(), call("r2"), counted(&n, `{}`))
+	c, err := open(t, state).Do(context.Background(), call("r2"), counted(&n, `{}`))
 	require.NoError(t, err)
-	assert.False(t, repeat)
+	assert.False(t, c.Repeat)
 	assert.EqualValues(t, 2, n.Load())
+}
+
+// TestCutAnswerIsSettledByItsRepeat: an answer stored cut comes back to
+// a repeat with its Cut and the time its first try began (the claim's,
+// on the box's clock, kept in the answer); the repeat's Settle makes its
+// own answer the one a third try gets, still with the first try's time.
+func TestCutAnswerIsSettledByItsRepeat(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	began := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	first := open(t, state)
+	first.now = func() time.Time { return began }
+	var n atomic.Int32
+	a, err := first.Do(context.Background(), call("r"), func() Answer {
+		n.Add(1)
+		return Answer{Body: []byte(`{"cut":"body"}`), Cut: json.RawMessage(`{"run_id":"x","from":7}`)}
+	})
+	require.NoError(t, err)
+	assert.False(t, a.Repeat)
+	assert.Equal(t, began, a.Began)
+
+	j := open(t, state) // another agent-box, later
+	b, err := j.Do(context.Background(), call("r"), counted(&n, `{}`))
+	require.NoError(t, err)
+	assert.True(t, b.Repeat)
+	assert.JSONEq(t, `{"cut":"body"}`, string(b.Body))
+	assert.JSONEq(t, `{"run_id":"x","from":7}`, string(b.Cut))
+	assert.True(t, began.Equal(b.Began), "began %v", b.Began)
+	assert.EqualValues(t, 1, n.Load(), "a cut answer's call was applied again")
+
+	require.NoError(t, j.Settle(call("r"), b.Began, Answer{Body: []byte(`{"final":true}`)}))
+	c, err := open(t, state).Do(context.Background(), call("r"), counted(&n, `{}`))
+	require.NoError(t, err)
+	assert.True(t, c.Repeat)
+	assert.JSONEq(t, `{"final":true}`, string(c.Body))
+	assert.Nil(t, c.Cut, "a settled answer is final")
+	assert.True(t, began.Equal(c.Began), "began %v", c.Began)
+	assert.EqualValues(t, 1, n.Load())
 }
 
 // TestRepeatOfAnotherCallIsRefused: an id given to another tool, or with
@@ -85,15 +125,15 @@ func TestRepeatOfAnotherCallIsRefused(t *testing.T) {
 	t.Parallel()
 	j := open(t, t.TempDir())
 	var n atomic.Int32
-	_, _, err := j.Do(context.Background(), call("r"), counted(&n, `{}`))
+	_, err := j.Do(context.Background(), call("r"), counted(&n, `{}`))
 	require.NoError(t, err)
 	other := call("r")
 	other.Fingerprint = Fingerprint([]byte(`{"data":"y"}`))
-	_, _, err = j.Do(context.Background(), other, counted(&n, `{}`))
+	_, err = j.Do(context.Background(), other, counted(&n, `{}`))
 	assert.ErrorIs(t, err, ErrOtherCall)
 	other = call("r")
 	other.Tool = "process_kill"
-	_, _, err = j.Do(context.Background(), other, counted(&n, `{}`))
+	_, err = j.Do(context.Background(), other, counted(&n, `{}`))
 	assert.ErrorIs(t, err, ErrOtherCall)
 	assert.EqualValues(t, 1, n.Load())
 }
@@ -108,14 +148,14 @@ func TestRepeatWaitsForTheFirstTry(t *testing.T) {
 	var n atomic.Int32
 	first := make(chan []byte, 1)
 	go func() {
-		a, _, err := open(t, state).Do(context.Background(), call("r"), func() []byte {
+		a, err := open(t, state).Do(context.Background(), call("r"), func() Answer {
 			n.Add(1)
 			close(claimed)
 			<-release
-			return []byte(`{"first":true}`)
+			return Answer{Body: []byte(`{"first":true}`)}
 		})
 		assert.NoError(t, err)
-		first <- a
+		first <- a.Body
 	}()
 	<-claimed
 	j := open(t, state)
@@ -128,10 +168,10 @@ func TestRepeatWaitsForTheFirstTry(t *testing.T) {
 	}
 	second := make(chan []byte, 1)
 	go func() {
-		b, repeat, err := j.Do(context.Background(), call("r"), counted(&n, `{"second":true}`))
+		b, err := j.Do(context.Background(), call("r"), counted(&n, `{"second":true}`))
 		assert.NoError(t, err)
-		assert.True(t, repeat)
-		second <- b
+		assert.True(t, b.Repeat)
+		second <- b.Body
 	}()
 	<-waits // the repeat found the first try alive and waits
 	close(release)
@@ -149,19 +189,19 @@ func TestRepeatOfALiveClaimantGivesUp(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		open(t, state).Do(context.Background(), call("r"), func() []byte { close(claimed); <-release; return []byte(`{}`) })
+		open(t, state).Do(context.Background(), call("r"), func() Answer { close(claimed); <-release; return Answer{Body: []byte(`{}`)} })
 	}()
 	t.Cleanup(func() { close(release); <-done })
 	<-claimed
 	j := open(t, state)
 	j.Wait = time.Millisecond
 	var n atomic.Int32
-	_, _, err := j.Do(context.Background(), call("r"), counted(&n, `{}`))
+	_, err := j.Do(context.Background(), call("r"), counted(&n, `{}`))
 	assert.ErrorIs(t, err, ErrInProgress)
 	j.Wait = time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
 	j.waiting = cancel
-	_, _, err = j.Do(ctx, call("r"), counted(&n, `{}`))
+	_, err = j.Do(ctx, call("r"), counted(&n, `{}`))
 	assert.ErrorIs(t, err, ErrInProgress)
 	assert.Zero(t, n.Load())
 }
@@ -185,15 +225,15 @@ func TestDeadClaimantIsLost(t *testing.T) {
 	j := open(t, state)
 	j.Wait = time.Millisecond
 	var n atomic.Int32
-	_, _, err = j.Do(context.Background(), call("r"), counted(&n, `{}`))
+	_, err = j.Do(context.Background(), call("r"), counted(&n, `{}`))
 	require.ErrorIs(t, err, ErrInProgress, "the claimant lives")
 
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
-	_, repeat, err := j.Do(context.Background(), call("r"), counted(&n, `{}`))
+	r, err := j.Do(context.Background(), call("r"), counted(&n, `{}`))
 	var lost *LostError
 	require.ErrorAs(t, err, &lost)
-	assert.True(t, repeat)
+	assert.True(t, r.Repeat)
 	assert.Equal(t, cmd.Process.Pid, lost.PID)
 	assert.Zero(t, n.Load(), "a lost call was applied again")
 }
@@ -211,7 +251,7 @@ func TestClaimWithoutLockIsLost(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(state, Dir, "r.json"), b, 0o600))
 	var n atomic.Int32
-	_, _, err = j.Do(context.Background(), call("r"), counted(&n, `{}`))
+	_, err = j.Do(context.Background(), call("r"), counted(&n, `{}`))
 	var lost *LostError
 	require.ErrorAs(t, err, &lost)
 	assert.Zero(t, n.Load())
@@ -228,20 +268,22 @@ func TestPlantedEntriesAreRefused(t *testing.T) {
 	dir := filepath.Join(state, Dir)
 	// A valid answer, to be reached only by following a symlink.
 	var n atomic.Int32
-	_, _, err := j.Do(context.Background(), call("real"), counted(&n, `{"real":true}`))
+	_, err := j.Do(context.Background(), call("real"), counted(&n, `{"real":true}`))
 	require.NoError(t, err)
 	require.NoError(t, os.Symlink(filepath.Join(dir, "real.json"), filepath.Join(dir, "symlink.json")))
 	require.NoError(t, unix.Mkfifo(filepath.Join(dir, "fifo.json"), 0o600))
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "dir.json"), 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "garbage.json"), []byte("{\"version\":1,\"id\":"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "wrongid.json"), []byte(`{"version":1,"id":"real","answer":{}}`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "cutclaim.json"), []byte(`{"version":1,"id":"cutclaim","cut":{}}`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "cutnull.json"), []byte(`{"version":1,"id":"cutnull","answer":{},"cut":null}`), 0o600))
 	huge, err := os.Create(filepath.Join(dir, "huge.json"))
 	require.NoError(t, err)
 	require.NoError(t, huge.Truncate(MaxEntryBytes+1)) // sparse: nothing is read
 	huge.Close()
-	for _, id := range []string{"symlink", "fifo", "dir", "garbage", "wrongid", "huge"} {
+	for _, id := range []string{"symlink", "fifo", "dir", "garbage", "wrongid", "cutclaim", "cutnull", "huge"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, _, err := j.Do(ctx, call(id), counted(&n, `{}`))
+		_, err := j.Do(ctx, call(id), counted(&n, `{}`))
 		cancel()
 		assert.ErrorIs(t, err, ErrForeign, id)
 		assert.NotErrorIs(t, err, context.DeadlineExceeded, id)
@@ -257,7 +299,7 @@ func TestInvalidIDsAreRefused(t *testing.T) {
 	j := open(t, state)
 	var n atomic.Int32
 	for _, id := range []string{"", "../x", "a/b", "a b", "é", strings.Repeat("a", 65), "x\x00"} {
-		_, _, err := j.Do(context.Background(), call(id), counted(&n, `{}`))
+		_, err := j.Do(context.Background(), call(id), counted(&n, `{}`))
 		assert.Error(t, err, "%q", id)
 	}
 	assert.Zero(t, n.Load())
@@ -266,7 +308,7 @@ func TestInvalidIDsAreRefused(t *testing.T) {
 	assert.Empty(t, ents)
 	// The odd but valid ones are files of the journal's directory.
 	for _, id := range []string{".", "..", strings.Repeat("a", 64), "A-z_0.9"} {
-		_, _, err := j.Do(context.Background(), call(id), counted(&n, `{}`))
+		_, err := j.Do(context.Background(), call(id), counted(&n, `{}`))
 		assert.NoError(t, err, "%q", id)
 	}
 	ents, err = os.ReadDir(filepath.Join(state, Dir))
@@ -282,7 +324,7 @@ func TestPruneRemovesOldEntries(t *testing.T) {
 	j := open(t, state)
 	var n atomic.Int32
 	for _, id := range []string{"old", "new"} {
-		_, _, err := j.Do(context.Background(), call(id), counted(&n, `{}`))
+		_, err := j.Do(context.Background(), call(id), counted(&n, `{}`))
 		require.NoError(t, err)
 	}
 	dir := filepath.Join(state, Dir)
@@ -305,6 +347,7 @@ func TestPruneRemovesOldEntries(t *testing.T) {
 func FuzzEntry(f *testing.F) {
 	f.Add([]byte(`{"version":1,"id":"r","tool":"process_write","fingerprint":"x","pid":1,"pid_start_time":1,"boot_id":"b","at":"2026-01-01T00:00:00Z","answer":{"content":[]}}`))
 	f.Add([]byte(`{"version":1,"id":"r","answer":null}`))
+	f.Add([]byte(`{"version":1,"id":"r","tool":"process_write","fingerprint":"x","at":"2026-01-01T00:00:00Z","answer":{},"cut":{"from":1}}`))
 	f.Add([]byte(`{"version":2}`))
 	f.Add([]byte(``))
 	f.Add([]byte(`[`))
@@ -315,7 +358,7 @@ func FuzzEntry(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		require.NoError(t, os.WriteFile(filepath.Join(state, Dir, "r.json"), b, 0o600))
 		applied := false
-		_, _, _ = j.Do(context.Background(), call("r"), func() []byte { applied = true; return nil })
+		_, _ = j.Do(context.Background(), call("r"), func() Answer { applied = true; return Answer{} })
 		assert.False(t, applied)
 	})
 }

@@ -86,11 +86,12 @@ func (f *follower) next(ctx context.Context, wait time.Duration) (TailResult, er
 		// after the run ends, returns whatever is left.
 		progressed := w.EndOffset > w.Offset || len(w.Skipped) > 0
 		left := time.Until(deadline)
-		if progressed || final || left <= 0 || ctx.Err() != nil || f.req.TailLines > 0 || f.req.Offset < 0 {
+		over := progressed || final || left <= 0 || f.req.TailLines > 0 || f.req.Offset < 0
+		if over || ctx.Err() != nil {
 			f.req.Offset, f.req.TailLines = w.EndOffset, 0
 			run := f.run
 			run.LogBytes = size
-			return TailResult{Window: w, Run: run, EOF: final && w.EndOffset == size}, nil
+			return TailResult{Window: w, Run: run, EOF: final && w.EndOffset == size, cut: !over}, nil
 		}
 		if f.watch == nil {
 			f.watch = watchDirs(watchOutput, f.m.Store.RunDir(f.run.Name, f.run.RunID))

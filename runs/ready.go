@@ -49,6 +49,9 @@ type ReadyResult struct {
 	Why string `json:"ready_error,omitempty"`
 	// Output is the last lines of output when the run ended unready.
 	Output string `json:"output_tail,omitempty"`
+	// cut: the probe was given up because ctx ended, before the run was
+	// ready or ended and before the bound.
+	cut bool
 }
 
 // MaxReadyTimeout bounds ready_timeout_s.
@@ -98,13 +101,13 @@ func (p *ReadyProbe) check() error {
 }
 
 // awaitReady runs the probe until it passes, the run ends, the bound
-// passes or ctx is done.
-func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest) ReadyResult {
+// (reckoned from began) passes or ctx is done.
+func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest, began time.Time) ReadyResult {
 	p := req.Ready
 	pol := m.waitPolicy()
 	bound, shortened, _ := pol.bound(req.ReadyTimeout, req.Watched) // checked in normalize
 	clock := newProgressClock(req.Progress, pol.ProgressEvery)
-	start := clock.start
+	start := began
 	deadline := start.Add(bound)
 	// Watched before the first probe, so that output written between a
 	// probe and the wait wakes the wait (dirWatch.Wait) instead of being
@@ -125,7 +128,8 @@ func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest) Re
 			if run.rec != nil {
 				out = outputTail(run, 0).Output
 			}
-			return ReadyResult{After: time.Since(start), Why: why, Output: out}
+			// A log scan that ctx stopped may have missed the line.
+			return ReadyResult{After: time.Since(start), Why: why, Output: out, cut: ctx.Err() != nil}
 		}
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
@@ -133,7 +137,8 @@ func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest) Re
 			if shortened {
 				cut = fmt.Sprintf(" (ready_timeout_s cut to %s: a call without a progress token waits at most that)", bound)
 			}
-			return ReadyResult{After: time.Since(start), Why: fmt.Sprintf("not ready after %s%s; the run is left running (process_wait, tail_log or process_kill it)", time.Since(start).Round(time.Millisecond), cut)}
+			return ReadyResult{After: time.Since(start), Why: fmt.Sprintf("not ready after %s%s; the run is left running (process_wait, tail_log or process_kill it)", time.Since(start).Round(time.Millisecond), cut),
+				cut: left > 0}
 		}
 		watch.Wait(ctx, clock.sleep(min(left, readyPoll)))
 		clock.tick([]string{run.Name})

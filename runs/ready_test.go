@@ -35,7 +35,7 @@ func awaitProbe(t *testing.T, m *Manager, run Run, probe ReadyProbe, d time.Dura
 	t.Helper()
 	req := &StartRequest{Ready: &probe, ReadyTimeout: &d}
 	require.NoError(t, req.Ready.check())
-	return m.awaitReady(context.Background(), run, req)
+	return m.awaitReady(context.Background(), run, req, time.Now())
 }
 
 // A port or a local URL answered by a process that is not the run's does

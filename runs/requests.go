@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/agent-box/agent-box/journal"
 	"github.com/agent-box/agent-box/runrecord"
@@ -22,11 +23,6 @@ type Repeatable struct {
 	// must bring the same (secret_env's values are left out of the
 	// comparison, which the journal keeps a digest of).
 	Args map[string]any
-	// Lost, when not nil, answers for a first try whose agent-box died
-	// before it answered, from what that left: process_start's, the run
-	// whose record carries ID (StartedBy). false: it left nothing, and the
-	// repeat fails with ErrUnknownOutcome.
-	Lost func() (answer []byte, found bool)
 }
 
 // CheckRequestID is the rule for a request id: 1..wire.MaxRequestID
@@ -80,12 +76,19 @@ func (m *Manager) journal() (*journal.Journal, error) {
 // the call's whole answer) at most once, also across agent-box processes:
 // the first call applies it and stores the answer before Once returns (so
 // before the reply that a dropped connection may lose); a repeat returns
-// that answer, waiting for a first try that still runs. applied says
-// whether this call applied it. Errors: ErrInvalid (a bad id, an id used
-// for another call), ErrBusy (the first try is still running),
-// ErrUnknownOutcome (its agent-box died before it answered, or its entry
-// is not agent-box's).
-func (m *Manager) Once(ctx context.Context, r Repeatable, apply func() []byte) (answer []byte, applied bool, err error) {
+// that answer, waiting for a first try that still runs. ran says whether
+// apply made the answer returned, in this call. Errors: ErrInvalid (a bad
+// id, an id used for another call), ErrBusy (the first try is still
+// running), ErrUnknownOutcome (its agent-box died before it answered, or
+// its entry is not agent-box's).
+//
+// apply gets ctx, carrying the try (see try): a call that waits after it
+// applied (Start's ready probe, Write's wait for output) says there when
+// ctx cut its wait, and the answer is stored as cut. A repeat that finds
+// a cut answer of such a call runs apply again, told by its ctx to apply
+// nothing and only do the wait again, for the time left of the call's
+// bound; that answer is stored in place of the cut one.
+func (m *Manager) Once(ctx context.Context, r Repeatable, apply func(context.Context) []byte) (answer []byte, ran bool, err error) {
 	if err := CheckRequestID(r.ID); err != nil {
 		return nil, false, err
 	}
@@ -97,27 +100,149 @@ func (m *Manager) Once(ctx context.Context, r Repeatable, apply func() []byte) (
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: arguments: %w", ErrInvalid, err)
 	}
-	answer, repeat, err := j.Do(ctx, journal.Call{ID: r.ID, Tool: r.Tool, Fingerprint: journal.Fingerprint(args)}, apply)
+	call := journal.Call{ID: r.ID, Tool: r.Tool, Fingerprint: journal.Fingerprint(args)}
+	res, err := j.Do(ctx, call, func() journal.Answer { return (&try{}).run(ctx, apply) })
 	var lost *journal.LostError
 	switch {
 	case err == nil:
-		return answer, !repeat, nil
 	case errors.Is(err, journal.ErrOtherCall):
 		return nil, false, invalid("%v; give each call its own request id", err)
 	case errors.Is(err, journal.ErrInProgress):
 		return nil, false, fmt.Errorf("%w: %s with request %s: %w; call again with the same request id for its answer", ErrBusy, r.Tool, r.ID, err)
 	case errors.As(err, &lost):
-		if r.Lost != nil {
-			if answer, ok := r.Lost(); ok {
-				return answer, false, nil
-			}
+		if again := m.lostStart(r, lost); again != nil {
+			return again.run(ctx, apply).Body, true, nil
 		}
 		return nil, false, fmt.Errorf("%w: %s with request %s was sent but its answer was lost when the connection dropped (%v); whether it was applied is unknown: read the run's log or %s before doing it again",
 			ErrUnknownOutcome, r.Tool, r.ID, err, m.words().List)
 	case errors.Is(err, journal.ErrForeign):
 		return nil, false, fmt.Errorf("%w: %s with request %s: %v; whether it was applied is unknown", ErrUnknownOutcome, r.Tool, r.ID, err)
+	default:
+		return nil, false, err
 	}
-	return nil, false, err
+	if !res.Repeat {
+		return res.Body, true, nil
+	}
+	again := waitAgain(r.Tool, res)
+	if again == nil {
+		return res.Body, false, nil
+	}
+	a := again.run(ctx, apply)
+	if err := j.Settle(call, res.Began, a); err != nil {
+		// Answered all the same; a later repeat does the wait again.
+		m.logf("%s with request %s: storing the answer of its repeat: %v", r.Tool, r.ID, err)
+	}
+	return a.Body, true, nil
+}
+
+// waitsAgain are the tools whose repeat does a cut wait again: those
+// whose call goes to Start or Write, which honour try.again. Any other
+// tool's cut answer (a planted one: no other call is ever cut) is kept
+// as it is, so that nothing but these is ever run twice.
+var waitsAgain = map[string]bool{"process_start": true, "process_write": true}
+
+// waitAgain is the try that does again the wait of res, a repeat's
+// answer, if it is cut: nil when it is final.
+func waitAgain(tool string, res journal.Result) *try {
+	if res.Cut == nil || !waitsAgain[tool] {
+		return nil
+	}
+	var c cut
+	if err := json.Unmarshal(res.Cut, &c); err != nil {
+		return nil // not ours: the answer stays as it is
+	}
+	return &try{again: &c, began: res.Began}
+}
+
+// lostStart is, for a process_start whose first try's agent-box died
+// before it answered, the try that answers for it as a cut one would:
+// from the run whose record carries the id (StartedBy), probed again if
+// the call has a ready probe. nil: another tool, or no run carries it.
+// Its answer is not stored: the dead claim stays, and each repeat looks
+// again.
+func (m *Manager) lostStart(r Repeatable, lost *journal.LostError) *try {
+	if r.Tool != "process_start" {
+		return nil
+	}
+	name, _ := r.Args["name"].(string)
+	res, ok := m.StartedBy(name, r.ID)
+	if !ok {
+		return nil
+	}
+	return &try{again: &cut{RunID: res.RunID}, began: lost.At}
+}
+
+// A try is one go of a repeatable call (Once) at the runs call that
+// applies it (Start, Write), which the call's ctx carries through the
+// front end's handler. It goes both ways: the call says there that a
+// wait of its was cut, and a repeat tells it there to apply nothing and
+// wait again.
+type try struct {
+	// again, on a repeat whose first try's wait was cut, is what that try
+	// did; began, when it began (the journal's claim, the box's clock).
+	again *cut
+	began time.Time
+	// cut is set by the call when ctx cut its wait short.
+	cut *cut
+}
+
+// cut is what a call whose wait was cut did before it, all that a repeat
+// needs to wait again and answer as the whole call would have. It is
+// stored in the journal (journal.Answer.Cut).
+type cut struct {
+	RunID  string `json:"run_id"`           // the run started, or written to
+	Reused bool   `json:"reused,omitempty"` // Start: the run was reused (IfRunning)
+	// Write: where its output begins (the log's end before the write),
+	// and what it wrote.
+	From    int64 `json:"from,omitempty"`
+	Written int   `json:"written,omitempty"`
+	Closed  bool  `json:"closed,omitempty"`
+}
+
+type tryKey struct{}
+
+// tryOf is the try ctx carries, or nil.
+func tryOf(ctx context.Context) *try {
+	t, _ := ctx.Value(tryKey{}).(*try)
+	return t
+}
+
+// run runs apply as t, and gives its answer, marked cut when the call's
+// wait was.
+func (t *try) run(ctx context.Context, apply func(context.Context) []byte) journal.Answer {
+	a := journal.Answer{Body: apply(context.WithValue(ctx, tryKey{}, t))}
+	if t.cut != nil {
+		a.Cut, _ = json.Marshal(t.cut)
+	}
+	return a
+}
+
+// cutShort notes on ctx's try, if any, that the call's wait was cut by
+// ctx, after the call did c.
+func cutShort(ctx context.Context, c cut) {
+	if t := tryOf(ctx); t != nil {
+		t.cut = &c
+	}
+}
+
+// resumed is, for a repeat that waits again, what the cut try did and
+// when it began, no later than now (the clock may have been set back);
+// nil for any other call.
+func resumed(ctx context.Context) (*cut, time.Time) {
+	t := tryOf(ctx)
+	if t == nil || t.again == nil {
+		return nil, time.Time{}
+	}
+	if now := time.Now(); t.began.After(now) {
+		return t.again, now
+	}
+	return t.again, t.began
+}
+
+// timeLeft is what is left at now of a wait of bound that began then:
+// never below 0, nor above bound.
+func timeLeft(bound time.Duration, began, now time.Time) time.Duration {
+	return min(bound, max(0, bound-now.Sub(began)))
 }
 
 // withoutSecrets is args with secret_env's values blanked: the journal

@@ -536,7 +536,13 @@ func executable(p string) error {
 
 // Start starts a run and returns it once its supervisor has reported the
 // child's pid (or why it could not be started).
+//
+// A repeat (Once) whose first try's ready wait was cut starts nothing: it
+// probes the run that try started again (startedBefore).
 func (m *Manager) Start(ctx context.Context, req StartRequest) (StartResult, error) {
+	if c, began := resumed(ctx); c != nil {
+		return m.startedBefore(ctx, req, c, began)
+	}
 	res, err := m.start(ctx, &req)
 	if err != nil && len(req.SecretEnv) > 0 && len(req.SecretEnv) <= MaxSecrets {
 		// Errors quote the cwd, argv[0], the supervisor's exec error: the
@@ -546,11 +552,39 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (StartResult, err
 	if err != nil || req.Ready == nil {
 		return res, err
 	}
-	ready := m.awaitReady(ctx, res.Run, &req)
+	m.ready(ctx, &res, &req, time.Now())
+	return res, nil
+}
+
+// ready runs req's ready probe on res's run from began on, and notes a
+// wait that ctx cut on ctx's try (cutShort).
+func (m *Manager) ready(ctx context.Context, res *StartResult, req *StartRequest, began time.Time) {
+	ready := m.awaitReady(ctx, res.Run, req, began)
 	after := ready.After.Milliseconds()
 	res.ReadyResult, res.ReadyAfterMS = &ready, &after
 	if again, err := m.Get(res.Name, res.RunID); err == nil {
 		res.Run = again // as of the answer: it may have ended
+	}
+	if ready.cut {
+		cutShort(ctx, cut{RunID: res.RunID, Reused: res.Reused})
+	}
+}
+
+// startedBefore answers a repeat of a start whose first try, which began
+// then, was cut in its ready wait: the run that try started (or reused)
+// is probed again for what is left of the call's bound, and the answer
+// is the one the whole call would have given.
+func (m *Manager) startedBefore(ctx context.Context, req StartRequest, c *cut, began time.Time) (StartResult, error) {
+	if err := req.checkReady(); err != nil {
+		return StartResult{}, err
+	}
+	run, err := m.Get(req.Name, c.RunID)
+	if err != nil {
+		return StartResult{}, err
+	}
+	res := StartResult{Run: run, Reused: c.Reused}
+	if req.Ready != nil {
+		m.ready(ctx, &res, &req, began)
 	}
 	return res, nil
 }

@@ -39,7 +39,9 @@ type WriteResult struct {
 // bytes of how many were written, and the result's Written is that count.
 //
 // With Wait, the output that followed the write is read as tail_log reads
-// it, so that one call answers one prompt.
+// it, so that one call answers one prompt. A repeat (Once) whose first
+// try's wait was cut writes nothing: it reads the output since that try's
+// write, for what is left of Wait (wroteBefore).
 func (m *Manager) Write(ctx context.Context, req WriteRequest) (WriteResult, error) {
 	if len(req.Data) == 0 && !req.Close {
 		return WriteResult{}, invalid("nothing to do: give data, close=true, or both")
@@ -51,8 +53,19 @@ func (m *Manager) Write(ctx context.Context, req WriteRequest) (WriteResult, err
 	if err != nil {
 		return WriteResult{}, err
 	}
-	res, from, err := m.write(req)
-	if err != nil || req.Wait <= 0 {
+	var res WriteResult
+	var from int64
+	c, began := resumed(ctx)
+	if c != nil {
+		res, from, err = m.wroteBefore(req, c)
+	} else {
+		res, from, err = m.write(req)
+		if err != nil || req.Wait <= 0 {
+			return res, err
+		}
+		began = time.Now()
+	}
+	if err != nil {
 		return res, err
 	}
 	lr, err := TailRequest{Offset: from}.window()
@@ -64,12 +77,26 @@ func (m *Manager) Write(ctx context.Context, req WriteRequest) (WriteResult, err
 		return res, fmt.Errorf("wrote %d bytes, then reading the output: %w", res.Written, err)
 	}
 	defer f.close()
-	out, err := f.read(ctx, req.Wait, req.Await, until, nil)
+	out, err := f.read(ctx, timeLeft(req.Wait, began, time.Now()), req.Await, until, nil)
 	if err != nil {
 		return res, fmt.Errorf("wrote %d bytes, then reading the output: %w", res.Written, err)
 	}
+	if out.cut {
+		cutShort(ctx, cut{RunID: res.Run.RunID, From: from, Written: res.Written, Closed: res.Closed})
+	}
 	res.Output = &out
 	return res, nil
+}
+
+// wroteBefore answers a repeat of a write whose first try's wait for
+// output was cut: nothing is written again; the run is read anew, and the
+// output is read from where it began after that try's write (c.From).
+func (m *Manager) wroteBefore(req WriteRequest, c *cut) (WriteResult, int64, error) {
+	run, err := m.Get(req.Name, c.RunID)
+	if err != nil {
+		return WriteResult{}, 0, err
+	}
+	return WriteResult{Run: run, Written: c.Written, Closed: c.Closed}, c.From, nil
 }
 
 // write sends req's data, and says where the log ended just before.

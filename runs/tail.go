@@ -95,6 +95,9 @@ type TailResult struct {
 	// Cleaned: the text is logread.Clean's; CleanedBytes it removed.
 	Cleaned      bool
 	CleanedBytes int
+	// cut: the wait ended because its ctx did, before any end of its own
+	// (output, a match, quiet, the log's end, its time).
+	cut bool
 }
 
 // emptyLog stands in for a log that was never created (start failed).

@@ -186,9 +186,11 @@ func (f *follower) await(ctx context.Context, wait time.Duration, until *regexp.
 		left := time.Until(deadline)
 		// An offset past the end is refused by the read at once, not after
 		// the wait.
-		if end >= 0 || (idle > 0 && !quiet.IsZero() && idleFor <= 0) || final || left <= 0 || ctx.Err() != nil || size < from {
+		over := end >= 0 || (idle > 0 && !quiet.IsZero() && idleFor <= 0) || final || left <= 0 || size < from
+		if over || ctx.Err() != nil {
 			res, err := f.readTo(r, size, end, final)
 			closeLog()
+			res.cut = !over
 			return res, err
 		}
 		closeLog()

@@ -75,7 +75,7 @@ func TestWaitWithoutProgressDoesNotSpin(t *testing.T) {
 	require.NoError(t, err)
 	req := &StartRequest{Ready: &ReadyProbe{Log: "never"}, ReadyTimeout: &d}
 	require.NoError(t, req.Ready.check())
-	ready := m.awaitReady(context.Background(), run, req)
+	ready := m.awaitReady(context.Background(), run, req, time.Now())
 	require.False(t, ready.Ready)
 	assert.Less(t, sys.probes.Load(), int64(60), "probes in a %s ready wait without progress (one poll every %s)", d, readyPoll)
 }

@@ -30,8 +30,10 @@ func requestID(req mcp.CallToolRequest) (id string, given bool, err error) {
 
 // once makes the handler fn of a mutation safe to repeat: a call with a
 // request id is applied at most once, across agent-box processes, and a
-// repeat gets the first answer (runs.Manager.Once). A call without one is
-// fn's, as it always was.
+// repeat gets the first answer (runs.Manager.Once), or, when the client's
+// going away cut the first try's wait, the answer of that wait done again
+// (fn called with a ctx that tells runs so). A call without one is fn's,
+// as it always was.
 func (h *Handlers) once(tool string, fn server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		id, given, err := requestID(req)
@@ -42,42 +44,32 @@ func (h *Handlers) once(tool string, fn server.ToolHandlerFunc) server.ToolHandl
 			return fn(ctx, req)
 		}
 		r := runs.Repeatable{ID: id, Tool: tool, Args: req.GetArguments()}
-		if tool == "process_start" {
-			r.Lost = func() ([]byte, bool) {
-				name, _ := r.Args["name"].(string)
-				res, ok := h.M.StartedBy(name, id)
-				if !ok {
-					return nil, false
-				}
-				b, err := json.Marshal(result(res, startText(res)))
-				return b, err == nil
-			}
-		}
-		var first *mcp.CallToolResult
-		apply := func() []byte {
+		var made *mcp.CallToolResult // apply's answer, in this call
+		apply := func(ctx context.Context) []byte {
 			res, err := fn(ctx, req)
 			if err != nil || res == nil {
 				// Not an answer of a tool: a protocol error, which is
 				// not kept (the handlers return none).
 				res = fail(fmt.Errorf("%s: %v", tool, err))
 			}
-			first = res
+			made = res
 			b, err := json.Marshal(res)
 			if err != nil {
 				return nil
 			}
 			return b
 		}
-		// The repeat's wait ends when the client goes away; fn's own
-		// waits are its business, as without an id.
+		// The repeat's wait for a first try ends when the client goes
+		// away, as every wait of fn does (blockingCall): a wait cut so is
+		// what runs marks cut.
 		wctx, cancel := h.untilGone(ctx)
 		defer cancel()
-		answer, applied, err := h.M.Once(wctx, r, apply)
+		answer, ran, err := h.M.Once(wctx, r, apply)
 		switch {
 		case err != nil:
 			return fail(err), nil
-		case applied:
-			return first, nil
+		case ran:
+			return made, nil
 		}
 		raw := json.RawMessage(answer)
 		res, err := mcp.ParseCallToolResult(&raw)

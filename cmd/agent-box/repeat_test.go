@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -144,14 +146,18 @@ func TestRepeatWhileTheFirstRunsGetsItsAnswer(t *testing.T) {
 // The agent-box that took a process_start dies (its SSH link dropped)
 // before it answered, after the run started: the repeat, to a new
 // agent-box, finds the run by the request id in its record and answers
-// with it, starting nothing more.
+// with it, starting nothing more; its ready probe, which passes only
+// after the death, is run again, as the whole call would have.
 func TestRepeatOfALostStartFindsItsRun(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	s1 := spawn(t, state)
 	s2 := connect(t, state)
-	// ready holds the start's answer back, with the run started.
-	args := map[string]any{"name": "slow", "command": "sleep 600", "ready": map[string]any{"log": "never"}, "ready_timeout_s": 600}
+	// ready holds the start's answer back, with the run started, until
+	// the gate is there.
+	gate := filepath.Join(t.TempDir(), "gate")
+	args := map[string]any{"name": "slow", "command": "while [ ! -e " + gate + " ]; do sleep 0.05; done; echo ready; exec sleep 600",
+		"ready": map[string]any{"log": "^ready"}, "ready_timeout_s": 600}
 	done := callAsync(s1, "process_start", args, reqMeta("start-lost"))
 	var runID string
 	abtest.WaitFor(t, "the run to be started", 30*time.Second, func() bool {
@@ -164,10 +170,12 @@ func TestRepeatOfALostStartFindsItsRun(t *testing.T) {
 	})
 	s1.Kill()
 	<-done
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	r := s2.CallMeta("process_start", args, reqMeta("start-lost"))
 	require.False(t, r.IsError, r.Text)
 	assert.Equal(t, runID, abtest.Str(r.Data["run_id"]))
 	assert.Equal(t, "running", r.Data["state"], r.Text)
+	assert.Equal(t, true, r.Data["ready"], r.Text)
 	assert.Equal(t, 1, runsOf(t, s2, "slow"))
 }
 
