@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"os/exec"
 
@@ -23,16 +22,14 @@ import (
 type forwarder struct {
 	ln net.Listener
 
-	mu       sync.Mutex
-	conns    []net.Conn
-	accepted int
-	changed  chan struct{}
+	mu    sync.Mutex
+	conns []net.Conn
 }
 
 func newForwarder(t *testing.T, to int) *forwarder {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	f := &forwarder{ln: ln, changed: make(chan struct{})}
+	f := &forwarder{ln: ln}
 	t.Cleanup(func() { ln.Close(); f.cut() })
 	go func() {
 		for {
@@ -47,9 +44,6 @@ func newForwarder(t *testing.T, to int) *forwarder {
 			}
 			f.mu.Lock()
 			f.conns = append(f.conns, c, up)
-			f.accepted++
-			close(f.changed)
-			f.changed = make(chan struct{})
 			f.mu.Unlock()
 			go func() { io.Copy(up, c); up.Close() }()
 			go func() { io.Copy(c, up); c.Close() }()
@@ -68,25 +62,6 @@ func (f *forwarder) cut() {
 		c.Close()
 	}
 	f.conns = nil
-}
-
-// waitAccepted waits until n connections have come through in all.
-func (f *forwarder) waitAccepted(t *testing.T, n int) {
-	t.Helper()
-	timeout := time.After(callTimeout)
-	for {
-		f.mu.Lock()
-		got, changed := f.accepted, f.changed
-		f.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-changed:
-		case <-timeout:
-			t.Fatalf("%d connections through the forwarder in %s, want %d", got, callTimeout, n)
-		}
-	}
 }
 
 // connectCommand is agent-box connect to this sshd through port (a
@@ -129,24 +104,39 @@ func TestConnectTSClientThroughDrops(t *testing.T) {
 	require.Equal(t, "running", run["state"])
 	killAtCleanup(t, int(run["pid"].(float64)))
 
+	// Each cut waits until the redial after the last one has reached a new
+	// agent-box on the box (ssh authenticated and ran it), so that it lands
+	// under the process_wait, not in a dial; the wait is in flight
+	// throughout, since the run goes on only when the gate opens, after
+	// the redial that follows the last cut.
 	const drops = 5
+	seen := map[procID]bool{}
+	fresh := freshServer(seen, func() []int { return serverPIDs(state) })
+	ctx := t.Context()
+	cut := make(chan struct{})
+	t.Cleanup(func() { <-cut })
 	go func() {
+		defer close(cut)
 		defer os.WriteFile(gate, nil, 0o600)
-		for n := 1; n <= drops; n++ {
-			fwd.waitAccepted(t, n)
-			fwd.cut()
+		for n := 0; n <= drops; n++ {
+			if !pollUntil(ctx, callTimeout, fresh) {
+				if ctx.Err() == nil {
+					t.Errorf("after %d cuts: no new agent-box server on the box in %s", n, callTimeout)
+				}
+				return
+			}
+			if n < drops {
+				fwd.cut()
+			}
 		}
-		fwd.waitAccepted(t, drops+1)
 	}()
 	w := c.call("process_wait", map[string]any{"name": "gated", "timeout_ms": 60000})
+	<-cut
 	require.Equal(t, false, w["wait_timed_out"])
 	ended := w["run"].(map[string]any)
 	require.Equal(t, "exited", ended["state"])
 	require.EqualValues(t, 3, ended["exit_code"])
-	fwd.mu.Lock()
-	accepted := fwd.accepted
-	fwd.mu.Unlock()
-	require.GreaterOrEqual(t, accepted, drops+1, "connections through the forwarder")
+	require.GreaterOrEqual(t, len(seen), drops+1, "distinct agent-box servers on the box")
 
 	tail := c.call("tail_log", map[string]any{"name": "gated"})
 	require.Equal(t, "before\nafter\n", tail["content"])
@@ -170,21 +160,22 @@ func TestConnectDockerThroughDrops(t *testing.T) {
 		"command": `i=0; while [ ! -e /tmp/stop ]; do i=$((i+1)); echo "line $i of the growing log"; [ $((i % 20)) -eq 0 ] && sleep 0.01; done`}, &started)
 
 	const drops = 5
+	ctx := t.Context()
 	killed := make(chan struct{})
+	t.Cleanup(func() { <-killed })
 	go func() {
 		defer close(killed)
 		defer b.sh("touch /tmp/stop")
-		seen := map[int]bool{}
+		seen := map[procID]bool{}
+		fresh := freshServer(seen, b.serverPIDs)
 		for n := 0; n < drops; n++ {
 			// A drop once the redial of the last one has its server.
-			waitUntil(t, "a new agent-box serving in the container", callTimeout, func() bool {
-				fresh := false
-				for _, pid := range b.serverPIDs() {
-					fresh = fresh || !seen[pid]
-					seen[pid] = true
+			if !pollUntil(ctx, callTimeout, fresh) {
+				if ctx.Err() == nil {
+					t.Errorf("drop %d: no new agent-box serving in the container in %s", n+1, callTimeout)
 				}
-				return fresh
-			})
+				return
+			}
 			if b.killExecClients() == 0 {
 				t.Errorf("drop %d: no docker exec client to kill", n+1)
 			}

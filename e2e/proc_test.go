@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -120,13 +121,50 @@ func descendants(pid int) []int {
 // waitUntil polls cond until it holds or d has passed. It is for facts
 // that no event announces (a process's death seen from outside, a port
 // starting to accept); d is a bound against hanging, not a measurement.
+// It fails the test with t.Fatalf, so it is for the test's own goroutine;
+// another goroutine calls pollUntil and reports with t.Errorf.
 func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
+	if !pollUntil(context.Background(), d, cond) {
+		t.Fatalf("still waiting after %s for %s", d, what)
+	}
+}
+
+// pollUntil is waitUntil's loop: it polls cond until it holds (true), or d
+// has passed or ctx is done (false).
+func pollUntil(ctx context.Context, d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("still waiting after %s for %s", d, what)
+			return false
 		}
-		time.Sleep(20 * time.Millisecond) // polling interval; see above
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond): // polling interval; see waitUntil
+		}
+	}
+	return true
+}
+
+// procID names a process across pid reuse: its pid and start time.
+type procID struct {
+	pid   int
+	start uint64
+}
+
+// freshServer is a condition for pollUntil: it holds once list (a
+// serverPIDs) shows a server not in seen, and adds every server it sees
+// to seen, so that seen ends as every distinct server seen.
+func freshServer(seen map[procID]bool, list func() []int) func() bool {
+	return func() bool {
+		fresh := false
+		for _, pid := range list() {
+			if _, start, _, err := procStat(pid); err == nil && !seen[procID{pid, start}] {
+				seen[procID{pid, start}] = true
+				fresh = true
+			}
+		}
+		return fresh
 	}
 }
