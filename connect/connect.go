@@ -88,6 +88,9 @@ func (r *relay) read(ctx context.Context, in io.Reader) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	for sc.Scan() {
+		if ctx.Err() != nil {
+			return ctx.Err() // connect is ending: nothing new starts
+		}
 		var m message
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			r.answer(nil, nil, &rpcError{Code: -32700, Message: "parse error: " + err.Error()})

@@ -66,7 +66,7 @@ func newBoxWith(t *testing.T, connectArgs []string, mode string, env ...string) 
 	b := &box{t: t, stateDir: t.TempDir(), connectArgs: connectArgs}
 	b.pids = filepath.Join(t.TempDir(), "pids")
 	transport := fmt.Sprintf("%s %s %s %s %s --state-dir %s", os.Args[0], linkArg, b.pids, mode, binary, b.stateDir)
-	args := append([]string{"connect", "--give-up", "2s"}, b.connectArgs...)
+	args := append([]string{"connect"}, b.connectArgs...)
 	cmd := exec.Command(binary, append(args, "--exec", transport)...)
 	cmd.Env = append(os.Environ(), env...)
 	// Before the session's Close, so that it runs after it: the state dir
@@ -89,12 +89,20 @@ func (b *box) transports() []int {
 	return pids
 }
 
-// drop kills the live transport (the n-th) and waits for connect to have
-// started the next.
+// drop kills the n-th transport once its dial is through (the box
+// answered initialize): a drop of a live link, not a failed dial. It
+// returns once connect has started the next.
 func (b *box) drop(n int) {
 	b.t.Helper()
 	abtest.WaitFor(b.t, fmt.Sprintf("transport %d", n), time.Minute, func() bool { return len(b.transports()) >= n })
-	require.NoError(b.t, syscall.Kill(b.transports()[n-1], syscall.SIGKILL))
+	pid := b.transports()[n-1]
+	abtest.WaitFor(b.t, fmt.Sprintf("transport %d through", n), time.Minute, func() bool {
+		_, err := os.Stat(fmt.Sprintf("%s.up.%d", b.pids, pid))
+		return err == nil
+	})
+	// The link lives until connect ends it: connect does only once a
+	// transport is dead, and this one answered and is not killed yet.
+	require.NoError(b.t, syscall.Kill(pid, syscall.SIGKILL))
 	abtest.WaitFor(b.t, fmt.Sprintf("transport %d after the drop", n+1), time.Minute, func() bool { return len(b.transports()) > n })
 }
 
@@ -243,7 +251,7 @@ func TestWaitThroughDropsKeepsItsProgressAndTime(t *testing.T) {
 // after --give-up with its name, the transport's words and a code that
 // says a repeat may succeed; once it is back, calls succeed again.
 func TestBoxGoneSaysSoAndComesBack(t *testing.T) {
-	b := newBox(t)
+	b := newBoxWith(t, []string{"--give-up", "2s"}, "new")
 	b.OK("process_list", map[string]any{})
 	require.NoError(t, os.WriteFile(b.pids+".down", nil, 0o600))
 	require.NoError(t, syscall.Kill(b.transports()[0], syscall.SIGKILL))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 )
 
 // linkArg makes the test binary a link: the network between connect and
@@ -18,7 +19,9 @@ import (
 // like an agent-box without safe repeats: the link deletes the capability
 // from its answer to initialize. While PIDFILE.down exists, the link fails
 // at once, in ssh's words. While PIDFILE.hang.PID exists, the link whose
-// pid is PID passes nothing from the box on, and does not end.
+// pid is PID passes nothing from the box on, and does not end. Once the
+// box's first answer (to initialize) went through, the link makes
+// PIDFILE.up.PID.
 const linkArg = "link"
 
 func link(args []string) int {
@@ -38,6 +41,9 @@ func link(args []string) int {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr
+	// The box is on the far side of the network: not in the transport's
+	// process group, which connect kills when the transport dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -48,7 +54,8 @@ func link(args []string) int {
 	sc := bufio.NewScanner(out)
 	sc.Buffer(nil, 64<<20)
 	hang := fmt.Sprintf("%s.hang.%d", pidFile, os.Getpid())
-	for sc.Scan() {
+	up := fmt.Sprintf("%s.up.%d", pidFile, os.Getpid())
+	for first := true; sc.Scan(); first = false {
 		line := sc.Bytes()
 		if _, err := os.Stat(hang); err == nil {
 			continue // a link that hangs: nothing gets through, nothing ends
@@ -57,6 +64,10 @@ func link(args []string) int {
 			line = []byte(strings.Replace(string(line), `"agent-box/safe-repeat":{}`, `"agent-box/old":{}`, 1))
 		}
 		os.Stdout.Write(append(line, '\n'))
+		if first {
+			// The box answered initialize: the dial is through.
+			os.WriteFile(up, nil, 0o600)
+		}
 	}
 	cmd.Wait()
 	return 0

@@ -36,20 +36,41 @@ var kinds = map[string]kind{
 	"process_wait": waitMS,
 }
 
+// maxSends bounds the sends of one call that reached a transport which
+// then died: a call whose every send ends its transport (an answer too
+// large to read, a box that crashes on it) is not re-sent for ever.
+const maxSends = 32
+
+// maxBusy bounds the re-sends of a repeat that the box answers busy: the
+// first try of its request id is still in progress on an agent-box that
+// has not seen the drop yet (a link cut without a reset).
+const maxBusy = 3
+
 // Call sends a request other than tools/call (tools/list, ping) and
 // returns the box's answer, re-sending it as it was after a drop.
 func (s *Session) Call(ctx context.Context, method string, params json.RawMessage) (Answer, error) {
-	for {
+	for sends := 0; ; {
 		l, err := s.link(ctx)
 		if err != nil {
 			return Answer{}, err
 		}
+		if sends == maxSends {
+			return Answer{}, s.droppedTooOften(method)
+		}
 		ans, err := s.send(ctx, l, method, params)
-		if errors.Is(err, errDropped) {
+		switch {
+		case errors.Is(err, errNotSent):
+			continue
+		case errors.Is(err, errDropped):
+			sends++
 			continue
 		}
 		return ans, err
 	}
+}
+
+func (s *Session) droppedTooOften(what string) error {
+	return fmt.Errorf("%w: %s: the connection dropped under %s %d times", ErrUnreachable, s.box.Name, what, maxSends)
 }
 
 // send sends one request on l and waits for its answer. When ctx ends
@@ -100,27 +121,39 @@ func (s *Session) CallTool(ctx context.Context, params json.RawMessage, progress
 	route := s.route(p, progress)
 	defer route.end()
 	began := time.Now()
-	requestID := ""
-	for attempt := 0; ; attempt++ {
+	// A request id the client gave is kept: it is the client's to repeat
+	// (as the box's busy answer tells it to).
+	requestID := metaString(p, wire.RequestMeta)
+	sent := false // a send of this call may have reached a box
+	busy := 0
+	for sends := 0; ; {
 		l, err := s.link(ctx)
 		if err != nil {
-			if attempt > 0 && k == mutation && requestID == "" {
+			if sent && k == mutation {
+				// Never "unreachable, retryable" for a change that may
+				// have been made: a retry would make it again.
 				return Answer{}, s.outcomeUnknown(name, err)
 			}
 			return Answer{}, err
 		}
 		if k == mutation {
 			switch {
-			case attempt == 0 && l.safeRepeat:
+			case !sent && requestID == "" && l.safeRepeat:
 				requestID = newRequestID()
 				setMeta(p, wire.RequestMeta, requestID)
-			case attempt > 0 && (requestID == "" || !l.safeRepeat):
+			case sent && (requestID == "" || !l.safeRepeat):
 				return Answer{}, s.outcomeUnknown(name, nil)
 			}
 		}
-		if attempt > 0 && k == waitMS {
+		if sent && k == waitMS {
 			p["arguments"] = args
 			timeLeft(p, name, time.Since(began), route.token != nil)
+		}
+		if sends == maxSends {
+			if sent && k == mutation {
+				return Answer{}, s.outcomeUnknown(name, s.droppedTooOften(name))
+			}
+			return Answer{}, s.droppedTooOften(name)
 		}
 		route.rebase(time.Since(began))
 		body, err := json.Marshal(p)
@@ -128,11 +161,43 @@ func (s *Session) CallTool(ctx context.Context, params json.RawMessage, progress
 			return Answer{}, fmt.Errorf("tools/call: %w", err)
 		}
 		ans, err := s.send(ctx, l, "tools/call", body)
-		if errors.Is(err, errDropped) {
+		switch {
+		case errors.Is(err, errNotSent):
+			continue
+		case errors.Is(err, errDropped):
+			sent = true
+			sends++
+			continue
+		case err != nil:
+			return Answer{}, err
+		}
+		if sent && k == mutation && busy < maxBusy && isBusy(ans) {
+			busy++
 			continue
 		}
-		return ans, err
+		return ans, nil
 	}
+}
+
+// isBusy says whether an answer is a tool error with code busy.
+func isBusy(a Answer) bool {
+	var r struct {
+		IsError           bool `json:"isError"`
+		StructuredContent struct {
+			Error wire.Error `json:"error"`
+		} `json:"structuredContent"`
+	}
+	return json.Unmarshal(a.Result, &r) == nil && r.IsError && r.StructuredContent.Error.Code == wire.Busy
+}
+
+// metaString is a string in the call's _meta, or "".
+func metaString(p map[string]json.RawMessage, key string) string {
+	var meta map[string]json.RawMessage
+	var v string
+	if json.Unmarshal(p["_meta"], &meta) != nil || json.Unmarshal(meta[key], &v) != nil {
+		return ""
+	}
+	return v
 }
 
 func (s *Session) outcomeUnknown(tool string, cause error) error {
@@ -170,7 +235,8 @@ func timeLeft(p map[string]json.RawMessage, tool string, elapsed time.Duration, 
 		field = "timeout_ms"
 	}
 	var ms int64
-	given := json.Unmarshal(args[field], &ms) == nil
+	// null is "not given", as the box reads it.
+	given := string(args[field]) != "null" && json.Unmarshal(args[field], &ms) == nil
 	switch {
 	case tool == "process_wait" && !given:
 		ms = wire.WaitDefaultMS
@@ -180,7 +246,14 @@ func timeLeft(p map[string]json.RawMessage, tool string, elapsed time.Duration, 
 	if tool == "process_wait" && !watched {
 		ms = min(ms, wire.WaitUnwatchedMS)
 	}
-	ms = max(0, ms-elapsed.Milliseconds())
+	// until and idle_ms need a wait: the box refuses them with wait_ms 0.
+	least := int64(0)
+	if tool == "tail_log" && (hasValue(args["until"]) || hasValue(args["idle_ms"])) {
+		least = 1
+	}
+	ms = max(least, ms-elapsed.Milliseconds())
 	args[field], _ = json.Marshal(ms)
 	p["arguments"], _ = json.Marshal(args)
 }
+
+func hasValue(v json.RawMessage) bool { return len(v) > 0 && string(v) != "null" }

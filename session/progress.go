@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 	"time"
@@ -31,7 +32,7 @@ func (s *Session) route(p map[string]json.RawMessage, fn func([]byte)) *progress
 	if json.Unmarshal(p["_meta"], &meta) != nil || len(meta.Token) == 0 || string(meta.Token) == "null" || fn == nil {
 		return r
 	}
-	r.token, r.key = meta.Token, string(meta.Token)
+	r.token, r.key = meta.Token, tokenKey(meta.Token)
 	s.mu.Lock()
 	s.calls[r.key] = r
 	s.mu.Unlock()
@@ -71,10 +72,52 @@ func (r *progressRoute) forward(msg map[string]json.RawMessage, params map[strin
 	r.last, r.sent = progress, true
 	r.mu.Unlock()
 	params["progress"], _ = json.Marshal(progress)
+	params["progressToken"] = r.token // the client's own bytes
 	msg["params"], _ = json.Marshal(params)
 	line, err := json.Marshal(msg)
 	if err == nil {
-		r.fn(line)
+		r.s.deliver(func() { r.fn(line) })
+	}
+}
+
+// tokenKey is a progress token as the box and the client both spell it:
+// the box decodes the token and encodes it again (a number as a float64,
+// "<" as \u003c), so the bytes it echoes may not be the client's.
+func tokenKey(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if e.Encode(v) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// deliver hands a notification to the caller's function on the session's
+// delivery goroutine, never on the transport's reader: a caller slow to
+// take it (a client that stopped reading its stdout) must not stall the
+// answers behind it, pings' included. Progress is advisory: when too many
+// wait, the newest is dropped.
+func (s *Session) deliver(fn func()) {
+	select {
+	case s.notes <- fn:
+	default:
+	}
+}
+
+// deliverNotes runs the delivery goroutine until the session ends.
+func (s *Session) deliverNotes() {
+	for {
+		select {
+		case fn := <-s.notes:
+			fn()
+		case <-s.done:
+			return
+		}
 	}
 }
 
@@ -94,7 +137,7 @@ func (s *Session) note(line []byte) {
 		var params map[string]json.RawMessage
 		if json.Unmarshal(msg["params"], &params) == nil {
 			s.mu.Lock()
-			r := s.calls[string(params["progressToken"])]
+			r := s.calls[tokenKey(params["progressToken"])]
 			s.mu.Unlock()
 			if r != nil {
 				r.forward(msg, params)
@@ -103,6 +146,6 @@ func (s *Session) note(line []byte) {
 		return
 	}
 	if s.opt.Notify != nil {
-		s.opt.Notify(line)
+		s.deliver(func() { s.opt.Notify(line) })
 	}
 }

@@ -84,9 +84,10 @@ type Session struct {
 	dials   int           // failed dials so far
 	calls   map[string]*progressRoute
 
-	kick chan struct{} // a caller waits: dial now rather than after the backoff
-	stop context.CancelFunc
-	done chan struct{}
+	kick  chan struct{} // a caller waits: dial now rather than after the backoff
+	notes chan func()   // notifications for callers (deliver)
+	stop  context.CancelFunc
+	done  chan struct{}
 }
 
 // link is one live transport with what its box said at initialize.
@@ -114,8 +115,9 @@ func Open(box Box, initParams json.RawMessage, opt Options) *Session {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	s := &Session{box: box, opt: opt, init: initParams, changed: make(chan struct{}),
-		calls: map[string]*progressRoute{}, kick: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
+		calls: map[string]*progressRoute{}, kick: make(chan struct{}, 1), notes: make(chan func(), 256), stop: stop, done: make(chan struct{})}
 	go s.keep(ctx)
+	go s.deliverNotes()
 	return s
 }
 
@@ -164,10 +166,9 @@ func (s *Session) keep(ctx context.Context) {
 			l.c.kill()
 			<-l.c.done
 		case <-ctx.Done():
-			stopPings()
 			s.publish(nil, nil)
 			l.c.close()
-			<-l.c.exited
+			stopPings()
 			return
 		}
 		stopPings()
@@ -181,8 +182,10 @@ func (s *Session) keep(ctx context.Context) {
 	}
 }
 
-// keepalive pings the box on l every Keepalive; dead is closed when a
-// ping went unanswered for Keepalive. stop ends the pings.
+// keepalive watches that the box on l answers: every Keepalive without a
+// byte from it, it pings; dead is closed when a ping had no answer and no
+// byte came for Keepalive more (a slow link carrying a large answer is
+// alive, though the ping's answer waits behind it). stop ends the watch.
 func (s *Session) keepalive(l *link) (dead <-chan struct{}, stop func()) {
 	d := make(chan struct{})
 	if s.opt.Keepalive < 0 {
@@ -190,6 +193,7 @@ func (s *Session) keepalive(l *link) (dead <-chan struct{}, stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	quiet := func() bool { return time.Since(time.Unix(0, l.c.lastRead.Load())) >= s.opt.Keepalive }
 	go func() {
 		defer close(done)
 		t := time.NewTicker(s.opt.Keepalive)
@@ -200,15 +204,31 @@ func (s *Session) keepalive(l *link) (dead <-chan struct{}, stop func()) {
 				return
 			case <-t.C:
 			}
-			pctx, pcancel := context.WithTimeout(ctx, s.opt.Keepalive)
-			_, err := s.send(pctx, l, "ping", nil)
-			expired := pctx.Err() == context.DeadlineExceeded
-			pcancel()
-			if err != nil {
-				if expired {
-					close(d)
+			if !quiet() {
+				continue
+			}
+			// The ping is sent on a goroutine of its own: a write blocked
+			// on a box that stopped reading must not block the watch.
+			answered := make(chan error, 1)
+			go func() {
+				_, err := s.send(ctx, l, "ping", nil)
+				answered <- err
+			}()
+			for waiting := true; waiting; {
+				select {
+				case <-ctx.Done():
+					return
+				case err := <-answered:
+					if err != nil {
+						return // the transport died: keep sees it
+					}
+					waiting = false
+				case <-t.C:
+					if quiet() {
+						close(d)
+						return
+					}
 				}
-				return
 			}
 		}
 	}()
@@ -259,11 +279,12 @@ func (s *Session) dial(ctx context.Context) (*link, error) {
 	}
 	c.kill()
 	<-c.exited
-	if words := c.stderr.words(); words != "" {
-		return nil, fmt.Errorf("%s", words)
+	if errors.Is(err, errDropped) || errors.Is(err, errNotSent) {
+		err = fmt.Errorf("%s exited without answering (%s)", s.box.Argv[0], c.cmd.ProcessState)
 	}
-	if errors.Is(err, errDropped) {
-		return nil, fmt.Errorf("%s exited without answering (%s)", s.box.Argv[0], c.cmd.ProcessState)
+	if words := c.stderr.words(); words != "" {
+		// The transport's own words first: ssh's say what went wrong.
+		return nil, fmt.Errorf("%s (%w)", words, err)
 	}
 	return nil, err
 }
@@ -298,6 +319,7 @@ func (s *Session) link(ctx context.Context) (*link, error) {
 	s.mu.Lock()
 	startDials := s.dials
 	s.mu.Unlock()
+	kicked := false
 	for {
 		s.mu.Lock()
 		l, changed, lastErr, reached, dials := s.cur, s.changed, s.lastErr, s.reached, s.dials
@@ -308,9 +330,14 @@ func (s *Session) link(ctx context.Context) (*link, error) {
 		if !reached && dials > startDials {
 			return nil, s.unreachable(lastErr)
 		}
-		select {
-		case s.kick <- struct{}{}:
-		default:
+		if !kicked {
+			// Once: a caller cuts the backoff short for one dial, not for
+			// every dial that fails while it waits.
+			kicked = true
+			select {
+			case s.kick <- struct{}{}:
+			default:
+			}
 		}
 		select {
 		case <-changed:

@@ -11,15 +11,22 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // maxMessage bounds one message from a box: a tail_log window is at most a
 // few MiB of JSON; a longer line is a broken box.
 const maxMessage = 64 << 20
 
-// errDropped is a transport's death while a request was in flight.
-var errDropped = errors.New("the connection dropped")
+// errDropped is a transport's death while a request was in flight: it may
+// have reached the box. errNotSent is its death before any of the request
+// was written.
+var (
+	errDropped = errors.New("the connection dropped")
+	errNotSent = errors.New("the connection dropped before the request was sent")
+)
 
 // conn is one transport: a process whose stdin and stdout are the box's
 // agent-box, carrying MCP's stdio framing (one JSON-RPC message a line).
@@ -41,9 +48,13 @@ type conn struct {
 	mu      sync.Mutex
 	pending map[string]chan []byte // by the request's id as sent
 
-	done   chan struct{} // closed when stdout ends: the transport is dead
-	exited chan struct{} // closed once the process is reaped
-	note   func(line []byte)
+	done     chan struct{} // closed when stdout ends: the transport is dead
+	exited   chan struct{} // closed once the process is reaped
+	note     func(line []byte)
+	lastRead atomic.Int64 // when bytes last came from the box (UnixNano): the link lives
+
+	reapMu  sync.Mutex
+	reaping bool // the process group may be gone: kill no more
 }
 
 // start runs argv as a transport. Messages from the box that are not
@@ -72,8 +83,24 @@ func start(argv []string, stderrMirror io.Writer, note func([]byte)) (*conn, err
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	c.stdin = stdin
-	go c.read(stdout)
+	c.lastRead.Store(time.Now().UnixNano())
+	go c.read(&liveReader{r: stdout, c: c})
 	return c, nil
+}
+
+// liveReader notes when bytes came from the box: a link slow to carry a
+// large answer is alive, though a ping waits behind it.
+type liveReader struct {
+	r io.Reader
+	c *conn
+}
+
+func (l *liveReader) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if n > 0 {
+		l.c.lastRead.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 // read routes the box's messages until its stdout ends, then reaps the
@@ -103,14 +130,19 @@ func (c *conn) read(stdout io.Reader) {
 		c.note(line)
 	}
 	close(c.done)
-	_ = c.cmd.Process.Kill() // a box that closed stdout is done with us
+	// A box that closed stdout is done with us: the whole group goes, while
+	// the leader, not yet reaped, keeps the group's id from being reused.
+	c.reapMu.Lock()
+	c.reaping = true
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	c.reapMu.Unlock()
 	_ = c.cmd.Wait()
 	close(c.exited)
 }
 
 // call sends one request (line, whose id is id) and returns the answer's
-// line. It ends with errDropped when the transport dies first, and with
-// ctx's error when ctx ends first.
+// line. It ends with errNotSent or errDropped when the transport dies
+// first, and with ctx's error when ctx ends first.
 func (c *conn) call(ctx context.Context, id json.RawMessage, line []byte) ([]byte, error) {
 	ch := make(chan []byte, 1)
 	c.mu.Lock()
@@ -150,31 +182,56 @@ func (c *conn) dead() bool {
 	}
 }
 
-// send writes one message.
+// send writes one message. A write that fails ends the transport: a box
+// that no longer reads its stdin is of no use, and its stdout may stay
+// open.
 func (c *conn) send(line []byte) error {
 	select {
 	case <-c.done:
-		return errDropped
+		return errNotSent
 	default:
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if _, err := c.stdin.Write(append(line[:len(line):len(line)], '\n')); err != nil {
+	n, err := c.stdin.Write(append(line[:len(line):len(line)], '\n'))
+	if err != nil {
+		c.kill()
+		if n == 0 {
+			return errNotSent
+		}
 		return errDropped
 	}
 	return nil
 }
 
-// kill ends the transport at once: its whole process group.
+// kill ends the transport at once: its whole process group, unless it is
+// being reaped (its id could then be another group's).
 func (c *conn) kill() {
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	c.reapMu.Lock()
+	if !c.reaping {
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	c.reapMu.Unlock()
 	_ = c.stdin.Close()
 }
 
+// closeGrace is how long a transport has to exit after EOF on its stdin
+// before it is killed.
+const closeGrace = 5 * time.Second
+
 // close ends the transport the polite way: EOF on the box's stdin, which
-// makes agent-box finish what is in flight and exit, and ssh with it.
+// makes agent-box finish what is in flight and exit, and ssh with it. A
+// transport still there after closeGrace is killed.
 func (c *conn) close() {
 	_ = c.stdin.Close()
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+	case <-t.C:
+		c.kill()
+		<-c.exited
+	}
 }
 
 // lastLines keeps the last lines a transport wrote on stderr (ssh's words

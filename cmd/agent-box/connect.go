@@ -77,6 +77,9 @@ func runConnect(args []string) int {
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
+	// The first signal ends connect the polite way (the box finishes what
+	// is in flight); a second one, with the default handling back, at once.
+	go func() { <-ctx.Done(); cancel() }()
 	logger := log.New(os.Stderr, "agent-box connect: ", 0)
 	srv := &relay.Server{Box: box, Options: session.Options{Stderr: os.Stderr, GiveUp: *giveUp, Keepalive: *keepalive}, Log: logger}
 	if err := srv.Serve(ctx, os.Stdin, os.Stdout); err != nil && ctx.Err() == nil {
