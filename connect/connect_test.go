@@ -89,6 +89,28 @@ func (b *box) transports() []int {
 	return pids
 }
 
+// sent returns the params of every tools/call of tool that connect sent
+// to any transport, in order.
+func (b *box) sent(tool string) []json.RawMessage {
+	b.t.Helper()
+	data, err := os.ReadFile(b.pids + ".sent")
+	require.NoError(b.t, err)
+	var out []json.RawMessage
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		var m struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		var p struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(line, &m) == nil && m.Method == "tools/call" && json.Unmarshal(m.Params, &p) == nil && p.Name == tool {
+			out = append(out, m.Params)
+		}
+	}
+	return out
+}
+
 // drop kills the n-th transport once its dial is through (the box
 // answered initialize): a drop of a live link, not a failed dial. It
 // returns once connect has started the next.
@@ -211,6 +233,7 @@ func TestWaitThroughDropsKeepsItsProgressAndTime(t *testing.T) {
 	b.OK("process_start", map[string]any{"name": "gated",
 		"command": fmt.Sprintf("while [ ! -e %s ]; do sleep 0.05; done; exit 7", gate)})
 	got := make(chan abtest.Result, 1)
+	began := time.Now()
 	go func() {
 		got <- b.CallWithProgress("process_wait", map[string]any{"name": "gated", "timeout_ms": 120000}, "tok")
 	}()
@@ -240,6 +263,26 @@ func TestWaitThroughDropsKeepsItsProgressAndTime(t *testing.T) {
 	require.False(t, r.IsError, "%s", r.Text)
 	run, _ := r.Data["run"].(map[string]any)
 	require.EqualValues(t, 7, run["exit_code"], "%v", r.Data)
+	// Each transport got the wait once, with what was left of its bound
+	// when it was re-sent: less than the call gave, and at least the call's
+	// bound less all the time the test has waited.
+	waited := time.Since(began)
+	var bounds []int64
+	for _, req := range b.sent("process_wait") {
+		var p struct {
+			Arguments struct {
+				TimeoutMS int64 `json:"timeout_ms"`
+			} `json:"arguments"`
+		}
+		require.NoError(t, json.Unmarshal(req, &p))
+		bounds = append(bounds, p.Arguments.TimeoutMS)
+	}
+	require.Len(t, bounds, 4, "the wait and its three re-sends: %v", bounds)
+	require.EqualValues(t, 120000, bounds[0])
+	for _, ms := range bounds[1:] {
+		require.Less(t, ms, int64(120000), "a re-sent wait has less time: %v", bounds)
+		require.GreaterOrEqual(t, ms, 120000-waited.Milliseconds(), "a re-sent wait loses only the time gone: %v", bounds)
+	}
 	last := -1.0
 	for _, p := range b.Progress("tok") {
 		require.Greater(t, p.Progress, last, "progress must grow under one token")
@@ -318,8 +361,65 @@ func TestMutationsCutByADropHappenOnce(t *testing.T) {
 func TestHungTransportIsRedialled(t *testing.T) {
 	b := newBoxWith(t, []string{"--keepalive", "300ms"}, "new")
 	b.OK("process_list", map[string]any{})
+	require.Len(t, b.transports(), 1, "the first transport is still the live one")
 	first := b.transports()[0]
 	require.NoError(t, os.WriteFile(fmt.Sprintf("%s.hang.%d", b.pids, first), nil, 0o600))
 	b.OK("process_list", map[string]any{})
 	require.Greater(t, len(b.transports()), 1, "a second transport")
+}
+
+// TestMutationCutAndBoxGoneIsUnknownNotRetryable: a write in flight when
+// the connection drops, and the box then unreachable past --give-up: the
+// write may have been made, so it is unknown_outcome, never "unreachable,
+// retryable" (a retry would write again).
+func TestMutationCutAndBoxGoneIsUnknownNotRetryable(t *testing.T) {
+	b := newBoxWith(t, []string{"--give-up", "2s"}, "new")
+	got := b.writeInFlight("never matches")
+	require.NoError(t, os.WriteFile(b.pids+".down", nil, 0o600))
+	b.drop(1)
+	r := <-got
+	require.True(t, r.IsError, "%s", r.Text)
+	e, _ := r.Data["error"].(map[string]any)
+	require.Equal(t, "unknown_outcome", e["code"], "%v", r.Data)
+	require.Equal(t, false, e["retryable"])
+	require.Contains(t, r.Text, "Connection refused", "why the box could not be reached again")
+	require.NoError(t, os.Remove(b.pids+".down"))
+	b.OK("process_kill", map[string]any{"name": "cat", "signal": "KILL"})
+}
+
+// TestConnectEndsWhenItsClientGoes: at the client's EOF, connect gives the
+// transport EOF and waits for it to end; a transport that does not is
+// killed, and connect exits. (A raw client: the go-sdk's would SIGTERM
+// connect itself a few seconds after its EOF.)
+func TestConnectEndsWhenItsClientGoes(t *testing.T) {
+	pids := filepath.Join(t.TempDir(), "pids")
+	transport := fmt.Sprintf("%s %s %s deaf %s --state-dir %s", os.Args[0], linkArg, pids, binary, t.TempDir())
+	// No keepalive: its ping, failing to write, would end the transport too.
+	cmd := exec.Command(binary, "connect", "--keepalive", "0", "--exec", transport)
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = io.Discard
+	require.NoError(t, cmd.Start())
+	_, err = io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`+"\n")
+	require.NoError(t, err)
+	_, err = bufio.NewReader(out).ReadBytes('\n')
+	require.NoError(t, err, "the answer to initialize")
+	data, err := os.ReadFile(pids)
+	require.NoError(t, err)
+	link, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	require.NoError(t, err)
+
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	in.Close() // the client's EOF
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "connect's exit")
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatal("connect did not exit within a minute of its client's EOF")
+	}
+	require.Error(t, syscall.Kill(link, 0), "the deaf transport was killed")
 }

@@ -17,7 +17,8 @@ import (
 // connection as sshd sees one: the box's stdin ends (it finishes what is
 // in flight) and its answers go nowhere. MODE "old" makes the box look
 // like an agent-box without safe repeats: the link deletes the capability
-// from its answer to initialize. While PIDFILE.down exists, the link fails
+// from its answer to initialize; MODE "deaf" makes a link that neither
+// passes EOF on to the box nor exits. While PIDFILE.down exists, the link fails
 // at once, in ssh's words. While PIDFILE.hang.PID exists, the link whose
 // pid is PID passes nothing from the box on, and does not end. Once the
 // box's first answer (to initialize) went through, the link makes
@@ -50,7 +51,20 @@ func link(args []string) int {
 		fmt.Fprintln(os.Stderr, "link:", err)
 		return 1
 	}
-	go func() { io.Copy(in, os.Stdin); in.Close() }()
+	// Every message connect sends goes to PIDFILE.sent too, for the tests
+	// to see what was re-sent.
+	sent, err := os.OpenFile(pidFile+".sent", os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "link:", err)
+		return 1
+	}
+	go func() {
+		io.Copy(io.MultiWriter(in, sent), os.Stdin)
+		if mode == "deaf" {
+			select {} // a transport that does not pass EOF on, nor exit
+		}
+		in.Close()
+	}()
 	sc := bufio.NewScanner(out)
 	sc.Buffer(nil, 64<<20)
 	hang := fmt.Sprintf("%s.hang.%d", pidFile, os.Getpid())
