@@ -36,6 +36,9 @@ type Server struct {
 	// InitWait bounds how long initialize waits for the box's first answer
 	// (default 30 s, under the minute clients give a request).
 	InitWait time.Duration
+	// CacheDir keeps, per box, its last answer to initialize and its tool
+	// list (cache.go); "" keeps nothing.
+	CacheDir string
 	Log      *log.Logger // connect's own diagnostics (stderr); nil: none
 }
 
@@ -47,7 +50,9 @@ type relay struct {
 
 	mu       sync.Mutex
 	sess     *session.Session
-	tools    json.RawMessage               // the box's tools/list result, once fetched
+	tools    json.RawMessage // the box's tools/list result, once fetched
+	cache    *cache
+	kept     cached                        // what the cache holds, or is to
 	inflight map[string]context.CancelFunc // by the client's request id
 	wg       sync.WaitGroup
 }
@@ -56,7 +61,7 @@ type relay struct {
 // until in ends or ctx does; then it lets the box finish what is in flight
 // (the transport gets EOF) and returns.
 func (srv *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
-	r := &relay{srv: srv, out: out, inflight: map[string]context.CancelFunc{}}
+	r := &relay{srv: srv, out: out, inflight: map[string]context.CancelFunc{}, cache: cacheFor(srv.CacheDir, srv.Box)}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	read := make(chan error, 1)
@@ -171,13 +176,41 @@ func (r *relay) initialize(ctx context.Context, m message) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	var p struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
 	res, err := sess.Initialize(ctx)
-	if err != nil {
-		r.logf("initialize: %v", err)
-		r.answer(m.ID, nil, &rpcError{Code: -32603, Message: "agent-box connect: " + describe(r.srv.Box, err)})
+	if err == nil {
+		r.mu.Lock()
+		if old, lerr := r.cache.load(); lerr == nil && old.Asked == p.ProtocolVersion {
+			r.kept.Tools = old.Tools
+		}
+		r.kept.Asked, r.kept.Initialize, r.kept.At = p.ProtocolVersion, res, time.Now().UTC()
+		r.saveLocked()
+		r.mu.Unlock()
+		r.answer(m.ID, res, nil)
 		return
 	}
-	r.answer(m.ID, res, nil)
+	r.logf("initialize: %v", err)
+	if old, lerr := r.cache.load(); lerr == nil && old.Asked == p.ProtocolVersion {
+		// The box is away as the client starts: its tools as last seen,
+		// and calls that say why they fail until it is back.
+		r.logf("answering initialize and tools/list from what %s said at %s", r.srv.Box.Name, old.At.Format(time.RFC3339))
+		r.mu.Lock()
+		r.kept, r.tools = old, old.Tools
+		r.mu.Unlock()
+		r.answer(m.ID, old.Initialize, nil)
+		return
+	}
+	r.answer(m.ID, nil, &rpcError{Code: -32603, Message: "agent-box connect: " + describe(r.srv.Box, err)})
+}
+
+// saveLocked writes the cache (r.mu held).
+func (r *relay) saveLocked() {
+	if err := r.cache.save(r.kept); err != nil {
+		r.logf("keeping what %s said: %v", r.srv.Box.Name, err)
+	}
 }
 
 func (r *relay) serve(ctx context.Context, m message) {
@@ -205,6 +238,10 @@ func (r *relay) serve(ctx context.Context, m message) {
 		if err == nil && ans.Error == nil {
 			r.mu.Lock()
 			r.tools = ans.Result
+			if len(r.kept.Initialize) > 0 {
+				r.kept.Tools = ans.Result
+				r.saveLocked()
+			}
 			r.mu.Unlock()
 		}
 		r.forward(ctx, m, ans, err)

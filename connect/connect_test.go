@@ -68,7 +68,9 @@ func newBoxWith(t *testing.T, connectArgs []string, mode string, env ...string) 
 	transport := fmt.Sprintf("%s %s %s %s %s --state-dir %s", os.Args[0], linkArg, b.pids, mode, binary, b.stateDir)
 	args := append([]string{"connect"}, b.connectArgs...)
 	cmd := exec.Command(binary, append(args, "--exec", transport)...)
-	cmd.Env = append(os.Environ(), env...)
+	// connect's cache of the box's answers (cache.go) in the test's own
+	// directory, not the user's.
+	cmd.Env = append(append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir()), env...)
 	// Before the session's Close, so that it runs after it: the state dir
 	// is inside connect's --exec argument, where ConnectCmd does not look.
 	abtest.ReapRunsAtCleanup(t, b.stateDir)
@@ -422,4 +424,36 @@ func TestConnectEndsWhenItsClientGoes(t *testing.T) {
 		t.Fatal("connect did not exit within a minute of its client's EOF")
 	}
 	require.Error(t, syscall.Kill(link, 0), "the deaf transport was killed")
+}
+
+// TestStartWhileTheBoxIsAway: a client started while its box cannot be
+// reached gets the box's answer to initialize and its tools as connect
+// last saw them (a client whose initialize fails never tries again), and
+// calls that say why they fail, until the box is back.
+func TestStartWhileTheBoxIsAway(t *testing.T) {
+	b := newBox(t)
+	tools, err := b.Session().ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	b.Close()
+
+	require.NoError(t, os.WriteFile(b.pids+".down", nil, 0o600))
+	again := exec.Command(b.Cmd.Path, b.Cmd.Args[1:]...)
+	again.Env = b.Cmd.Env
+	s := abtest.ConnectCmd(t, again)
+	t.Cleanup(s.Close)
+	require.Equal(t, "agent-box", s.Session().InitializeResult().ServerInfo.Name)
+	cachedTools, err := s.Session().ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	require.Equal(t, len(tools.Tools), len(cachedTools.Tools))
+	for i := range tools.Tools {
+		require.Equal(t, tools.Tools[i].Name, cachedTools.Tools[i].Name)
+	}
+	r := s.Call("process_list", map[string]any{})
+	require.True(t, r.IsError, "%s", r.Text)
+	require.Contains(t, r.Text, "Connection refused")
+	e, _ := r.Data["error"].(map[string]any)
+	require.Equal(t, "unreachable", e["code"], "%v", r.Data)
+
+	require.NoError(t, os.Remove(b.pids+".down"))
+	s.OK("process_list", map[string]any{})
 }

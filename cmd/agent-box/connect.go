@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -81,7 +82,13 @@ func runConnect(args []string) int {
 	// is in flight); a second one, with the default handling back, at once.
 	go func() { <-ctx.Done(); cancel() }()
 	logger := log.New(os.Stderr, "agent-box connect: ", 0)
-	srv := &relay.Server{Box: box, Options: session.Options{Stderr: os.Stderr, GiveUp: *giveUp, Keepalive: *keepalive}, Log: logger}
+	// The box's last answers, for a start while it is away (package
+	// connect's cache.go); without a cache directory, none are kept.
+	cacheDir := ""
+	if dir, err := os.UserCacheDir(); err == nil {
+		cacheDir = filepath.Join(dir, "agent-box", "connect")
+	}
+	srv := &relay.Server{Box: box, CacheDir: cacheDir, Options: session.Options{Stderr: os.Stderr, GiveUp: *giveUp, Keepalive: *keepalive}, Log: logger}
 	if err := srv.Serve(ctx, os.Stdin, os.Stdout); err != nil && ctx.Err() == nil {
 		logger.Print(err)
 		return 1
