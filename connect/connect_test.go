@@ -1,3 +1,5 @@
+//go:build linux
+
 package connect_test
 
 import (
@@ -41,6 +43,9 @@ func testMain(m *testing.M) int {
 	binary = bin
 	return m.Run()
 }
+
+// The tests drive a box on this machine: agent-box's box side, which is
+// Linux's. connect itself builds and is vetted for macOS too.
 
 // box is agent-box connect over an exec transport to a box on this machine
 // (its own state dir), through a link (link_test.go) that the test kills
