@@ -52,6 +52,7 @@ type relay struct {
 	sess     *session.Session
 	tools    json.RawMessage // the box's tools/list result, once fetched
 	cache    *cache
+	answered string                        // the box's version as the client was told at initialize
 	kept     cached                        // what the cache holds, or is to
 	inflight map[string]context.CancelFunc // by the client's request id
 	wg       sync.WaitGroup
@@ -166,7 +167,9 @@ func (r *relay) session() *session.Session {
 func (r *relay) initialize(ctx context.Context, m message) {
 	r.mu.Lock()
 	if r.sess == nil {
-		r.sess = session.Open(r.srv.Box, m.Params, r.srv.Options)
+		opt := r.srv.Options
+		opt.Dialled = r.dialled
+		r.sess = session.Open(r.srv.Box, m.Params, opt)
 	}
 	sess := r.sess
 	r.mu.Unlock()
@@ -188,8 +191,9 @@ func (r *relay) initialize(ctx context.Context, m message) {
 		}
 		r.kept.Asked, r.kept.Initialize, r.kept.At = p.ProtocolVersion, res, time.Now().UTC()
 		r.saveLocked()
+		r.answered = serverVersion(res)
 		r.mu.Unlock()
-		r.answer(m.ID, res, nil)
+		r.answer(m.ID, listChanges(res), nil)
 		return
 	}
 	r.logf("initialize: %v", err)
@@ -199,11 +203,66 @@ func (r *relay) initialize(ctx context.Context, m message) {
 		r.logf("answering initialize and tools/list from what %s said at %s", r.srv.Box.Name, old.At.Format(time.RFC3339))
 		r.mu.Lock()
 		r.kept, r.tools = old, old.Tools
+		r.answered = serverVersion(old.Initialize)
 		r.mu.Unlock()
-		r.answer(m.ID, old.Initialize, nil)
+		r.answer(m.ID, listChanges(old.Initialize), nil)
 		return
 	}
 	r.answer(m.ID, nil, &rpcError{Code: -32603, Message: "agent-box connect: " + describe(r.srv.Box, err)})
+}
+
+// dialled is told the box's answer at every dial: an agent-box that is not
+// the one the client was told of (upgraded on the box, or first reached
+// after an answer from the cache) may have other tools, so the tool list
+// is fetched anew and the client told it changed.
+func (r *relay) dialled(res json.RawMessage) {
+	v := serverVersion(res)
+	r.mu.Lock()
+	changed := r.answered != "" && v != r.answered
+	if changed {
+		r.answered, r.tools = v, nil
+		r.kept.Initialize, r.kept.Tools, r.kept.At = res, nil, time.Now().UTC()
+		r.saveLocked()
+	}
+	r.mu.Unlock()
+	if changed {
+		r.logf("%s now runs agent-box %s: its tools are listed anew", r.srv.Box.Name, v)
+		r.write([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+	}
+}
+
+// serverVersion is serverInfo.version of an answer to initialize.
+func serverVersion(res json.RawMessage) string {
+	var r struct {
+		ServerInfo struct {
+			Version string `json:"version"`
+		} `json:"serverInfo"`
+	}
+	_ = json.Unmarshal(res, &r)
+	return r.ServerInfo.Version
+}
+
+// listChanges is an answer to initialize that says the tool list may
+// change (connect tells the client when the box behind it changed).
+func listChanges(res json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	var caps map[string]json.RawMessage
+	var tools map[string]any
+	if json.Unmarshal(res, &m) != nil || json.Unmarshal(m["capabilities"], &caps) != nil {
+		return res
+	}
+	_ = json.Unmarshal(caps["tools"], &tools)
+	if tools == nil {
+		tools = map[string]any{}
+	}
+	tools["listChanged"] = true
+	caps["tools"], _ = json.Marshal(tools)
+	m["capabilities"], _ = json.Marshal(caps)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return res
+	}
+	return b
 }
 
 // saveLocked writes the cache (r.mu held).

@@ -462,3 +462,37 @@ func TestStartWhileTheBoxIsAway(t *testing.T) {
 	require.NoError(t, os.Remove(b.pids+".down"))
 	s.OK("process_list", map[string]any{})
 }
+
+// TestUpgradedBoxListsItsToolsAnew: after a drop, the box behind connect is
+// another agent-box (installed anew on the box): connect tells the client
+// the tool list changed, and lists it from the box again.
+func TestUpgradedBoxListsItsToolsAnew(t *testing.T) {
+	b := newBox(t)
+	init := b.Session().InitializeResult()
+	require.True(t, init.Capabilities.Tools.ListChanged, "connect says the list may change")
+	_, err := b.Session().ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(b.pids+".v2", nil, 0o600))
+	b.drop(1)
+	select {
+	case <-b.ToolListChanged():
+	case <-time.After(time.Minute):
+		t.Fatal("no notifications/tools/list_changed within a minute of the upgraded box's answer")
+	}
+	_, err = b.Session().ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	sent := 0
+	for _, line := range bytes.Split(must(os.ReadFile(b.pids+".sent")), []byte("\n")) {
+		if bytes.Contains(line, []byte(`"method":"tools/list"`)) {
+			sent++
+		}
+	}
+	require.Equal(t, 2, sent, "tools/list asked of the first box and of the upgraded one")
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -24,7 +24,8 @@ import (
 // at once, in ssh's words. While PIDFILE.hang.PID exists, the link whose
 // pid is PID passes nothing from the box on, and does not end. Once the
 // box's first answer (to initialize) went through, the link makes
-// PIDFILE.up.PID.
+// PIDFILE.up.PID. While PIDFILE.v2 exists, the box says it is another
+// version.
 const linkArg = "link"
 
 func link(args []string) int {
@@ -75,6 +76,10 @@ func link(args []string) int {
 		line := sc.Bytes()
 		if _, err := os.Stat(hang); err == nil {
 			continue // a link that hangs: nothing gets through, nothing ends
+		}
+		if _, err := os.Stat(pidFile + ".v2"); err == nil {
+			// An agent-box upgraded on the box.
+			line = bytes.Replace(line, []byte(`"serverInfo":{"name":"agent-box","version":"`), []byte(`"serverInfo":{"name":"agent-box","version":"v2-`), 1)
 		}
 		if mode == "old" && bytes.Contains(line, []byte(`"agent-box/safe-repeat"`)) {
 			line = []byte(strings.Replace(string(line), `"agent-box/safe-repeat":{}`, `"agent-box/old":{}`, 1))

@@ -50,6 +50,9 @@ type Options struct {
 	// Notify receives the box's notifications that no call of this session
 	// claims (a call's progress goes to that call).
 	Notify func(line []byte)
+	// Dialled receives the box's answer to initialize at every dial that
+	// succeeds (an agent-box upgraded on the box answers differently).
+	Dialled func(initResult json.RawMessage)
 	// GiveUp bounds how long a call waits for a box that was reached
 	// before and cannot be reached now (default 20 s: under the minute
 	// clients give a request). A box never reached fails a call at its
@@ -158,6 +161,9 @@ func (s *Session) keep(ctx context.Context) {
 			continue
 		}
 		s.publish(l, nil)
+		if s.opt.Dialled != nil {
+			s.opt.Dialled(l.result)
+		}
 		up := time.Now()
 		alive, stopPings := s.keepalive(l)
 		select {

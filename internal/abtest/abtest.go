@@ -53,7 +53,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	progress []*mcp.ProgressNotificationParams
-	schemas  map[string]*jsonschema.Resolved // output schemas by tool, from tools/list
+	// listChanged: a notifications/tools/list_changed came (ToolListChanged)
+	listChanged chan struct{}
+	schemas     map[string]*jsonschema.Resolved // output schemas by tool, from tools/list
 }
 
 // Connect starts binary --state-dir stateDir and opens a session. When the
@@ -130,11 +132,18 @@ func ConnectServe(t testing.TB, stateDir string, serve func(ctx context.Context,
 func (s *Server) open(tr mcp.Transport) {
 	t := s.T
 	t.Helper()
+	s.listChanged = make(chan struct{}, 1)
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent-box-test", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			s.mu.Lock()
 			s.progress = append(s.progress, req.Params)
 			s.mu.Unlock()
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case s.listChanged <- struct{}{}:
+			default:
+			}
 		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -144,6 +153,9 @@ func (s *Server) open(tr mcp.Transport) {
 	s.cs = cs
 	t.Cleanup(s.Close)
 }
+
+// ToolListChanged receives when the server said its tool list changed.
+func (s *Server) ToolListChanged() <-chan struct{} { return s.listChanged }
 
 // Progress returns the progress notifications received so far for token.
 func (s *Server) Progress(token string) []*mcp.ProgressNotificationParams {
