@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-box/agent-box/internal/abtest"
+	"github.com/agent-box/agent-box/session"
 )
 
 var binary string
@@ -496,3 +497,76 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestFollowReaderThroughDrops is session.Follow, the resumable reader the
+// CLI follows logs with: through 20 drops of its own transport it copies a
+// framed run's stdout and stderr, each byte once, in the log's order (the
+// same order a read without drops gives).
+func TestFollowReaderThroughDrops(t *testing.T) {
+	b := newBox(t)
+	r := &box{t: t, pids: filepath.Join(t.TempDir(), "pids")}
+	init := json.RawMessage(`{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}`)
+	sess := session.Open(session.Box{Name: "test box", Argv: []string{os.Args[0], linkArg, r.pids, "new", binary, "--state-dir", b.stateDir}},
+		init, session.Options{})
+	t.Cleanup(sess.Close)
+
+	stop := filepath.Join(t.TempDir(), "stop")
+	b.OK("process_start", map[string]any{"name": "mix", "capture_mode": "framed",
+		"command": fmt.Sprintf("i=0; while [ ! -e %s ]; do i=$((i+1)); echo \"out $i\"; echo \"err $i\" >&2; [ $((i %% 20)) -eq 0 ] && sleep 0.01; done", stop)})
+	const drops = 20
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer os.WriteFile(stop, nil, 0o600)
+		for n := 1; n <= drops; n++ {
+			r.drop(n)
+		}
+	}()
+	var order orderedStreams
+	end, err := sess.Follow(t.Context(), session.Follow{Name: "mix", MaxBytes: 512, Wait: time.Second}, order.stream("out"), order.stream("err"))
+	<-done
+	require.NoError(t, err)
+	require.Equal(t, "exited", end.State)
+	require.GreaterOrEqual(t, len(r.transports()), drops+1)
+
+	outs, errs := order.lines("out"), order.lines("err")
+	require.Equal(t, len(outs), len(errs), "both streams whole")
+	require.Greater(t, len(outs), drops)
+	for i := range outs {
+		require.Equal(t, fmt.Sprintf("out %d", i+1), outs[i])
+		require.Equal(t, fmt.Sprintf("err %d", i+1), errs[i])
+	}
+	var again orderedStreams
+	_, err = sess.Follow(t.Context(), session.Follow{Name: "mix"}, again.stream("out"), again.stream("err"))
+	require.NoError(t, err)
+	require.Equal(t, again.seq, order.seq, "the streams' order as the log has it")
+}
+
+// orderedStreams records what two streams get, in the order they get it.
+type orderedStreams struct {
+	mu  sync.Mutex
+	seq []string // "out: bytes" or "err: bytes", one per write
+}
+
+func (o *orderedStreams) stream(name string) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.seq = append(o.seq, name+": "+string(p))
+		return len(p), nil
+	})
+}
+
+func (o *orderedStreams) lines(name string) []string {
+	var all strings.Builder
+	for _, s := range o.seq {
+		if rest, ok := strings.CutPrefix(s, name+": "); ok {
+			all.WriteString(rest)
+		}
+	}
+	return strings.Split(strings.TrimSuffix(all.String(), "\n"), "\n")
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -11,7 +11,9 @@ import (
 // packages may reach it, directly or through another package.
 func TestLocalSideImportsNothingOfTheBox(t *testing.T) {
 	const module = "github.com/agent-box/agent-box/"
-	allowed := map[string]bool{"connect": true, "session": true, "wire": true}
+	// logframe is the frame format alone (the standard library's only),
+	// which the resumable reader decodes a framed log with.
+	allowed := map[string]bool{"connect": true, "session": true, "wire": true, "logframe": true}
 	for _, pkg := range []string{"../connect", "../session"} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {

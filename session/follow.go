@@ -1,0 +1,203 @@
+package session
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/agent-box/agent-box/logframe"
+)
+
+// Follow is what to follow of a run's log.
+type Follow struct {
+	Name   string
+	RunID  string // "" for the newest run of Name
+	Offset int64  // where to start reading
+	// MaxBytes bounds one window (default 256 KiB).
+	MaxBytes int
+	// Wait is how long one tail_log waits for output once the reader has
+	// caught up (default 30 s; the box bounds it at a minute).
+	Wait time.Duration
+}
+
+// End is how a followed run ended, from its last window.
+type End struct {
+	Offset   int64  // the log's end: every byte before it was written out
+	State    string // exited, unknown...
+	Reason   string
+	ExitCode *int
+	Signal   string
+}
+
+// ErrTruncated: the box reported that the log lost bytes before the
+// reader's offset (a capped or rotated log), so the copy is not whole.
+var ErrTruncated = errors.New("the log lost bytes the reader had not read")
+
+// Follow copies a run's log from f.Offset until the run has ended and the
+// log is read to its end. A combined log goes to stdout as it is; a framed
+// log's frames go to stdout and stderr, in the order they were written.
+//
+// It is resumable by construction: every window is asked for at the offset
+// where the last one ended, and a window cut by a drop is asked again at
+// that same offset (CallTool re-sends reads as they were), so no byte is
+// skipped or written twice. After a full window it asks again at once;
+// caught up, it lets the box wait for output (tail_log's wait_ms) instead
+// of polling. It returns the offset reached with any error, so a caller
+// can go on from there.
+func (s *Session) Follow(ctx context.Context, f Follow, stdout, stderr io.Writer) (End, error) {
+	if f.MaxBytes <= 0 {
+		f.MaxBytes = 256 << 10
+	}
+	if f.Wait <= 0 {
+		f.Wait = 30 * time.Second
+	}
+	framed, err := s.framed(ctx, f)
+	if err != nil {
+		return End{Offset: f.Offset}, err
+	}
+	var demux *logframe.Demuxer
+	if framed {
+		demux = logframe.NewDemuxer(f.Offset)
+	}
+	off := f.Offset
+	for {
+		w, err := s.window(ctx, f, off)
+		if err != nil {
+			return End{Offset: off}, err
+		}
+		if w.Offset != off {
+			return End{Offset: off}, fmt.Errorf("%w: asked for offset %d, the box answered from %d", ErrTruncated, off, w.Offset)
+		}
+		data, err := base64.StdEncoding.DecodeString(w.Content)
+		if err != nil {
+			return End{Offset: off}, fmt.Errorf("tail_log of %s: content is not base64: %w", f.Name, err)
+		}
+		if framed {
+			err = demux.Feed(data, func(fr logframe.Frame) error {
+				out := stdout
+				if fr.Stream == logframe.Stderr {
+					out = stderr
+				}
+				_, err := out.Write(fr.Payload)
+				return err
+			})
+		} else {
+			_, err = stdout.Write(data)
+		}
+		if err != nil {
+			return End{Offset: off}, err
+		}
+		off = w.EndOffset
+		if w.EOF {
+			return End{Offset: off, State: w.State, Reason: w.Reason, ExitCode: w.ExitCode, Signal: w.Signal}, nil
+		}
+	}
+}
+
+// window is the part of a tail_log answer Follow reads.
+type window struct {
+	Content   string `json:"content"`
+	Offset    int64  `json:"offset"`
+	EndOffset int64  `json:"end_offset"`
+	EOF       bool   `json:"eof"`
+	State     string `json:"state"`
+	Reason    string `json:"reason"`
+	ExitCode  *int   `json:"exit_code"`
+	Signal    string `json:"signal"`
+}
+
+// window reads one window at off: at once when the log has bytes past
+// off, else after waiting up to f.Wait for some.
+func (s *Session) window(ctx context.Context, f Follow, off int64) (window, error) {
+	args := map[string]any{"name": f.Name, "offset": off, "max_bytes": f.MaxBytes,
+		"encoding": "base64", "raw": true, "wait_ms": f.Wait.Milliseconds()}
+	if f.RunID != "" {
+		args["run_id"] = f.RunID
+	}
+	var w window
+	err := s.tool(ctx, "tail_log", args, &w)
+	return w, err
+}
+
+// framed says whether the run's log is framed (its stdout and stderr
+// apart).
+func (s *Session) framed(ctx context.Context, f Follow) (bool, error) {
+	args := map[string]any{"name": f.Name, "all": f.RunID != ""}
+	var list struct {
+		Runs []struct {
+			RunID       string `json:"run_id"`
+			CaptureMode string `json:"capture_mode"`
+		} `json:"runs"`
+	}
+	if err := s.tool(ctx, "process_list", args, &list); err != nil {
+		return false, err
+	}
+	for _, r := range list.Runs {
+		if f.RunID == "" || r.RunID == f.RunID {
+			return r.CaptureMode == "framed", nil
+		}
+	}
+	return false, fmt.Errorf("no run %s %s on %s", f.Name, f.RunID, s.box.Name)
+}
+
+// ToolError is a tool's failure as the box said it.
+type ToolError struct {
+	Tool string
+	Err  struct {
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		Retryable bool   `json:"retryable"`
+	}
+	Text string
+}
+
+func (e *ToolError) Error() string {
+	if e.Err.Message != "" {
+		return e.Tool + ": " + e.Err.Message
+	}
+	return e.Tool + ": " + e.Text
+}
+
+// tool calls a tool and decodes its structured content into out; a tool
+// error is a *ToolError.
+func (s *Session) tool(ctx context.Context, name string, args map[string]any, out any) error {
+	params, err := json.Marshal(map[string]any{"name": name, "arguments": args})
+	if err != nil {
+		return err
+	}
+	ans, err := s.CallTool(ctx, params, nil)
+	if err != nil {
+		return err
+	}
+	if ans.Error != nil {
+		return fmt.Errorf("%s: %s", name, ans.Error)
+	}
+	var res struct {
+		IsError           bool            `json:"isError"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+		Content           []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(ans.Result, &res); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if res.IsError {
+		te := &ToolError{Tool: name}
+		var e struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(res.StructuredContent, &e) == nil {
+			_ = json.Unmarshal(e.Error, &te.Err)
+		}
+		for _, c := range res.Content {
+			te.Text += c.Text
+		}
+		return te
+	}
+	return json.Unmarshal(res.StructuredContent, out)
+}
