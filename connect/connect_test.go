@@ -570,3 +570,22 @@ func (o *orderedStreams) lines(name string) []string {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestFollowReaderCombined: a combined log goes to stdout as it is, and
+// the end says how the run ended.
+func TestFollowReaderCombined(t *testing.T) {
+	b := newBox(t)
+	b.OK("process_start", map[string]any{"name": "two", "command": "echo a; echo b >&2; exit 4"})
+	init := json.RawMessage(`{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}`)
+	sess := session.Open(session.Box{Name: "test box", Argv: []string{binary, "--state-dir", b.stateDir}}, init, session.Options{})
+	t.Cleanup(sess.Close)
+	var out, errs bytes.Buffer
+	end, err := sess.Follow(t.Context(), session.Follow{Name: "two"}, &out, &errs)
+	require.NoError(t, err)
+	require.Equal(t, "a\nb\n", out.String())
+	require.Empty(t, errs.String())
+	require.Equal(t, "exited", end.State)
+	require.NotNil(t, end.ExitCode)
+	require.Equal(t, 4, *end.ExitCode)
+	require.Equal(t, int64(4), end.Offset)
+}

@@ -65,7 +65,7 @@ func (s *Session) Follow(ctx context.Context, f Follow, stdout, stderr io.Writer
 	}
 	off := f.Offset
 	for {
-		w, err := s.window(ctx, f, off)
+		w, err := s.window(ctx, f, off, framed)
 		if err != nil {
 			return End{Offset: off}, err
 		}
@@ -110,11 +110,15 @@ type window struct {
 	Signal    string `json:"signal"`
 }
 
-// window reads one window at off: at once when the log has bytes past
-// off, else after waiting up to f.Wait for some.
-func (s *Session) window(ctx context.Context, f Follow, off int64) (window, error) {
+// window reads one window at off (a framed log's frames as stored): at
+// once when the log has bytes past off, else after waiting up to f.Wait
+// for some.
+func (s *Session) window(ctx context.Context, f Follow, off int64, framed bool) (window, error) {
 	args := map[string]any{"name": f.Name, "offset": off, "max_bytes": f.MaxBytes,
-		"encoding": "base64", "raw": true, "wait_ms": f.Wait.Milliseconds()}
+		"encoding": "base64", "wait_ms": f.Wait.Milliseconds()}
+	if framed {
+		args["raw"] = true // the frames, which Follow demuxes in order
+	}
 	if f.RunID != "" {
 		args["run_id"] = f.RunID
 	}
