@@ -181,13 +181,62 @@ func (s *Session) CallTool(ctx context.Context, params json.RawMessage, progress
 
 // isBusy says whether an answer is a tool error with code busy.
 func isBusy(a Answer) bool {
-	var r struct {
-		IsError           bool `json:"isError"`
-		StructuredContent struct {
-			Error wire.Error `json:"error"`
-		} `json:"structuredContent"`
+	res, err := a.toolResult("")
+	if err != nil {
+		return false
 	}
-	return json.Unmarshal(a.Result, &r) == nil && r.IsError && r.StructuredContent.Error.Code == wire.Busy
+	f := res.failure("")
+	return f != nil && f.Err.Code == wire.Busy
+}
+
+// toolResult is the part of a tools/call result the session reads.
+type toolResult struct {
+	IsError           bool            `json:"isError"`
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	Content           []struct {
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+func (a Answer) toolResult(tool string) (toolResult, error) {
+	var res toolResult
+	if err := json.Unmarshal(a.Result, &res); err != nil {
+		return res, fmt.Errorf("%s: the box's result is not a tool's: %w", tool, err)
+	}
+	return res, nil
+}
+
+// ToolError is a tool's failure as the box said it: its structured error
+// (wire.Error; an older box's failures have none) and its text.
+type ToolError struct {
+	Tool string
+	Err  wire.Error
+	Text string
+}
+
+func (e *ToolError) Error() string {
+	if e.Err.Message != "" {
+		return e.Tool + ": " + e.Err.Message
+	}
+	return e.Tool + ": " + e.Text
+}
+
+// failure is the result's failure, or nil when the call succeeded.
+func (r toolResult) failure(tool string) *ToolError {
+	if !r.IsError {
+		return nil
+	}
+	te := &ToolError{Tool: tool}
+	var sc struct {
+		Error wire.Error `json:"error"`
+	}
+	if json.Unmarshal(r.StructuredContent, &sc) == nil {
+		te.Err = sc.Error
+	}
+	for _, c := range r.Content {
+		te.Text += c.Text
+	}
+	return te
 }
 
 // metaString is a string in the call's _meta, or "".

@@ -148,24 +148,6 @@ func (s *Session) framed(ctx context.Context, f Follow) (bool, error) {
 	return false, fmt.Errorf("no run %s %s on %s", f.Name, f.RunID, s.box.Name)
 }
 
-// ToolError is a tool's failure as the box said it.
-type ToolError struct {
-	Tool string
-	Err  struct {
-		Code      string `json:"code"`
-		Message   string `json:"message"`
-		Retryable bool   `json:"retryable"`
-	}
-	Text string
-}
-
-func (e *ToolError) Error() string {
-	if e.Err.Message != "" {
-		return e.Tool + ": " + e.Err.Message
-	}
-	return e.Tool + ": " + e.Text
-}
-
 // tool calls a tool and decodes its structured content into out; a tool
 // error is a *ToolError.
 func (s *Session) tool(ctx context.Context, name string, args map[string]any, out any) error {
@@ -180,28 +162,12 @@ func (s *Session) tool(ctx context.Context, name string, args map[string]any, ou
 	if ans.Error != nil {
 		return fmt.Errorf("%s: %s", name, ans.Error)
 	}
-	var res struct {
-		IsError           bool            `json:"isError"`
-		StructuredContent json.RawMessage `json:"structuredContent"`
-		Content           []struct {
-			Text string `json:"text"`
-		} `json:"content"`
+	res, err := ans.toolResult(name)
+	if err != nil {
+		return err
 	}
-	if err := json.Unmarshal(ans.Result, &res); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	if res.IsError {
-		te := &ToolError{Tool: name}
-		var e struct {
-			Error json.RawMessage `json:"error"`
-		}
-		if json.Unmarshal(res.StructuredContent, &e) == nil {
-			_ = json.Unmarshal(e.Error, &te.Err)
-		}
-		for _, c := range res.Content {
-			te.Text += c.Text
-		}
-		return te
+	if f := res.failure(name); f != nil {
+		return f
 	}
 	return json.Unmarshal(res.StructuredContent, out)
 }
