@@ -18,9 +18,10 @@ type Box struct {
 // relative to the home directory ssh starts in.
 const DefaultRemoteBin = ".local/bin/agent-box"
 
-// SSHOptions are the ssh options connect sets before the user's own (ssh
-// takes the first value it is given for an option, so ~/.ssh/config's
-// Host entries still apply to everything not set here):
+// SSHOptions are the ssh options connect sets after the user's own -o and
+// before ~/.ssh/config (ssh takes the first value it is given for an
+// option: the user's -o win, then these, then the config's Host entries
+// for everything not set here):
 //   - BatchMode: never ask a question on a terminal the MCP client does
 //     not show; fail with ssh's words instead (an unknown host key, a key
 //     with a passphrase and no agent).
@@ -36,13 +37,13 @@ var SSHOptions = []string{
 }
 
 // SSH is a box reached with `ssh DEST -- REMOTEBIN`; extra are more ssh
-// arguments (-p, -i, -o, -F), given before DEST.
+// arguments (-p, -i, -o, -F), given first.
 func SSH(dest, remoteBin string, extra []string) Box {
 	if remoteBin == "" {
 		remoteBin = DefaultRemoteBin
 	}
-	argv := append([]string{"ssh"}, SSHOptions...)
-	argv = append(argv, extra...)
+	argv := append([]string{"ssh"}, extra...)
+	argv = append(argv, SSHOptions...)
 	argv = append(argv, "-T", "--", dest, remoteBin)
 	return Box{Name: dest, Argv: argv}
 }

@@ -41,7 +41,7 @@ func runConnect(args []string) int {
 	giveUp := fs.Duration("give-up", 20*time.Second, "how long a call waits for a box that went away before it fails")
 	keepalive := fs.Duration("keepalive", 10*time.Second, "how often to check that the box answers; a check unanswered as long ends the connection, which is dialled again (0: never)")
 	var sshOpts multiFlag
-	fs.Var(&sshOpts, "o", "an ssh option (as ssh -o), before ~/.ssh/config's")
+	fs.Var(&sshOpts, "o", "an ssh option (as ssh -o): it wins over connect's own and ~/.ssh/config's")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			fmt.Fprint(os.Stdout, connectUsage)
