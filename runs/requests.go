@@ -38,38 +38,35 @@ func CheckRequestID(id string) error {
 }
 
 // requests is the request journal of a Manager, opened at the first
-// call that carries a request id; a server that never gets one makes no
-// directory for it.
+// call that carries a request id (a server that never gets one makes no
+// directory for it), and the error opening it gave, which sticks.
 type requests struct {
-	once sync.Once
-	j    *journal.Journal
-	err  error
+	j   *journal.Journal
+	err error
 }
 
-// requestsMu guards the making of Manager.requests: a Manager is a
-// plain struct its users build, with no constructor to make it in.
+// requestsMu guards the opening of Manager.requests: a Manager is a
+// plain struct its users build, with no constructor to open it in.
 var requestsMu sync.Mutex
 
 func (m *Manager) journal() (*journal.Journal, error) {
 	requestsMu.Lock()
-	if m.requests == nil {
-		m.requests = &requests{}
+	defer requestsMu.Unlock()
+	if m.requests != nil {
+		return m.requests.j, m.requests.err
 	}
-	r := m.requests
-	requestsMu.Unlock()
-	r.once.Do(func() {
-		r.j, r.err = journal.Open(m.Store.Root)
-		if r.err != nil {
-			return
-		}
-		r.j.Logf = m.Logf
-		// A repeat waits for a first try that is still running as long as
-		// a wait without progress may block (clients time calls out at 60 s).
-		r.j.Wait = m.waitPolicy().Unwatched
-		// Pruned once per server, out of the way of its first answer.
-		go r.j.Prune()
-	})
-	return r.j, r.err
+	j, err := journal.Open(m.Store.Root)
+	m.requests = &requests{j: j, err: err}
+	if err != nil {
+		return nil, err
+	}
+	j.Logf = m.Logf
+	// A repeat waits for a first try that is still running as long as a
+	// wait without progress may block (clients time calls out at 60 s).
+	j.Wait = m.waitPolicy().Unwatched
+	// Pruned once per server, out of the way of its first answer.
+	go j.Prune()
+	return j, nil
 }
 
 // Once applies, under r's request id, the mutation apply (which returns
