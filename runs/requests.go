@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -250,10 +251,7 @@ func withoutSecrets(args map[string]any) map[string]any {
 	if !ok {
 		return args
 	}
-	out := make(map[string]any, len(args))
-	for k, v := range args {
-		out[k] = v
-	}
+	out := maps.Clone(args)
 	blank := make(map[string]any, len(se))
 	for k := range se {
 		blank[k] = ""
