@@ -68,19 +68,13 @@ func genRecord(store *runrecord.Store, boot string, base time.Time, i int, durab
 	code := i % 3 // a mix of exit codes, as real runs have
 	id := runrecord.NewRunID(started)
 	r := &runrecord.Record{
-		Version:     runrecord.Version,
-		Name:        name,
-		RunID:       id,
-		Command:     "go test -race -count=1 ./...",
-		Cwd:         "/home/agent/src/project",
-		Env:         map[string]string{"GOFLAGS": "-mod=mod"},
-		CaptureMode: "combined",
-		LogFormat:   "raw",
-		Stdin:       "null",
-		MaxLogBytes: 1 << 30,
-		BootID:      boot, // this boot: List probes the pids, as for real runs
-		StartedAt:   started,
-		LogPath:     store.LogPath(name, id),
+		Version:   runrecord.Version,
+		Name:      name,
+		RunID:     id,
+		LogFormat: "raw",
+		BootID:    boot, // this boot: List probes the pids, as for real runs
+		StartedAt: started,
+		LogPath:   store.LogPath(name, id),
 		// Pids of processes long gone; on a busy box some are reused by
 		// now, which the start times tell apart.
 		SupervisorPID:       1000 + (2*i)%30000,
@@ -91,6 +85,7 @@ func genRecord(store *runrecord.Store, boot string, base time.Time, i int, durab
 		FinishedAt:          &finished,
 		OutputClosed:        true,
 		LogBytes:            int64(1000 + i),
+		Spec:                runrecord.Spec{Command: "go test -race -count=1 ./...", Cwd: "/home/agent/src/project", Env: map[string]string{"GOFLAGS": "-mod=mod"}, CaptureMode: "combined", Stdin: "null", MaxLogBytes: 1 << 30},
 	}
 	if durable {
 		return store.Create(r)

@@ -49,8 +49,10 @@ func TestOracle(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "log"), c.log, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			rec := &runrecord.Record{Argv: p.argv("/x"), LogFormat: c.format, LogPath: filepath.Join(dir, "log"), PID: 1,
-				Exit: c.exit, OutputClosed: c.closed, LogBytes: int64(len(c.log))}
+			rec := &runrecord.Record{LogFormat: c.format, LogPath: filepath.Join(dir, "log"), PID: 1,
+				Exit: c.exit, OutputClosed: c.closed, LogBytes: int64(len(c.log)),
+				Spec: runrecord.Spec{Argv: p.argv("/x")},
+			}
 			got := checkLog(&disk{Name: "n", RunID: "r", Dir: dir, Rec: rec})
 			msg := strings.Join(got.problems, "; ")
 			if c.problem == "" && msg != "" || c.problem != "" && !strings.Contains(msg, c.problem) {

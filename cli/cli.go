@@ -423,7 +423,7 @@ func (c *cmd) start(args []string) int {
 	if *framed {
 		mode = "framed"
 	}
-	r, err := c.m.Start(context.Background(), runs.StartRequest{Name: pos[0], Argv: pos[2:], Cwd: *cwd, CaptureMode: mode, TimeoutS: *timeout, Limits: limits})
+	r, err := c.m.Start(context.Background(), runs.StartRequest{Name: pos[0], Spec: runs.Spec{Argv: pos[2:], Cwd: *cwd, CaptureMode: mode, TimeoutS: *timeout, Limits: limits}})
 	if err != nil {
 		return c.fail(err)
 	}

@@ -185,9 +185,9 @@ func sizesFor(t *testing.T, state, name, command, cwd string) recordSizes {
 		}
 		id := runrecord.NewRunID(at)
 		r := &runrecord.Record{
-			Version: runrecord.Version, Name: name, RunID: id, Command: command, Cwd: cwd,
-			CaptureMode: "combined", LogFormat: "raw", Stdin: "null", MaxLogBytes: 1 << 30,
-			BootID: boot, StartedAt: at, LogPath: store.LogPath(name, id), StatusOf: "shell", // command is compound
+			Version: runrecord.Version, Name: name, RunID: id, LogFormat: "raw",
+			BootID: boot, StartedAt: at, LogPath: store.LogPath(name, id), StatusOf: "shell", // command is compound,
+			Spec: runrecord.Spec{Command: command, Cwd: cwd, CaptureMode: "combined", Stdin: "null", MaxLogBytes: 1 << 30},
 		}
 		if step >= 1 {
 			r.SupervisorPID, r.SupervisorStartTime = min(num, 1<<22), uint64(num)

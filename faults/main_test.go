@@ -211,9 +211,9 @@ func plant(t *testing.T, state, name string, mut func(r *runrecord.Record)) *run
 	require.NoError(t, err)
 	now := time.Now().UTC().Add(-time.Minute)
 	r := &runrecord.Record{
-		Version: runrecord.Version, Name: name, RunID: runrecord.NewRunID(now),
-		Command: "sleep 1000", Cwd: "/", CaptureMode: "combined", LogFormat: "raw", Stdin: "null",
+		Version: runrecord.Version, Name: name, RunID: runrecord.NewRunID(now), LogFormat: "raw",
 		BootID: boot, StartedAt: now,
+		Spec: runrecord.Spec{Command: "sleep 1000", Cwd: "/", CaptureMode: "combined", Stdin: "null"},
 	}
 	r.LogPath = store.LogPath(r.Name, r.RunID)
 	if mut != nil {

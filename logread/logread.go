@@ -70,19 +70,19 @@ type Chunk struct {
 
 // Match is one grep hit, or with Context a line around one.
 type Match struct {
-	Offset  int64  `json:"offset"`               // log offset of the line's first byte (framed: of the frame holding it)
-	Stream  string `json:"stream,omitempty"`     // framed logs only
-	Line    string `json:"line"`                 // without its newline
-	Context bool   `json:"context,omitempty"`    // a line around a match, not one
-	Bytes   int    `json:"line_bytes,omitempty"` // Line was cut (LineMax): the line's length in the log
+	Offset  int64  `json:"offset"`                                                                                   // log offset of the line's first byte (framed: of the frame holding it)
+	Stream  string `json:"stream,omitempty"`                                                                         // framed logs only
+	Line    string `json:"line"`                                                                                     // without its newline
+	Context bool   `json:"context,omitempty" jsonschema:"a line around a match"`                                     // not a match
+	Bytes   int    `json:"line_bytes,omitempty" jsonschema:"line was cut: its length in the log (part: the part's)"` // LineMax
 	// Continues: with Context, a line after a match before the request's
 	// Offset, which this answer does not hold (a call that resumes a grep
 	// from its end offset owes it; from any other offset, it is context
 	// without its match).
-	Continues bool `json:"continues,omitempty"`
+	Continues bool `json:"continues,omitempty" jsonschema:"context after a match before offset, not in this answer"`
 	// Part: the line is longer than a window and this is one of the parts
 	// it was matched in, from Offset; Bytes, when set, is the part's length.
-	Part bool `json:"part,omitempty"`
+	Part bool `json:"part,omitempty" jsonschema:"the line is longer than a window: this is a part of it, from offset"`
 	// Group: with Context, the line before this one (in its stream) is
 	// not in the answer, so that grep would print "--" before it.
 	Group bool `json:"-"`

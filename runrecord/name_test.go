@@ -210,3 +210,20 @@ func FuzzRunIDTime(f *testing.F) {
 		}
 	})
 }
+
+// NamePattern, what the tool's schema states, accepts what ValidName
+// accepts: every byte at the first and a later position, and the longest
+// name and one longer.
+func TestNamePatternIsValidName(t *testing.T) {
+	re := regexp.MustCompile(runrecord.NamePattern)
+	var names []string
+	for c := range 256 {
+		names = append(names, string([]byte{byte(c)}), "a"+string([]byte{byte(c)}))
+	}
+	names = append(names, "", strings.Repeat("a", runrecord.MaxNameLen), strings.Repeat("a", runrecord.MaxNameLen+1))
+	for _, n := range names {
+		if valid := runrecord.ValidName(n) == nil; valid != re.MatchString(n) {
+			t.Errorf("%q: ValidName says valid=%t, NamePattern the opposite", n, valid)
+		}
+	}
+}

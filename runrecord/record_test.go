@@ -25,16 +25,8 @@ func sample(name string, at time.Time) *runrecord.Record {
 		Version:             runrecord.Version,
 		Name:                name,
 		RunID:               runrecord.NewRunID(at),
-		Command:             "echo hi; sleep 1",
-		Argv:                []string{"a", "b c"},
-		Cwd:                 "/tmp/work",
-		Env:                 map[string]string{"A": "1", "TOKEN": "[redacted]"},
 		SecretEnv:           []string{"TOKEN"},
-		CaptureMode:         "framed",
 		LogFormat:           "logframe",
-		Stdin:               "pipe",
-		TimeoutS:            30,
-		MaxLogBytes:         1 << 20,
 		BootID:              "45c5bfb7-08f7-4289-8a20-9df3475b0cd8",
 		StartedAt:           at,
 		LogPath:             "/state/runs/x/log",
@@ -50,6 +42,7 @@ func sample(name string, at time.Time) *runrecord.Record {
 		LogDropped:          2,
 		LogCapped:           true,
 		LogError:            "disk full",
+		Spec:                runrecord.Spec{Command: "echo hi; sleep 1", Argv: []string{"a", "b c"}, Cwd: "/tmp/work", Env: map[string]string{"A": "1", "TOKEN": "[redacted]"}, CaptureMode: "framed", Stdin: "pipe", TimeoutS: 30, MaxLogBytes: 1 << 20},
 	}
 }
 

@@ -114,44 +114,58 @@ type Exit struct {
 // Limits are a run's resource caps, enforced by a cgroup of its own (see
 // docs/architecture/limits.md). A zero field is no cap.
 type Limits struct {
-	MemoryMB   int `json:"memory_mb,omitempty"`   // memory, swap included, in MiB
-	CPUPercent int `json:"cpu_percent,omitempty"` // of one CPU: 200 is two CPUs
-	Pids       int `json:"pids,omitempty"`        // processes and threads at once
+	MemoryMB   int `json:"memory_mb,omitempty"`                             // memory, swap included, in MiB
+	CPUPercent int `json:"cpu_percent,omitempty" jsonschema:"100: one CPU"` // of one CPU: 200 is two CPUs
+	Pids       int `json:"pids,omitempty"`                                  // processes and threads at once
 }
 
 // Zero reports whether l caps nothing.
 func (l Limits) Zero() bool { return l == Limits{} }
+
+// Spec is what a run was asked to run: process_start's options that are
+// recorded, as given (secret values masked, defaults filled), and that
+// process_restart runs again. It is the one description of each option:
+// process_start's arguments embed it, and its tags are what the tool's
+// schema says of them (jsonschema: the description; bounds are set where
+// the schema is built, from the constants that enforce them).
+type Spec struct {
+	Command string   `json:"command,omitempty" jsonschema:"Shell command (/bin/sh -c); a lone simple command is exec'd, so pid and exit status are the program's (status_of). Give this or argv."`
+	Argv    []string `json:"argv,omitempty" jsonschema:"Program and arguments, run without a shell. Give this or command."`
+	Cwd     string   `json:"cwd" jsonschema:"Working directory (must exist): absolute, or from the home directory (the default; ~ works)."`
+	// Env: overrides of the inherited environment; the record holds them
+	// redacted.
+	Env         map[string]string `json:"env,omitempty" jsonschema:"Variables set over the inherited environment."`
+	CaptureMode string            `json:"capture_mode" jsonschema:"combined: one stream in write order. framed: stdout and stderr apart, each byte-exact."`
+	Stdin       string            `json:"stdin" jsonschema:"pipe: keep stdin open for process_write."`
+	// Pty: the child runs on a pseudo-terminal the supervisor holds, of
+	// Cols×Rows (the latest size process_resize set); stdin is the terminal.
+	Pty         bool  `json:"pty,omitempty" jsonschema:"On a terminal (TERM=xterm-256color), stdin its input; combined only."`
+	Cols        int   `json:"cols,omitempty"`
+	Rows        int   `json:"rows,omitempty"`
+	TimeoutS    int   `json:"timeout_s,omitempty" jsonschema:"After this many seconds TERM, and 5 s later KILL, every process of the run. 0: none."`
+	MaxLogBytes int64 `json:"max_log_bytes,omitempty" jsonschema:"Log size cap (output is still drained). Default 1 GiB."`
+	// Limits are the caps the run was started under; nil: none.
+	Limits *Limits `json:"limits,omitempty" jsonschema:"Caps, in a cgroup; refused where not enforceable. Unset: the server's defaults."`
+}
 
 // Record is one run. Fields written at start by agent-box: everything up to
 // LogPath, and the supervisor's pid, which it started before the record
 // became visible. The supervisor then adds the child's pid, and later Exit
 // and the log status. Secrets never appear in a record in clear.
 type Record struct {
-	Version int      `json:"version"`
-	Name    string   `json:"name"`
-	RunID   string   `json:"run_id"`
-	Command string   `json:"command,omitempty"` // shell string, run with /bin/sh -c
-	Argv    []string `json:"argv,omitempty"`    // exec'd directly when Command is empty
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+	RunID   string `json:"run_id"`
+	// Spec: Command is a shell string run with /bin/sh -c, Argv is
+	// exec'd directly when Command is empty.
+	Spec
 	// StatusOf says whose exit status the run reports: "program" when the
 	// shell exec'd a lone simple command (or there was no shell), "shell"
 	// when the shell stayed as the leader. Empty in records written before
 	// it existed: "shell" for a Command, "program" for Argv.
-	StatusOf    string            `json:"status_of,omitempty"`
-	Cwd         string            `json:"cwd"`
-	Env         map[string]string `json:"env,omitempty"`        // overrides given at start, redacted
-	SecretEnv   []string          `json:"secret_env,omitempty"` // names only
-	CaptureMode string            `json:"capture_mode"`         // "combined" or "framed"
-	LogFormat   string            `json:"log_format"`           // "raw" or logframe.FormatName
-	Stdin       string            `json:"stdin"`                // "null" or "pipe"
-	// Pty: the child runs on a pseudo-terminal the supervisor holds, of
-	// Cols×Rows (the latest size process_resize set); stdin is the terminal.
-	Pty         bool  `json:"pty,omitempty"`
-	Cols        int   `json:"cols,omitempty"`
-	Rows        int   `json:"rows,omitempty"`
-	TimeoutS    int   `json:"timeout_s,omitempty"`
-	MaxLogBytes int64 `json:"max_log_bytes,omitempty"`
-	// Limits are the caps the run was started under; nil: none.
-	Limits    *Limits   `json:"limits,omitempty"`
+	StatusOf  string    `json:"status_of,omitempty"`
+	SecretEnv []string  `json:"secret_env,omitempty"` // names only
+	LogFormat string    `json:"log_format"`           // "raw" or logframe.FormatName
 	BootID    string    `json:"boot_id"`
 	StartedAt time.Time `json:"started_at"`
 	LogPath   string    `json:"log_path"`
@@ -179,7 +193,12 @@ type Record struct {
 	LogError     string `json:"log_error,omitempty"`     // first write error; the log is incomplete
 }
 
-// ValidName checks a run name against ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$.
+// NamePattern is what ValidName accepts, as a regular expression (for a
+// tool's schema): a letter or digit, then up to MaxNameLen-1 of those,
+// '.', '_' and '-'.
+const NamePattern = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+// ValidName checks a run name against NamePattern.
 // Errors wrap ErrInvalidName and say what is wrong (empty, too long, which
 // character at which position). Names are never rewritten.
 func ValidName(name string) error {

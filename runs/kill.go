@@ -48,9 +48,9 @@ func (m *Manager) checkGrace(grace time.Duration) error {
 type KillResult struct {
 	Run        Run    `json:"run"`
 	Signal     string `json:"signal,omitempty"`
-	Signalled  []int  `json:"signalled_groups,omitempty"` // process group ids signalled
-	Outside    []int  `json:"signalled_pids,omitempty"`   // processes of the run outside its group, signalled one by one
-	Escalated  bool   `json:"escalated,omitempty"`        // SIGKILL followed after grace
+	Signalled  []int  `json:"signalled_groups,omitempty" jsonschema:"process group ids signalled"`
+	Outside    []int  `json:"signalled_pids,omitempty" jsonschema:"processes of the run outside its group, signalled one by one"`
+	Escalated  bool   `json:"escalated,omitempty"` // SIGKILL followed after grace
 	AlreadyEnd bool   `json:"already_exited,omitempty"`
 	Message    string `json:"message"`
 }

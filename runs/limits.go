@@ -21,11 +21,11 @@ type Limits = runrecord.Limits
 // Usage is what a run's processes use: now while it runs, and what the
 // supervisor measured at the exit after.
 type Usage struct {
-	MemoryBytes     int64  `json:"memory_bytes,omitempty"` // resident now; running runs only
+	MemoryBytes     int64  `json:"memory_bytes,omitempty" jsonschema:"resident now"` // running runs only
 	PeakMemoryBytes int64  `json:"peak_memory_bytes,omitempty"`
 	CPUMS           int64  `json:"cpu_ms"`
-	Procs           int    `json:"procs,omitempty"` // processes running now
-	From            string `json:"from"`            // UsageFromCgroup, UsageFromProc or UsageAtExit
+	Procs           int    `json:"procs,omitempty" jsonschema:"processes now"`
+	From            string `json:"from"` // UsageFromCgroup, UsageFromProc or UsageAtExit
 }
 
 // CPU is the usage's CPU time as the tools' text and the CLI's ps show

@@ -33,7 +33,7 @@ func TestDescribeOutOfMemory(t *testing.T) {
 		{runrecord.Exit{Signal: "SIGTERM", OOMKilled: true}, limited, "killed by SIGTERM; out of memory: the kernel killed a process of the run (limit 64 MiB)"},
 		{runrecord.Exit{Signal: "SIGKILL", OOMKilled: true, TimedOut: true}, limited, "killed by SIGKILL (timed out after 0s); out of memory: the kernel killed a process of the run (limit 64 MiB)"},
 	} {
-		rec := &runrecord.Record{Exit: &tc.exit, Limits: tc.limits, OutputClosed: true}
+		rec := &runrecord.Record{Exit: &tc.exit, OutputClosed: true, Spec: runrecord.Spec{Limits: tc.limits}}
 		assert.Equal(t, tc.want, describe(outcome.ReasonExited, rec, nil, &Words{}))
 	}
 }
@@ -45,7 +45,7 @@ func TestApplyLimits(t *testing.T) {
 	t.Parallel()
 	none := func() (*cgroup.Hierarchy, error) { return nil, cgroup.ErrUnavailable }
 	m := &Manager{DefaultLimits: &runrecord.Limits{MemoryMB: 512, Pids: 100}, Cgroups: none}
-	req := &StartRequest{Limits: &runrecord.Limits{Pids: 10}}
+	req := &StartRequest{Spec: Spec{Limits: &runrecord.Limits{Pids: 10}}}
 	err := m.applyLimits(req)
 	require.ErrorIs(t, err, ErrLimitUnavailable)
 	assert.Contains(t, err.Error(), "memory_mb=512,pids=10")
@@ -55,7 +55,7 @@ func TestApplyLimits(t *testing.T) {
 		return &cgroup.Hierarchy{Dirs: map[string]string{"memory": t.TempDir(), "cpu": t.TempDir(), "pids": t.TempDir()}}, nil
 	}
 	m.Cgroups = ok
-	req = &StartRequest{Limits: &runrecord.Limits{Pids: 10, CPUPercent: 50}}
+	req = &StartRequest{Spec: Spec{Limits: &runrecord.Limits{Pids: 10, CPUPercent: 50}}}
 	require.NoError(t, m.applyLimits(req))
 	assert.Equal(t, &runrecord.Limits{MemoryMB: 512, Pids: 10, CPUPercent: 50}, req.Limits)
 
@@ -66,12 +66,12 @@ func TestApplyLimits(t *testing.T) {
 		return &cgroup.Hierarchy{V2: true, Root: v2root, Dirs: map[string]string{"": v2root}}, nil
 	}
 	m = &Manager{Cgroups: v2, SystemdScopes: func() error { return errors.New("systemd is not running here") }}
-	err = m.applyLimits(&StartRequest{Limits: &runrecord.Limits{Pids: 10}})
+	err = m.applyLimits(&StartRequest{Spec: Spec{Limits: &runrecord.Limits{Pids: 10}}})
 	require.ErrorIs(t, err, ErrLimitUnavailable)
 	assert.Contains(t, err.Error(), "under cgroup v2 a run with limits needs a group of its own, which agent-box gets from systemd (systemd-run --scope -p Delegate=yes): systemd is not running here")
 	if os.Geteuid() == 0 {
 		m.SystemdScopes = func() error { return nil }
-		req = &StartRequest{Limits: &runrecord.Limits{Pids: 10}}
+		req = &StartRequest{Spec: Spec{Limits: &runrecord.Limits{Pids: 10}}}
 		require.NoError(t, m.applyLimits(req))
 		assert.True(t, req.delegate, "the supervisor is to get a delegated scope")
 	}
@@ -80,9 +80,9 @@ func TestApplyLimits(t *testing.T) {
 	req = &StartRequest{}
 	require.NoError(t, m.applyLimits(req), "no limits, no cgroup needed")
 	assert.Nil(t, req.Limits)
-	req = &StartRequest{Limits: &runrecord.Limits{MemoryMB: 4}}
+	req = &StartRequest{Spec: Spec{Limits: &runrecord.Limits{MemoryMB: 4}}}
 	require.ErrorIs(t, m.applyLimits(req), ErrInvalid)
-	assert.True(t, errors.Is(m.applyLimits(&StartRequest{Limits: &runrecord.Limits{CPUPercent: 1 << 20}}), ErrInvalid))
+	assert.True(t, errors.Is(m.applyLimits(&StartRequest{Spec: Spec{Limits: &runrecord.Limits{CPUPercent: 1 << 20}}}), ErrInvalid))
 }
 
 // ParseLimits reads what DescribeLimits writes, and says what is wrong.

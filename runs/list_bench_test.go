@@ -43,7 +43,7 @@ func BenchmarkList100(b *testing.B) {
 			}
 			for i := range running {
 				name := fmt.Sprintf("live%02d", i)
-				if _, err := m.Start(context.Background(), StartRequest{Name: name, Argv: []string{"/bin/sleep", "600"}, Cwd: "/"}); err != nil {
+				if _, err := m.Start(context.Background(), StartRequest{Name: name, Spec: Spec{Argv: []string{"/bin/sleep", "600"}, Cwd: "/"}}); err != nil {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { m.Kill(name, "", unix.SIGKILL, 0) })

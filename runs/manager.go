@@ -156,29 +156,29 @@ type Run struct {
 	State       outcome.State     `json:"state"`
 	Reason      string            `json:"reason"`
 	PID         int               `json:"pid,omitempty"`
-	ExitCode    *int              `json:"exit_code,omitempty"` // absent, not null, unless it exited normally: one JSON type (tools/schema.go)
-	Signal      string            `json:"signal,omitempty"`
-	TimedOut    bool              `json:"timed_out,omitempty"`
-	OOMKilled   bool              `json:"oom_killed,omitempty"` // the run's memory limit killed (its cgroup's count)
-	StatusOf    string            `json:"status_of,omitempty"`  // whose exit status: StatusOfProgram or StatusOfShell
-	Survivors   []int             `json:"survivors,omitempty"`
+	ExitCode    *int              `json:"exit_code,omitempty" jsonschema:"exit status when the process exited normally; absent when it was killed by a signal or has not exited"` // absent, not null: one JSON type (tools/schema.go)
+	Signal      string            `json:"signal,omitempty" jsonschema:"signal that killed it, e.g. SIGKILL"`
+	TimedOut    bool              `json:"timed_out,omitempty" jsonschema:"the run's timeout_s killed it"`
+	OOMKilled   bool              `json:"oom_killed,omitempty" jsonschema:"the kernel killed a process of the run at its memory limit"`                                                        // its cgroup's count
+	StatusOf    string            `json:"status_of,omitempty" jsonschema:"whose pid and exit status these are: program, or shell (/bin/sh's, for a compound command: pipes, lists, builtins)"` // StatusOfProgram or StatusOfShell
+	Survivors   []int             `json:"survivors,omitempty" jsonschema:"pids of the run's processes still alive after its leader exited (its group's members, and any that left the group)"`
 	Command     string            `json:"command,omitempty"`
 	Argv        []string          `json:"argv,omitempty"`
 	Cwd         string            `json:"cwd,omitempty"`
 	CaptureMode string            `json:"capture_mode,omitempty"`
 	Stdin       string            `json:"stdin,omitempty"`
-	Pty         bool              `json:"pty,omitempty"` // on a terminal of Cols×Rows
+	Pty         bool              `json:"pty,omitempty" jsonschema:"runs on a terminal of cols x rows"`
 	Cols        int               `json:"cols,omitempty"`
 	Rows        int               `json:"rows,omitempty"`
 	StartedAt   *time.Time        `json:"started_at,omitempty"`
 	FinishedAt  *time.Time        `json:"finished_at,omitempty"`
 	LogPath     string            `json:"log_path,omitempty"`
 	LogBytes    int64             `json:"log_bytes"`
-	LogDropped  int64             `json:"log_dropped,omitempty"` // output bytes drained but never written: the log's end is missing
+	LogDropped  int64             `json:"log_dropped,omitempty" jsonschema:"Output bytes missing from the log's end (cap or write error)."`
 	LogCapped   bool              `json:"log_capped,omitempty"`
 	LogError    string            `json:"log_error,omitempty"`
-	Limits      *runrecord.Limits `json:"limits,omitempty"`
-	Usage       *Usage            `json:"usage,omitempty"` // what its processes use or used; filled by listings and waits (withUsage), not by Get
+	Limits      *runrecord.Limits `json:"limits,omitempty" jsonschema:"the caps the run was started under"`
+	Usage       *Usage            `json:"usage,omitempty" jsonschema:"what its processes use (running) or used (exited); from: cgroup (its processes; peak: the most it was charged, as memory_mb counts), proc (summed over its live processes; peak: the sum of their own peaks) or exit (recorded then)"` // filled by listings and waits (withUsage), not by Get
 	Verdict     outcome.Verdict   `json:"-"`
 
 	rec      *runrecord.Record

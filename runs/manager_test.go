@@ -58,9 +58,9 @@ func newStore(t *testing.T) *runrecord.Store {
 func record(store *runrecord.Store, boot string) *runrecord.Record {
 	now := time.Now().UTC()
 	r := &runrecord.Record{
-		Version: runrecord.Version, Name: "r", RunID: runrecord.NewRunID(now), Command: "true", Cwd: "/",
-		CaptureMode: "combined", LogFormat: "raw", Stdin: "null", BootID: boot, StartedAt: now,
+		Version: runrecord.Version, Name: "r", RunID: runrecord.NewRunID(now), LogFormat: "raw", BootID: boot, StartedAt: now,
 		PID: 100, PIDStartTime: 1, SupervisorPID: 99, SupervisorStartTime: 1,
+		Spec: runrecord.Spec{Command: "true", Cwd: "/", CaptureMode: "combined", Stdin: "null"},
 	}
 	r.LogPath = store.LogPath(r.Name, r.RunID)
 	return r

@@ -23,9 +23,14 @@ import (
 // only: the run never depends on them, and a later connection does not
 // see them.
 type ReadyProbe struct {
-	Log     string // RE2: a line of output matches
-	TCPPort int    // a process of the run listens on TCPPort, and a TCP connection to localhost:TCPPort is accepted
-	HTTP    string // a GET of this http(s) URL gets a response with a status below 500; a local URL's port is the run's (as TCPPort)
+	// Log: RE2, a line of output matches.
+	Log string `json:"log,omitempty" jsonschema:"RE2 matching a line"`
+	// TCPPort: a process of the run listens on TCPPort, and a TCP
+	// connection to localhost:TCPPort is accepted.
+	TCPPort int `json:"tcp_port,omitempty"`
+	// HTTP: a GET of this http(s) URL gets a response with a status below
+	// 500; a local URL's port is the run's (as TCPPort).
+	HTTP string `json:"http,omitempty" jsonschema:"URL answering below 500"`
 
 	re  *regexp.Regexp
 	url *url.URL // HTTP, parsed
@@ -43,12 +48,12 @@ type ReadyResult struct {
 	After time.Duration `json:"-"`
 	// Offset is, for a log probe that passed, the log offset of the
 	// matching line (framed: of the frame holding its first byte).
-	Offset *int64 `json:"ready_offset,omitempty"`
+	Offset *int64 `json:"ready_offset,omitempty" jsonschema:"log probe: the offset of the matching line"`
 	// Why says why the run is not ready: it ended (with its status), or
 	// the probe timed out and the run is left running.
-	Why string `json:"ready_error,omitempty"`
+	Why string `json:"ready_error,omitempty" jsonschema:"why not ready: the run ended (with its status), or the probe timed out and the run is left running"`
 	// Output is the last lines of output when the run ended unready.
-	Output string `json:"output_tail,omitempty"`
+	Output string `json:"output_tail,omitempty" jsonschema:"not ready because the run ended: its last lines"`
 	// cut: the probe was given up because ctx ended, before the run was
 	// ready or ended and before the bound.
 	cut bool
@@ -105,7 +110,7 @@ func (p *ReadyProbe) check() error {
 func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest, began time.Time) ReadyResult {
 	p := req.Ready
 	pol := m.waitPolicy()
-	bound, shortened, _ := pol.bound(req.ReadyTimeout, req.Watched) // checked in normalize
+	bound, shortened, _ := pol.bound(req.readyTimeout(), req.Watched) // checked in normalize
 	clock := newProgressClock(req.Progress, pol.ProgressEvery)
 	start := began
 	deadline := start.Add(bound)

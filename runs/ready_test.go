@@ -30,12 +30,20 @@ func readyManager(t *testing.T) *Manager {
 		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
 }
 
+// readyWithin is a request for probe whose bound ends d from now:
+// ready_timeout_s is in whole seconds, so the wait is made to have begun
+// the rest of its last second ago.
+func readyWithin(probe *ReadyProbe, d time.Duration) (*StartRequest, time.Time) {
+	secs := int64((d + time.Second - 1) / time.Second)
+	return &StartRequest{Ready: probe, ReadyTimeoutS: &secs}, time.Now().Add(d - time.Duration(secs)*time.Second)
+}
+
 // awaitProbe runs probe against run for at most d.
 func awaitProbe(t *testing.T, m *Manager, run Run, probe ReadyProbe, d time.Duration) ReadyResult {
 	t.Helper()
-	req := &StartRequest{Ready: &probe, ReadyTimeout: &d}
+	req, began := readyWithin(&probe, d)
 	require.NoError(t, req.Ready.check())
-	return m.awaitReady(context.Background(), run, req, time.Now())
+	return m.awaitReady(context.Background(), run, req, began)
 }
 
 // A port or a local URL answered by a process that is not the run's does

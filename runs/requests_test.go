@@ -99,7 +99,7 @@ func cancelled() context.Context {
 // and its answer is the one a third try gets, without a third wait.
 func TestRepeatOfACutWriteWaitsAgain(t *testing.T) {
 	m := readyManager(t)
-	_, err := m.Start(context.Background(), StartRequest{Name: "cat", Argv: []string{"cat"}, Cwd: "/", Stdin: "pipe"})
+	_, err := m.Start(context.Background(), StartRequest{Name: "cat", Spec: Spec{Argv: []string{"cat"}, Cwd: "/", Stdin: "pipe"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Kill("cat", "", unix.SIGKILL, 0) })
 
@@ -137,8 +137,9 @@ func TestRepeatOfACutStartProbesAgain(t *testing.T) {
 	r := Repeatable{ID: "s", Tool: "process_start", Args: map[string]any{"name": "srv"}}
 	n := 0
 	apply := onceJSON(t, &n, func(ctx context.Context) (any, error) {
-		return m.Start(ctx, StartRequest{Name: "srv", Argv: []string{"sh", "-c", "echo starting; read go; echo ready; exec sleep 30"},
-			Cwd: "/", Stdin: "pipe", Ready: &ReadyProbe{Log: "^ready"}})
+		return m.Start(ctx, StartRequest{Name: "srv", Ready: &ReadyProbe{Log: "^ready"},
+			Spec: Spec{Argv: []string{"sh", "-c", "echo starting; read go; echo ready; exec sleep 30"}, Cwd: "/", Stdin: "pipe"},
+		})
 	})
 	b, _, err := m.Once(cancelled(), r, apply)
 	require.NoError(t, err)
@@ -168,7 +169,7 @@ func TestRepeatOfACutStartProbesAgain(t *testing.T) {
 // the output there is, at once, as final.
 func TestWaitAgainWithNoTimeLeftAnswersAtOnce(t *testing.T) {
 	m := readyManager(t)
-	res, err := m.Start(context.Background(), StartRequest{Name: "piped", Argv: []string{"cat"}, Cwd: "/", Stdin: "pipe"})
+	res, err := m.Start(context.Background(), StartRequest{Name: "piped", Spec: Spec{Argv: []string{"cat"}, Cwd: "/", Stdin: "pipe"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Kill("piped", "", unix.SIGKILL, 0) })
 	tr := &try{again: &cut{RunID: res.RunID, Written: 3}, began: time.Now().Add(-time.Hour)}

@@ -36,7 +36,7 @@ type RestartRequest struct {
 type RestartResult struct {
 	StartResult
 	Previous Run  `json:"previous"`
-	Stopped  bool `json:"stopped,omitempty"` // the old run was running and was stopped
+	Stopped  bool `json:"stopped,omitempty" jsonschema:"the previous run was running and was stopped"`
 }
 
 // Restart stops the newest run of a name if it is running (TERM, grace,
@@ -99,11 +99,7 @@ func respec(prev Run, secretEnv map[string]string) (StartRequest, error) {
 		return StartRequest{}, invalid("run %s of %q was started with secret_env %s, whose values agent-box never stores: give them again as secret_env",
 			prev.RunID, prev.Name, strings.Join(want, ", "))
 	}
-	spec := StartRequest{
-		Name: prev.Name, Command: rec.Command, Argv: rec.Argv, Cwd: rec.Cwd, Env: rec.Env, SecretEnv: secretEnv,
-		CaptureMode: rec.CaptureMode, Stdin: rec.Stdin, Pty: rec.Pty, Cols: rec.Cols, Rows: rec.Rows, TimeoutS: rec.TimeoutS, MaxLogBytes: rec.MaxLogBytes,
-		Limits: rec.Limits,
-	}
+	spec := StartRequest{Name: prev.Name, Spec: rec.Spec, SecretEnv: secretEnv}
 	if len(want) > 0 {
 		// A secret's value inside the command, argv, cwd or env was
 		// recorded masked: running the record would run the mask.

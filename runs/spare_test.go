@@ -46,7 +46,7 @@ func readySpare(t *testing.T, m *Manager, not int) int {
 // startRun starts name with argv, to be killed when the test ends.
 func startRun(t *testing.T, m *Manager, name string, argv ...string) Run {
 	t.Helper()
-	res, err := m.Start(context.Background(), StartRequest{Name: name, Argv: argv, Cwd: "/"})
+	res, err := m.Start(context.Background(), StartRequest{Name: name, Spec: Spec{Argv: argv, Cwd: "/"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Kill(name, "", unix.SIGKILL, 0) })
 	return res.Run

@@ -41,43 +41,45 @@ const (
 // ptyTerm is a pty run's TERM unless its env sets one.
 const ptyTerm = "xterm-256color"
 
-// StartRequest is process_start's arguments.
+// The values of stdin and if_running.
+const (
+	StdinNull      = "null" // the child's stdin is /dev/null
+	StdinPipe      = "pipe" // kept open for process_write
+	IfRunningError = "error"
+	IfRunningReuse = "reuse"
+)
+
+// Spec is what a run is asked to run, as its record keeps it.
+type Spec = runrecord.Spec
+
+// StartRequest is process_start's arguments, as the tool takes them: its
+// tags are the tool's schema (tools/schema.go adds the bounds).
 type StartRequest struct {
-	Name        string
-	Command     string
-	Argv        []string
-	Cwd         string
-	Env         map[string]string
-	SecretEnv   map[string]string
-	CaptureMode string
-	Stdin       string
+	Name string `json:"name" jsonschema:"Your name for the run; a finished run's name may be reused (the old run stays)."`
+	// Spec is what is recorded of the run and run again by a restart.
 	// Pty runs the child on a terminal of Cols×Rows (0: the defaults),
-	// whose input is the run's stdin.
-	Pty         bool
-	Cols, Rows  int
-	TimeoutS    int
-	MaxLogBytes int64
-	// Limits cap the run, field by field over the Manager's DefaultLimits
-	// (nil: the defaults alone).
-	Limits *runrecord.Limits
-	// delegate: the supervisor needs a scope systemd delegates to it, to
-	// make the run's group in (cgroup v2; set by applyLimits).
-	delegate bool
+	// whose input is the run's stdin. Limits cap the run, field by field
+	// over the Manager's DefaultLimits (nil: the defaults alone).
+	runrecord.Spec
+	SecretEnv map[string]string `json:"secret_env,omitempty" jsonschema:"Variables whose values are [redacted] in the log, every answer and the record."`
 	// IfRunning says what a running run of the same name means: "" or
 	// "error", the name is in use; "reuse", that run is the answer when
 	// it runs the same command or argv, in the same cwd with the same env.
-	IfRunning string
+	IfRunning string `json:"if_running,omitempty" jsonschema:"reuse: if this name runs with the same command/argv, cwd and env, return that run (reused)."`
 	// Ready, if set, makes Start return only once the probe passes, the
-	// run ends, or ReadyTimeout (nil: the wait policy's default) passes.
-	Ready        *ReadyProbe
-	ReadyTimeout *time.Duration
+	// run ends, or ReadyTimeoutS (nil: the wait policy's default) passes.
+	Ready         *ReadyProbe `json:"ready,omitempty" jsonschema:"Return once this one probe passes, the run ends, or ready_timeout_s."`
+	ReadyTimeoutS *int64      `json:"ready_timeout_s,omitempty" jsonschema:"Default 30; over 50 needs a progress token."`
 	// Watched and Progress are as in WaitRequest, for the ready wait.
-	Watched  bool
-	Progress func(elapsed time.Duration, running []string)
+	Watched  bool                                          `json:"-"`
+	Progress func(elapsed time.Duration, running []string) `json:"-"`
 	// RequestID, the call's request id if it had one (checked by
 	// CheckRequestID), goes into the run's record: a repeat whose first
 	// try's agent-box died finds the run by it (StartedBy).
-	RequestID string
+	RequestID string `json:"-"`
+	// delegate: the supervisor needs a scope systemd delegates to it, to
+	// make the run's group in (cgroup v2; set by applyLimits).
+	delegate bool
 }
 
 // StartResult is process_start's answer: the run, and how its readiness
@@ -86,7 +88,7 @@ type StartResult struct {
 	Run
 	// Reused: the run was running already with the same spec
 	// (IfRunning "reuse"), and is returned instead of a new one.
-	Reused bool `json:"reused,omitempty"`
+	Reused bool `json:"reused,omitempty" jsonschema:"if_running reuse: the run was running already"`
 	*ReadyResult
 	ReadyAfterMS *int64 `json:"ready_after_ms,omitempty"`
 }
@@ -326,8 +328,8 @@ func (req *StartRequest) checkModes(arg func(string) string) error {
 	}
 	switch req.Stdin {
 	case "":
-		req.Stdin = "null"
-	case "null", "pipe":
+		req.Stdin = StdinNull
+	case StdinNull, StdinPipe:
 	default:
 		return invalid("stdin %q is not one of null, pipe", req.Stdin)
 	}
@@ -344,7 +346,7 @@ func (req *StartRequest) checkModes(arg func(string) string) error {
 		return invalid("max_log_bytes %d is out of range 1..%d", req.MaxLogBytes, MaxMaxLogBytes)
 	}
 	switch req.IfRunning {
-	case "", "error", "reuse":
+	case "", IfRunningError, IfRunningReuse:
 	default:
 		return invalid("if_running %s is not one of error, reuse", quoteShort(req.IfRunning))
 	}
@@ -353,7 +355,7 @@ func (req *StartRequest) checkModes(arg func(string) string) error {
 
 // checkReady checks the readiness probe and its timeout.
 func (req *StartRequest) checkReady() error {
-	if t := req.ReadyTimeout; t != nil {
+	if t := req.readyTimeout(); t != nil {
 		if err := inRange("ready_timeout_s", *t, time.Second, MaxReadyTimeout); err != nil {
 			return err
 		}
@@ -361,10 +363,18 @@ func (req *StartRequest) checkReady() error {
 	switch {
 	case req.Ready != nil:
 		return req.Ready.check()
-	case req.ReadyTimeout != nil:
+	case req.ReadyTimeoutS != nil:
 		return invalid("ready_timeout_s bounds the ready probe; give ready too")
 	}
 	return nil
+}
+
+// readyTimeout is ready_timeout_s as a duration; nil when not given.
+func (req *StartRequest) readyTimeout() *time.Duration {
+	if req.ReadyTimeoutS == nil {
+		return nil
+	}
+	return new(Duration(*req.ReadyTimeoutS, time.Second))
 }
 
 // specDiff says how the run rec records differs from what req asks, in
@@ -627,7 +637,7 @@ func (m *Manager) nameFree(req *StartRequest) (reused *Run, err error) {
 			ErrNameInUse, req.Name, prev.RunID, prev.Reason, m.words().Remove)
 	case !prev.Verdict.MayBeAlive:
 		return nil, nil
-	case req.IfRunning != "reuse":
+	case req.IfRunning != IfRunningReuse:
 		return nil, fmt.Errorf("%w: run %q (run id %s, pid %d) is %s (%s); kill it first (%s) or choose another name",
 			ErrNameInUse, req.Name, prev.RunID, prev.PID, prev.State, prev.Reason, m.words().Kill)
 	}
@@ -640,42 +650,42 @@ func (m *Manager) nameFree(req *StartRequest) (reused *Run, err error) {
 
 // newRecord is the first record of a run of req, its secrets masked.
 func (m *Manager) newRecord(req *StartRequest, runID string, now time.Time, statusOf string) *runrecord.Record {
-	red := redactorOf(req.SecretEnv)
 	rec := &runrecord.Record{
-		Version:     runrecord.Version,
-		Name:        req.Name,
-		RunID:       runID,
-		Command:     red.String(req.Command),
-		Cwd:         red.String(req.Cwd),
-		CaptureMode: req.CaptureMode,
-		LogFormat:   "raw",
-		Stdin:       req.Stdin,
-		Pty:         req.Pty,
-		Cols:        req.Cols,
-		Rows:        req.Rows,
-		TimeoutS:    req.TimeoutS,
-		MaxLogBytes: req.MaxLogBytes,
-		Limits:      req.Limits,
-		BootID:      m.Sys.BootID(),
-		StartedAt:   now,
-		LogPath:     m.Store.LogPath(req.Name, runID),
-		SecretEnv:   slices.Sorted(maps.Keys(req.SecretEnv)),
-		StatusOf:    statusOf,
-		RequestID:   req.RequestID,
+		Version:   runrecord.Version,
+		Name:      req.Name,
+		RunID:     runID,
+		Spec:      masked(req.Spec, redactorOf(req.SecretEnv)),
+		LogFormat: "raw",
+		BootID:    m.Sys.BootID(),
+		StartedAt: now,
+		LogPath:   m.Store.LogPath(req.Name, runID),
+		SecretEnv: slices.Sorted(maps.Keys(req.SecretEnv)),
+		StatusOf:  statusOf,
+		RequestID: req.RequestID,
 	}
 	if req.CaptureMode == string(capture.Framed) {
 		rec.LogFormat = logframe.FormatName
 	}
-	for _, a := range req.Argv {
-		rec.Argv = append(rec.Argv, red.String(a))
+	return rec
+}
+
+// masked is spec as it may be recorded: every string a secret's value may
+// be in (the command, argv, cwd, env values), through red. An option of
+// Spec that can hold one is masked here.
+func masked(spec runrecord.Spec, red *capture.Redactor) runrecord.Spec {
+	spec.Command, spec.Cwd = red.String(spec.Command), red.String(spec.Cwd)
+	argv := spec.Argv
+	spec.Argv = nil
+	for _, a := range argv {
+		spec.Argv = append(spec.Argv, red.String(a))
 	}
-	if len(req.Env) > 0 {
-		rec.Env = make(map[string]string, len(req.Env))
-		for k, v := range req.Env {
-			rec.Env[k] = red.String(v)
+	if env := spec.Env; len(env) > 0 {
+		spec.Env = make(map[string]string, len(env))
+		for k, v := range env {
+			spec.Env[k] = red.String(v)
 		}
 	}
-	return rec
+	return spec
 }
 
 func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, error) {

@@ -63,7 +63,7 @@ func TestRunBeingStartedIsStartingAndKept(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		r, err := m.Start(context.Background(), StartRequest{Name: "build", Argv: []string{"/bin/sleep", "30"}, Cwd: "/"})
+		r, err := m.Start(context.Background(), StartRequest{Name: "build", Spec: Spec{Argv: []string{"/bin/sleep", "30"}, Cwd: "/"}})
 		done <- result{r.Run, err}
 	}()
 	var seen Run
@@ -113,7 +113,7 @@ func TestFailedStartAgreesWithTheList(t *testing.T) {
 	require.NoError(t, err)
 	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
 		Supervisor: []string{os.Args[0], "-test.run=^TestHelperFailingSupervisor$", "--"}}
-	_, err = m.Start(context.Background(), StartRequest{Name: "f", Argv: []string{"/bin/true"}, Cwd: "/"})
+	_, err = m.Start(context.Background(), StartRequest{Name: "f", Spec: Spec{Argv: []string{"/bin/true"}, Cwd: "/"}})
 	require.ErrorIs(t, err, supervisor.ErrStartFailed)
 	run, err := m.Get("f", "")
 	require.NoError(t, err)
@@ -158,7 +158,7 @@ func TestTimeoutGraceReachesTheSupervisor(t *testing.T) {
 	} {
 		m := &Manager{Store: newStore(t), Sys: sys, Waits: WaitPolicy{TimeoutGrace: c.grace}, Env: os.Environ(),
 			Supervisor: []string{os.Args[0], "-test.run=^TestHelperSpecSupervisor$", "--"}}
-		_, err = m.Start(context.Background(), StartRequest{Name: "g", Argv: []string{"/bin/true"}, Cwd: "/", TimeoutS: 1})
+		_, err = m.Start(context.Background(), StartRequest{Name: "g", Spec: Spec{Argv: []string{"/bin/true"}, Cwd: "/", TimeoutS: 1}})
 		require.ErrorIs(t, err, supervisor.ErrStartFailed)
 		b, err := os.ReadFile(to)
 		require.NoError(t, err)
@@ -178,16 +178,16 @@ func TestCwdResolvesAgainstHome(t *testing.T) {
 		{"./src/../src/app", home + "/src/app"},
 		{"/abs/path", "/abs/path"},
 	} {
-		req := StartRequest{Cwd: c.cwd}
+		req := StartRequest{Spec: Spec{Cwd: c.cwd}}
 		if err := req.resolveCwd(home); err != nil || req.Cwd != c.want {
 			t.Errorf("cwd %q: got %q, %v; want %q", c.cwd, req.Cwd, err, c.want)
 		}
 	}
-	req := StartRequest{Cwd: "~root/x"}
+	req := StartRequest{Spec: Spec{Cwd: "~root/x"}}
 	if err := req.resolveCwd(home); err == nil {
 		t.Errorf("~root/x was accepted as %q", req.Cwd)
 	}
-	req = StartRequest{Cwd: "src"}
+	req = StartRequest{Spec: Spec{Cwd: "src"}}
 	if err := req.resolveCwd(""); err == nil {
 		t.Errorf("without a home directory, src was accepted as %q", req.Cwd)
 	}
@@ -201,7 +201,7 @@ func TestRunDirHoldsTheNamedFiles(t *testing.T) {
 	require.NoError(t, err)
 	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
 		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
-	res, err := m.Start(context.Background(), StartRequest{Name: "files", Argv: []string{"/bin/cat"}, Cwd: "/", Stdin: "pipe"})
+	res, err := m.Start(context.Background(), StartRequest{Name: "files", Spec: Spec{Argv: []string{"/bin/cat"}, Cwd: "/", Stdin: "pipe"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Kill("files", "", unix.SIGKILL, 0) })
 	dir := m.Store.RunDir("files", res.RunID)
@@ -232,10 +232,12 @@ func TestRunDirHoldsTheNamedFiles(t *testing.T) {
 // for what was asked, and what is not one of them.
 func TestRunsAsAsked(t *testing.T) {
 	argvRun := func(argv ...string) asked { return asked{argv: argv} }
-	cmdRun := func(c string) asked { return (&StartRequest{Command: c}).asked([]string{"/bin/sh", "-c", c}) }
+	cmdRun := func(c string) asked {
+		return (&StartRequest{Spec: Spec{Command: c}}).asked([]string{"/bin/sh", "-c", c})
+	}
 	lone := func(c string) asked {
 		script, _ := shellScript(c)
-		return (&StartRequest{Command: c}).asked([]string{"/bin/sh", "-c", script})
+		return (&StartRequest{Spec: Spec{Command: c}}).asked([]string{"/bin/sh", "-c", script})
 	}
 	for _, tc := range []struct {
 		live []string

@@ -22,6 +22,9 @@ type WriteRequest struct {
 	Await Await
 }
 
+// MaxWriteBytes bounds the data of one process_write.
+const MaxWriteBytes = supervisor.MaxWrite
+
 // WriteResult says what process_write did.
 type WriteResult struct {
 	Run     Run  `json:"run"`
@@ -45,6 +48,9 @@ type WriteResult struct {
 func (m *Manager) Write(ctx context.Context, req WriteRequest) (WriteResult, error) {
 	if len(req.Data) == 0 && !req.Close {
 		return WriteResult{}, invalid("nothing to do: give data, close=true, or both")
+	}
+	if len(req.Data) > MaxWriteBytes {
+		return WriteResult{}, invalid("data is %d bytes, at most %d per call; nothing was written", len(req.Data), MaxWriteBytes)
 	}
 	if err := inRange(m.arg("wait_ms"), req.Wait, time.Millisecond, MaxWait); err != nil {
 		return WriteResult{}, err

@@ -86,7 +86,7 @@ func usageMatchesProc(t *testing.T, limits *runrecord.Limits, from string) {
 	require.NoError(t, err)
 	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
 		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
-	res, err := m.Start(context.Background(), StartRequest{Name: "mem", Argv: []string{"python3", "-c", usageScript}, Cwd: "/", Limits: limits})
+	res, err := m.Start(context.Background(), StartRequest{Name: "mem", Spec: Spec{Argv: []string{"python3", "-c", usageScript}, Cwd: "/", Limits: limits}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Kill("mem", "", unix.SIGKILL, 0) })
 

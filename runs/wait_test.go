@@ -73,9 +73,9 @@ func TestWaitWithoutProgressDoesNotSpin(t *testing.T) {
 	sys.probes.Store(0)
 	run, err := m.Get("r", "")
 	require.NoError(t, err)
-	req := &StartRequest{Ready: &ReadyProbe{Log: "never"}, ReadyTimeout: &d}
+	req, began := readyWithin(&ReadyProbe{Log: "never"}, d)
 	require.NoError(t, req.Ready.check())
-	ready := m.awaitReady(context.Background(), run, req, time.Now())
+	ready := m.awaitReady(context.Background(), run, req, began)
 	require.False(t, ready.Ready)
 	assert.Less(t, sys.probes.Load(), int64(60), "probes in a %s ready wait without progress (one poll every %s)", d, readyPoll)
 }

@@ -29,6 +29,9 @@ func argError(err error, dst any) error {
 		}
 		return fmt.Errorf("arguments: %s", msg)
 	}
+	// encoding/json names a promoted field by its embedded struct too
+	// ("Spec.argv"): the caller knows only the argument.
+	te.Field = argPath(reflect.TypeOf(dst), te.Field)
 	if msg := numberError(te); msg != "" {
 		return errors.New(msg)
 	}
@@ -80,9 +83,9 @@ func fieldType(t reflect.Type, path string) reflect.Type {
 			return nil
 		}
 		var next reflect.Type
-		for i := range t.NumField() {
-			if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); tag == name {
-				next = t.Field(i).Type
+		for _, f := range argFields(t) {
+			if f.name == name {
+				next = f.Type
 				break
 			}
 		}
@@ -95,6 +98,47 @@ func fieldType(t reflect.Type, path string) reflect.Type {
 		t = t.Elem()
 	}
 	return t
+}
+
+// argPath is path without the Go names of the embedded structs on it.
+func argPath(t reflect.Type, path string) string {
+	var out []string
+	for name := range strings.SplitSeq(path, ".") {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t != nil && t.Kind() == reflect.Struct {
+			if f, ok := t.FieldByName(name); ok && f.Anonymous {
+				continue
+			}
+		}
+		out = append(out, name)
+		if t != nil && t.Kind() == reflect.Struct {
+			t = fieldType(t, name)
+		}
+	}
+	return strings.Join(out, ".")
+}
+
+// argField is a field of an arguments struct, and its argument's name.
+type argField struct {
+	reflect.StructField
+	name string
+}
+
+// argFields are the arguments the struct t takes, in order: its exported
+// fields with a json name, those of embedded structs included (a start's
+// runrecord.Spec).
+func argFields(t reflect.Type) []argField {
+	var fields []argField
+	for _, f := range reflect.VisibleFields(t) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous || !f.IsExported() || name == "" || name == "-" {
+			continue
+		}
+		fields = append(fields, argField{f, name})
+	}
+	return fields
 }
 
 // typeWords names a Go argument type as the input schema does.

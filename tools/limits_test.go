@@ -1,118 +1,177 @@
+//go:build linux
+
 package tools
 
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
-	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agent-box/agent-box/logread"
-	"github.com/agent-box/agent-box/outcome"
-	"github.com/agent-box/agent-box/runs"
+	"github.com/agent-box/agent-box/wire"
 )
 
-// The input schemas are written by hand (schema.go), the rules they
-// describe live in runs and logread: every bound, default and enum a
-// schema states is pinned here to the constant the rule uses, so that a
-// changed rule cannot leave the model reading an old one.
-func TestSchemaStatesTheRules(t *testing.T) {
-	ms := func(d time.Duration) int64 { return d.Milliseconds() }
-	pins := []struct {
-		tool, path, key string
-		want            any
-	}{
-		{"process_start", "timeout_s", "maximum", int64(runs.MaxTimeoutS)},
-		{"process_start", "max_log_bytes", "maximum", runs.MaxMaxLogBytes},
-		{"process_start", "ready_timeout_s", "maximum", int64(runs.MaxReadyTimeout / time.Second)},
-		{"process_start", "cols", "default", int64(runs.DefaultCols)},
-		{"process_start", "rows", "default", int64(runs.DefaultRows)},
-		{"process_resize", "cols", "minimum", int64(runs.MinCols)},
-		{"process_resize", "cols", "maximum", int64(runs.MaxCols)},
-		{"process_resize", "rows", "minimum", int64(runs.MinRows)},
-		{"process_resize", "rows", "maximum", int64(runs.MaxRows)},
-		{"process_restart", "grace_ms", "maximum", ms(runs.MaxGrace)},
-		{"process_restart", "grace_ms", "default", ms(runs.DefaultRestartGrace)},
-		{"process_list", "limit", "minimum", int64(1)},
-		{"process_list", "limit", "maximum", int64(runs.MaxListLimit)},
-		{"process_list", "limit", "default", int64(runs.DefaultListLimit)},
-		{"process_list", "state", "enum", []outcome.State{outcome.Running, outcome.Exited, outcome.Unknown}},
-		{"process_kill", "signal", "enum", runs.SignalNames},
-		{"process_kill", "grace_ms", "maximum", ms(runs.MaxGrace)},
-		{"tail_log", "max_bytes", "maximum", int64(logread.MaxWindow)},
-		{"tail_log", "max_bytes", "default", int64(runs.DefaultTailBytes)},
-		{"tail_log", "wait_ms", "maximum", ms(runs.MaxWait)},
-		{"tail_log", "tail_lines", "maximum", int64(logread.MaxTailLines)},
-		{"tail_log", "grep", "maxLength", int64(runs.MaxGrepBytes)},
-		{"tail_log", "context", "minimum", int64(0)},
-		{"tail_log", "context", "maximum", int64(logread.MaxContext)},
-		{"tail_log", "until", "maxLength", int64(runs.MaxGrepBytes)},
-		{"tail_log", "idle_ms", "minimum", int64(0)},
-		{"tail_log", "idle_ms", "maximum", ms(runs.MaxWait)},
-		{"process_write", "wait_ms", "minimum", int64(0)},
-		{"process_write", "wait_ms", "maximum", ms(runs.MaxWait)},
-		{"process_write", "until", "maxLength", int64(runs.MaxGrepBytes)},
-		{"process_write", "idle_ms", "minimum", int64(0)},
-		{"process_write", "idle_ms", "maximum", ms(runs.MaxWait)},
-		{"process_wait", "timeout_ms", "maximum", ms(runs.MaxWaitTimeout)},
-		{"process_wait", "timeout_ms", "default", ms(runs.DefaultWaitPolicy.Default)},
-		{"process_wait", "names", "maxItems", int64(runs.MaxWaitNames)},
-	}
+// TestSchemaBounds: every bound, enum and pattern an input schema states
+// is the rule the server enforces. For each one the test sends a value just
+// past it, which must be refused as invalid_argument naming the argument,
+// and a value at it, which must not be refused for that argument. So a
+// schema cannot tell the model a rule the server does not keep, nor keep
+// quiet about one it does, for any bound the schema has.
+func TestSchemaBounds(t *testing.T) {
 	s := server.NewMCPServer("t", "0")
 	(&Handlers{}).Register(s)
-	for _, p := range pins {
-		t.Run(p.tool+"."+p.path+"."+p.key, func(t *testing.T) {
-			st := s.GetTool(p.tool)
-			require.NotNil(t, st, "tool %s", p.tool)
-			var in struct {
-				Properties map[string]map[string]json.RawMessage `json:"properties"`
+	c := servePipe(t)
+	c.initialize()
+	id := 0
+	call := func(tool string, args map[string]any) (wire.Error, bool) {
+		id++
+		b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call",
+			"params": map[string]any{"name": tool, "arguments": args}})
+		require.NoError(t, err)
+		line := c.call(string(b))
+		if _, isErr := toolText(t, line); !isErr {
+			return wire.Error{}, false
+		}
+		return toolError(t, line), true
+	}
+	checked := 0
+	for _, tool := range slices.Sorted(maps.Keys(s.ListTools())) {
+		var in jsonschema.Schema
+		require.NoError(t, json.Unmarshal(s.GetTool(tool).Tool.RawInputSchema, &in))
+		for path, prop := range properties(&in, "") {
+			for _, b := range boundsOf(path, prop) {
+				t.Run(fmt.Sprintf("%s.%s.%s", tool, path, b.keyword), func(t *testing.T) {
+					arg := path[strings.LastIndex(path, ".")+1:]
+					if b.past != nil {
+						e, failed := call(tool, argsWith(tool, path, b.past))
+						require.True(t, failed, "%s past its %s: accepted", path, b.keyword)
+						assert.Equal(t, wire.InvalidArgument, e.Code, e.Message)
+						assert.Contains(t, e.Message, arg)
+					}
+					if e, failed := call(tool, argsWith(tool, path, b.at)); failed {
+						assert.False(t, e.Code == wire.InvalidArgument && strings.Contains(e.Message, arg),
+							"%s at its %s refused: %s", path, b.keyword, e.Message)
+					}
+				})
+				checked++
 			}
-			require.NoError(t, json.Unmarshal(st.Tool.RawInputSchema, &in))
-			got, ok := in.Properties[p.path][p.key]
-			require.True(t, ok, "%s has no %s.%s", p.tool, p.path, p.key)
-			want, err := json.Marshal(p.want)
-			require.NoError(t, err)
-			assert.JSONEq(t, string(want), string(got), fmt.Sprintf("%s: %s.%s", p.tool, p.path, p.key))
-		})
+		}
 	}
+	assert.Greater(t, checked, 40, "bounds found in the schemas")
 }
 
-// The grep description states the cut of a line: the constant runs uses.
-func TestGrepDescriptionStatesTheLineCut(t *testing.T) {
-	s := server.NewMCPServer("t", "0")
-	(&Handlers{}).Register(s)
-	var in struct {
-		Properties map[string]struct {
-			Description string `json:"description"`
-		} `json:"properties"`
+// properties are the properties of s and of its object properties, by
+// dotted path.
+func properties(s *jsonschema.Schema, prefix string) map[string]*jsonschema.Schema {
+	out := map[string]*jsonschema.Schema{}
+	for name, p := range s.Properties {
+		out[prefix+name] = p
+		if p.Properties != nil {
+			maps.Copy(out, properties(p, prefix+name+"."))
+		}
 	}
-	require.NoError(t, json.Unmarshal(s.GetTool("tail_log").Tool.RawInputSchema, &in))
-	assert.Contains(t, in.Properties["grep"].Description, fmt.Sprintf("cut at %d bytes", runs.GrepLineBytes))
+	return out
 }
 
-// process_start's limits state their bounds: the constants runs checks.
-func TestLimitsSchemaStatesTheRules(t *testing.T) {
-	s := server.NewMCPServer("t", "0")
-	(&Handlers{}).Register(s)
-	var in struct {
-		Properties struct {
-			Limits struct {
-				Properties map[string]map[string]json.RawMessage `json:"properties"`
-			} `json:"limits"`
-		} `json:"properties"`
+type bound struct {
+	keyword  string
+	past, at any // past is nil when no value is past the bound
+}
+
+// boundsOf are the bounds p, the property at path, states, each with a value past it and one at
+// it.
+func boundsOf(path string, p *jsonschema.Schema) []bound {
+	var out []bound
+	if p.Maximum != nil {
+		out = append(out, bound{"maximum", int64(*p.Maximum) + 1, int64(*p.Maximum)})
 	}
-	require.NoError(t, json.Unmarshal(s.GetTool("process_start").Tool.RawInputSchema, &in))
-	p := in.Properties.Limits.Properties
-	assert.JSONEq(t, fmt.Sprint(runs.MinMemoryMB), string(p["memory_mb"]["minimum"]))
-	assert.JSONEq(t, fmt.Sprint(runs.MaxMemoryMB), string(p["memory_mb"]["maximum"]))
-	assert.JSONEq(t, fmt.Sprint(runs.MaxPids), string(p["pids"]["maximum"]))
-	assert.JSONEq(t, "1", string(p["cpu_percent"]["minimum"]))
-	assert.JSONEq(t, "1", string(p["pids"]["minimum"]))
-	for _, bad := range []runs.Limits{{MemoryMB: runs.MinMemoryMB - 1}, {CPUPercent: -1}, {Pids: -1}} {
-		assert.ErrorIs(t, runs.CheckLimits(bad), runs.ErrInvalid, "%+v", bad)
+	if p.Minimum != nil {
+		b := bound{"minimum", int64(*p.Minimum) - 1, int64(*p.Minimum)}
+		if strings.HasPrefix(path, "limits.") && *p.Minimum == 1 {
+			// A limit (cpu_percent, pids) of 0 is no limit, the same as
+			// leaving it out: nothing is past its minimum.
+			b.past = nil
+		}
+		out = append(out, b)
 	}
-	assert.NoError(t, runs.CheckLimits(runs.Limits{MemoryMB: runs.MinMemoryMB, CPUPercent: 1, Pids: 1}))
+	if p.MaxLength != nil {
+		out = append(out, bound{"maxLength", strings.Repeat("a", *p.MaxLength+1), strings.Repeat("a", *p.MaxLength)})
+	}
+	if p.MaxItems != nil {
+		items := func(n int) []string {
+			var l []string
+			for i := range n {
+				l = append(l, fmt.Sprintf("x%d", i))
+			}
+			return l
+		}
+		out = append(out, bound{"maxItems", items(*p.MaxItems + 1), items(*p.MaxItems)})
+	}
+	if p.MaxProperties != nil {
+		vars := func(n int) map[string]string {
+			m := map[string]string{}
+			for i := range n {
+				m[fmt.Sprintf("V%d", i)] = "v"
+			}
+			return m
+		}
+		out = append(out, bound{"maxProperties", vars(*p.MaxProperties + 1), vars(*p.MaxProperties)})
+	}
+	if p.Pattern != "" {
+		out = append(out, bound{"pattern", "-x", "x"})
+	}
+	if len(p.Enum) > 0 {
+		out = append(out, bound{"enum", "no-such-value", p.Enum[0]})
+	}
+	return out
+}
+
+// argsWith are arguments that tool takes, with v at path: a run that
+// does not exist (or a start that cannot launch its supervisor), and what
+// the argument at path needs beside it.
+func argsWith(tool, path string, v any) map[string]any {
+	args := map[string]any{"name": "nobody"}
+	switch tool {
+	case "process_list":
+		delete(args, "name")
+	case "process_start":
+		args["command"], args["cwd"] = "true", "/"
+	case "process_write":
+		args["data"] = "x"
+	case "process_resize":
+		args["cols"], args["rows"] = 80, 24
+	}
+	switch path {
+	case "argv":
+		delete(args, "command")
+		v.([]string)[0] = "/bin/true"
+	case "names":
+		delete(args, "name")
+	case "ready_timeout_s":
+		args["ready"] = map[string]any{"log": "x"}
+	case "context":
+		args["grep"] = "x"
+	case "until", "idle_ms":
+		args["wait_ms"] = 1
+	case "cols", "rows":
+		if tool == "process_start" {
+			args["pty"] = true
+		}
+	}
+	if outer, inner, ok := strings.Cut(path, "."); ok {
+		args[outer] = map[string]any{inner: v}
+		if outer == "ready" {
+			delete(args[outer].(map[string]any), "log")
+		}
+		return args
+	}
+	args[path] = v
+	return args
 }

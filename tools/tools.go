@@ -82,59 +82,51 @@ func hint(v bool) *bool { return &v }
 
 // Register adds every tool to s.
 func (h *Handlers) Register(s *server.MCPServer) {
-	add := func(name, title, desc, in, out string, ann mcp.ToolAnnotation, fn server.ToolHandlerFunc) {
+	add := func(name, title, desc string, ann mcp.ToolAnnotation, fn server.ToolHandlerFunc) {
 		ann.Title = title
+		in, out := schemasOf(name)
 		// Built as a struct, not with mcp.NewTool: NewTool presets an
 		// InputSchema, and a tool with both it and RawInputSchema fails to
 		// marshal, so tools/list would get no reply at all.
-		t := mcp.NewToolWithRawSchema(name, desc, raw(in))
-		t.RawOutputSchema = orError(out)
+		t := mcp.NewToolWithRawSchema(name, desc, in)
+		t.RawOutputSchema = out
 		t.Annotations = ann
 		s.AddTool(t, fn)
 	}
 	add("process_start", "Start a process",
 		"Start a process (build, tests, server) that keeps running and logging when the connection drops; later connections see it in process_list. Returns at once with its pid; process_wait blocks until it ends, tail_log reads output.",
-		startInput, startOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
 		h.once("process_start", h.start))
 	add("process_restart", "Restart a run",
 		"Stop the newest run of name if running (TERM, grace_ms, KILL) and start it again with the same spec as a new run; the old run's record and log stay.",
-		restartInput, restartOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
 		h.once("process_restart", h.restart))
 	add("process_list", "List processes",
 		"List runs, newest first, with their true state (running, exited with code or signal, or unknown and why) and usage, also runs of earlier connections. Only the newest run of each name unless all; at most limit (default 100), older with before = next_before. Keep the cursor: changed_since=cursor lists only the runs that started or ended since, also after a reconnect.",
-		listInput, listOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.list)
 	add("process_kill", "Signal a run's processes",
 		"Send a signal (default TERM) to every process of a run: its process group and any process that left it (setsid); with grace_ms, SIGKILL follows for those still alive. Refuses when the pid cannot be proven the run's. An exited run with no process left: does nothing and says so.",
-		killInput, killOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.once("process_kill", h.kill))
 	add("tail_log", "Read a run's log",
 		"Read a window of a run's output by byte offset; continue from the returned end_offset. tail_lines gives the last lines, grep filters them. wait_ms waits for new output instead of you polling; to wait for the end use process_wait. Framed runs' text starts stderr lines with [stderr].",
-		tailInput, tailOutputSchema,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.tail)
 	add("process_wait", "Wait for a process to end",
 		"Block until a run ends and return its exit code or signal, duration, usage and last lines of output; no polling. Send a progress token to wait up to 10 min (progress every few s); without one a call waits at most 50 s. On wait_timed_out call again.",
-		waitInput, waitOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.wait)
 	add("process_write", "Write to a process's stdin",
 		"Write data to the stdin of a run started with stdin \"pipe\" or pty (e.g. an answer to a prompt, with its newline; on a pty \"\\u0003\" is Ctrl-C); close=true sends EOF (a pty's ^D). Works from any connection. With wait_ms (until, idle_ms as tail_log's) it returns the output that followed the write.",
-		writeInput, writeOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.once("process_write", h.write))
 	add("process_resize", "Resize a pty run's terminal",
 		"Resize a pty run's terminal (sends SIGWINCH), from any connection.",
-		resizeInput, resizeOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.once("process_resize", h.resize))
 	add("process_remove", "Remove finished runs",
 		"Delete the records and logs of finished runs: one (name, optional run_id) or, with all_finished, every finished run. Refuses running ones. A run whose record cannot be read is removed only when named by its run_id.",
-		removeInput, removeOutput,
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.once("process_remove", h.remove))
 }
@@ -184,46 +176,17 @@ func decodeArgs(req mcp.CallToolRequest, dst any) error {
 	return nil
 }
 
-// argNames lists the json names of the fields of the struct dst points to.
+// argNames lists the argument names of the struct dst points to.
 func argNames(dst any) []string {
-	t := reflect.TypeOf(dst).Elem()
-	names := make([]string, 0, t.NumField())
-	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
-			names = append(names, name)
-		}
+	var names []string
+	for _, f := range argFields(reflect.TypeOf(dst).Elem()) {
+		names = append(names, f.name)
 	}
 	return names
 }
 
 func result(structured any, text string) *mcp.CallToolResult {
 	return mcp.NewToolResultStructured(structured, text)
-}
-
-type startArgs struct {
-	Name          string            `json:"name"`
-	Command       string            `json:"command"`
-	Argv          []string          `json:"argv"`
-	Cwd           string            `json:"cwd"`
-	Env           map[string]string `json:"env"`
-	SecretEnv     map[string]string `json:"secret_env"`
-	CaptureMode   string            `json:"capture_mode"`
-	Stdin         string            `json:"stdin"`
-	Pty           bool              `json:"pty"`
-	Cols          int               `json:"cols"`
-	Rows          int               `json:"rows"`
-	TimeoutS      int               `json:"timeout_s"`
-	MaxLogBytes   int64             `json:"max_log_bytes"`
-	Limits        *runs.Limits      `json:"limits"`
-	IfRunning     string            `json:"if_running"`
-	Ready         *readyArgs        `json:"ready"`
-	ReadyTimeoutS *int64            `json:"ready_timeout_s"`
-}
-
-type readyArgs struct {
-	Log     string `json:"log"`
-	TCPPort int    `json:"tcp_port"`
-	HTTP    string `json:"http"`
 }
 
 // progress says whether the call carries a progress token, and sends the
@@ -256,17 +219,11 @@ func optDuration(v *int64, unit time.Duration) *time.Duration {
 }
 
 func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var a startArgs
-	if err := decode(req, &a); err != nil {
+	var sr runs.StartRequest
+	if err := decode(req, &sr); err != nil {
 		return fail(err), nil
 	}
-	sr := runs.StartRequest{
-		Name: a.Name, Command: a.Command, Argv: a.Argv, Cwd: a.Cwd, Env: a.Env, SecretEnv: a.SecretEnv,
-		CaptureMode: a.CaptureMode, Stdin: a.Stdin, Pty: a.Pty, Cols: a.Cols, Rows: a.Rows, TimeoutS: a.TimeoutS, MaxLogBytes: a.MaxLogBytes,
-		Limits: a.Limits, IfRunning: a.IfRunning, ReadyTimeout: optDuration(a.ReadyTimeoutS, time.Second),
-	}
-	if a.Ready != nil {
-		sr.Ready = &runs.ReadyProbe{Log: a.Ready.Log, TCPPort: a.Ready.TCPPort, HTTP: a.Ready.HTTP}
+	if sr.Ready != nil {
 		var done func()
 		var err error
 		if ctx, done, err = h.blockingCall(ctx, true); err != nil {
@@ -285,8 +242,8 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 
 type restartArgs struct {
 	Name      string            `json:"name"`
-	GraceMS   *int64            `json:"grace_ms"`
-	SecretEnv map[string]string `json:"secret_env"`
+	GraceMS   *int64            `json:"grace_ms" jsonschema:"SIGKILL after this long past SIGTERM."`
+	SecretEnv map[string]string `json:"secret_env" jsonschema:"The run's secret_env values again (never stored)."`
 }
 
 func (h *Handlers) restart(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -304,12 +261,20 @@ func (h *Handlers) restart(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 }
 
 type listArgs struct {
-	Name         string `json:"name"`
-	All          bool   `json:"all"`
-	Limit        *int   `json:"limit"`
-	Before       string `json:"before"`
+	Name         string `json:"name" jsonschema:"Only runs of this name."`
+	All          bool   `json:"all" jsonschema:"Also older runs of each name."`
+	Limit        *int   `json:"limit" jsonschema:"At most this many runs, the newest."`
+	Before       string `json:"before" jsonschema:"Only runs older than this run id (an answer's next_before)."`
 	State        string `json:"state"`
-	ChangedSince string `json:"changed_since"`
+	ChangedSince string `json:"changed_since" jsonschema:"A cursor from an earlier answer. Give it alone."`
+}
+
+// listReply is process_list's structured result.
+type listReply struct {
+	Runs       []runs.Run `json:"runs"`
+	Total      int        `json:"total" jsonschema:"Runs matching, in this answer or not."`
+	NextBefore string     `json:"next_before,omitempty" jsonschema:"More, older runs exist: pass this as before."`
+	Cursor     string     `json:"cursor" jsonschema:"pass as changed_since to list the runs that started or ended after this answer"`
 }
 
 func (h *Handlers) list(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -321,18 +286,15 @@ func (h *Handlers) list(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return fail(err), nil
 	}
-	out := map[string]any{"runs": page.Runs, "total": page.Total, "cursor": page.Cursor}
-	if page.NextBefore != "" {
-		out["next_before"] = page.NextBefore
-	}
+	out := listReply{Runs: page.Runs, Total: page.Total, NextBefore: page.NextBefore, Cursor: page.Cursor}
 	return result(out, listText(page, a.ChangedSince != "")), nil
 }
 
 type killArgs struct {
 	Name    string `json:"name"`
-	RunID   string `json:"run_id"`
+	RunID   string `json:"run_id" jsonschema:"Default: the newest run of name."`
 	Signal  string `json:"signal"`
-	GraceMS int64  `json:"grace_ms"`
+	GraceMS int64  `json:"grace_ms" jsonschema:"If the group is still alive this long after the signal, send SIGKILL."`
 }
 
 func (h *Handlers) kill(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -362,47 +324,47 @@ func (h *Handlers) kill(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 
 type tailArgs struct {
 	Name      string `json:"name"`
-	RunID     string `json:"run_id"`
-	Offset    int64  `json:"offset"`
-	MaxBytes  *int   `json:"max_bytes"`
-	Encoding  string `json:"encoding"`
-	Raw       bool   `json:"raw"`
-	WaitMS    int64  `json:"wait_ms"`
-	TailLines *int   `json:"tail_lines"`
-	Grep      string `json:"grep"`
-	Context   int    `json:"context"`
-	Until     string `json:"until"`
-	IdleMS    int64  `json:"idle_ms"`
-	Clean     *bool  `json:"clean"`
+	RunID     string `json:"run_id" jsonschema:"Default: the newest run of name."`
+	Offset    int64  `json:"offset" jsonschema:"Log byte offset to read from; negative: from the end. Pass end_offset to continue exactly."`
+	MaxBytes  *int   `json:"max_bytes" jsonschema:"Most log bytes to read (framed: whole frames, at least one)."`
+	Encoding  string `json:"encoding" jsonschema:"base64: exact bytes, for binary output."`
+	Raw       bool   `json:"raw" jsonschema:"Framed runs: return the frames as stored."`
+	WaitMS    int64  `json:"wait_ms" jsonschema:"If nothing complete is past offset and the log can grow, wait this long for output."`
+	TailLines *int   `json:"tail_lines" jsonschema:"Return the last N lines instead of reading from offset."`
+	Grep      string `json:"grep"` // described by grepDescription
+	Context   int    `json:"context" jsonschema:"With grep: lines before and after each match."`
+	Until     string `json:"until" jsonschema:"RE2, with wait_ms: return once a new line (or an unfinished one: a prompt) matches."`
+	IdleMS    int64  `json:"idle_ms" jsonschema:"With wait_ms: return once output was quiet this long after new bytes."`
+	Clean     *bool  `json:"clean" jsonschema:"Text without terminal escapes, \\r redraws collapsed (not base64/raw). Default: on for pty runs."`
 }
 
 // TailOutput is tail_log's structured result.
 type TailOutput struct {
 	Name         string          `json:"name"`
 	RunID        string          `json:"run_id"`
-	Content      string          `json:"content"`
+	Content      string          `json:"content" jsonschema:"Text of the window (framed runs: stdout and stderr interleaved); base64 when encoding is base64."`
 	Encoding     string          `json:"encoding"`
-	Lossy        bool            `json:"lossy,omitempty"`
+	Lossy        bool            `json:"lossy,omitempty" jsonschema:"Invalid UTF-8 was replaced; use encoding base64 for exact bytes."`
 	Stdout       *string         `json:"stdout,omitempty"`
 	Stderr       *string         `json:"stderr,omitempty"`
 	Chunks       []logread.Chunk `json:"chunks,omitempty"`
 	Matches      []logread.Match `json:"matches,omitempty"`
-	Skipped      []logread.Gap   `json:"skipped,omitempty"`
+	Skipped      []logread.Gap   `json:"skipped,omitempty" jsonschema:"Log bytes left out of this answer, and the offset to fetch each range from."`
 	SkippedBytes int64           `json:"skipped_bytes,omitempty"`
 	Offset       int64           `json:"offset"`
 	EndOffset    int64           `json:"end_offset"`
-	Truncated    bool            `json:"truncated"`
-	EOF          bool            `json:"eof"`
+	Truncated    bool            `json:"truncated" jsonschema:"More bytes exist past end_offset now."`
+	EOF          bool            `json:"eof" jsonschema:"No byte will ever be written past end_offset: the output is closed (the run finished) or nothing is left to write the log (its supervisor is gone); stop following."`
 	State        string          `json:"state"`
 	Reason       string          `json:"reason,omitempty"`
-	ExitCode     *int            `json:"exit_code,omitempty"` // absent, not null: see runs.Run
+	ExitCode     *int            `json:"exit_code,omitempty" jsonschema:"absent unless the run exited normally"` // not null: see runs.Run
 	Signal       string          `json:"signal,omitempty"`
 	LogBytes     int64           `json:"log_bytes"`
 	LogDropped   int64           `json:"log_dropped,omitempty"`
 	LogCapped    bool            `json:"log_capped,omitempty"`
 	LogError     string          `json:"log_error,omitempty"`
-	CleanedBytes int             `json:"cleaned_bytes,omitempty"` // clean: bytes of escapes and redrawn text left out
-	Matched      *bool           `json:"matched,omitempty"`       // given until: whether it matched
+	CleanedBytes int             `json:"cleaned_bytes,omitempty" jsonschema:"clean: bytes of escapes and redrawn text left out"`
+	Matched      *bool           `json:"matched,omitempty" jsonschema:"given until: whether a line matched it"`
 
 	grep    bool // the answer is of a grep: what waits is a line, not a character
 	context bool // a grep with context: what waits may be the lines before a match
@@ -417,9 +379,9 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		Grep: a.Grep, Context: a.Context, Clean: a.Clean, Raw: a.Raw, Wait: runs.Duration(a.WaitMS, time.Millisecond),
 		Await: runs.Await{Until: a.Until, Idle: runs.Duration(a.IdleMS, time.Millisecond)}}
 	switch a.Encoding {
-	case "", "text":
-		a.Encoding = "text"
-	case "base64":
+	case "", encText:
+		a.Encoding = encText
+	case encBase64:
 		tr.Exact = true
 	default:
 		return fail(fmt.Errorf("%w: encoding %q is not one of text, base64", runs.ErrInvalid, a.Encoding)), nil
@@ -472,12 +434,12 @@ func tailOutput(res runs.TailResult, encoding string, raw bool) TailOutput {
 
 type waitArgs struct {
 	Name        string   `json:"name"`
-	Names       []string `json:"names"`
+	Names       []string `json:"names" jsonschema:"Instead of name: return when the first of these runs ends."`
 	RunID       string   `json:"run_id"`
-	TimeoutMS   *int64   `json:"timeout_ms"`
-	SinceOffset int64    `json:"since_offset"`
-	Survivors   bool     `json:"survivors"`
-	Clean       *bool    `json:"clean"`
+	TimeoutMS   *int64   `json:"timeout_ms" jsonschema:"Without a progress token at most 50000."`
+	SinceOffset int64    `json:"since_offset" jsonschema:"Log offset read to: the tail starts no earlier."`
+	Survivors   bool     `json:"survivors" jsonschema:"Also wait for processes that outlive the leader."`
+	Clean       *bool    `json:"clean" jsonschema:"The tail without terminal escapes, \\r redraws collapsed."`
 }
 
 // untilGone returns ctx, cancelled also when the client goes away.
@@ -518,38 +480,38 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	return result(waitResult(res, waited), waitText(res, waited)), nil
 }
 
-// waitResult is process_wait's structured result.
-func waitResult(res runs.WaitResult, waited time.Duration) map[string]any {
-	out := map[string]any{
-		"run":            res.Run,
-		"wait_timed_out": res.WaitTimedOut,
-		"output_tail":    res.Output,
-	}
-	if res.Shortened {
-		out["wait_shortened"] = true
-	}
-	if len(res.Others) > 0 {
-		out["others"] = res.Others
+// waitReply is process_wait's structured result.
+type waitReply struct {
+	Run              runs.Run   `json:"run"`
+	Others           []runs.Run `json:"others,omitempty" jsonschema:"with names: the other runs, still going"`
+	WaitTimedOut     bool       `json:"wait_timed_out" jsonschema:"this wait's bound passed with the run still going (the run's own timeout is run.timed_out)"`
+	WaitShortened    bool       `json:"wait_shortened,omitempty" jsonschema:"timeout_ms was cut to the bound for calls without a progress token"`
+	DurationMS       *int64     `json:"duration_ms,omitempty" jsonschema:"Run time so far, or until the exit; absent when the run's end is unknown."`
+	OutputTail       string     `json:"output_tail" jsonschema:"The last lines of output (framed runs: stdout and stderr interleaved), at most 20 lines and 8 KiB, none before since_offset."`
+	StderrTail       string     `json:"stderr_tail,omitempty" jsonschema:"Framed runs: the last lines of stderr alone."`
+	OutputTailOffset *int64     `json:"output_tail_offset,omitempty" jsonschema:"Where output_tail begins in the log (framed: the frame holding its first byte)."`
+	StderrTailOffset *int64     `json:"stderr_tail_offset,omitempty" jsonschema:"Framed runs: the frame holding stderr_tail's first byte."`
+	OutputTailWhole  *bool      `json:"output_tail_whole,omitempty" jsonschema:"output_tail is all of the output past since_offset: nothing was left out."`
+	OutputTailCut    bool       `json:"output_tail_cut,omitempty" jsonschema:"The tail's first line is longer than the bound: only its end is shown."`
+	CleanedBytes     int        `json:"cleaned_bytes,omitempty" jsonschema:"clean: bytes of escapes and redrawn text left out"`
+	Hint             string     `json:"hint,omitempty"`
+}
+
+// waitResult is process_wait's structured result for res.
+func waitResult(res runs.WaitResult, waited time.Duration) waitReply {
+	out := waitReply{
+		Run: res.Run, Others: res.Others, WaitTimedOut: res.WaitTimedOut, WaitShortened: res.Shortened,
+		OutputTail: res.Output, OutputTailCut: res.OutputCut || res.StderrCut, CleanedBytes: res.CleanedBytes,
+		Hint: waitHint(res, waited),
 	}
 	if res.DurationKnown {
-		out["duration_ms"] = res.Duration.Milliseconds()
+		out.DurationMS = new(res.Duration.Milliseconds())
 	}
 	if res.Output != "" || res.Stderr != "" {
-		out["output_tail_offset"] = res.OutputFrom
-		out["output_tail_whole"] = res.OutputWhole
-	}
-	if res.OutputCut || res.StderrCut {
-		out["output_tail_cut"] = true
-	}
-	if res.CleanedBytes > 0 {
-		out["cleaned_bytes"] = res.CleanedBytes
+		out.OutputTailOffset, out.OutputTailWhole = new(res.OutputFrom), new(res.OutputWhole)
 	}
 	if res.Stderr != "" {
-		out["stderr_tail"] = res.Stderr
-		out["stderr_tail_offset"] = res.StderrFrom
-	}
-	if h := waitHint(res, waited); h != "" {
-		out["hint"] = h
+		out.StderrTail, out.StderrTailOffset = res.Stderr, new(res.StderrFrom)
 	}
 	return out
 }
@@ -557,9 +519,9 @@ func waitResult(res runs.WaitResult, waited time.Duration) map[string]any {
 type writeArgs struct {
 	Name     string `json:"name"`
 	RunID    string `json:"run_id"`
-	Data     string `json:"data"`
+	Data     string `json:"data" jsonschema:"Bytes for the run's stdin."`
 	Encoding string `json:"encoding"`
-	Close    bool   `json:"close"`
+	Close    bool   `json:"close" jsonschema:"Close stdin after writing (EOF for the child)."`
 	WaitMS   int64  `json:"wait_ms"`
 	Until    string `json:"until"`
 	IdleMS   int64  `json:"idle_ms"`
@@ -569,11 +531,11 @@ type writeArgs struct {
 // output that followed the write, from offset to end_offset of the log.
 type writeReply struct {
 	runs.WriteResult
-	Output    *string `json:"output,omitempty"`
+	Output    *string `json:"output,omitempty" jsonschema:"with wait_ms: the output that followed the write, as tail_log's text"`
 	Offset    *int64  `json:"offset,omitempty"`
 	EndOffset *int64  `json:"end_offset,omitempty"`
 	Matched   *bool   `json:"matched,omitempty"`
-	Truncated bool    `json:"truncated,omitempty"` // more output is past end_offset
+	Truncated bool    `json:"truncated,omitempty" jsonschema:"more output is past end_offset"`
 }
 
 func (h *Handlers) write(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -583,8 +545,8 @@ func (h *Handlers) write(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	}
 	data := []byte(a.Data)
 	switch a.Encoding {
-	case "", "text":
-	case "base64":
+	case "", encText:
+	case encBase64:
 		b, err := base64.StdEncoding.DecodeString(a.Data)
 		if err != nil {
 			return fail(fmt.Errorf("%w: data is not valid base64: %w", runs.ErrInvalid, err)), nil
@@ -668,7 +630,7 @@ type resizeResult struct {
 type removeArgs struct {
 	Name        string `json:"name"`
 	RunID       string `json:"run_id"`
-	AllFinished bool   `json:"all_finished"`
+	AllFinished bool   `json:"all_finished" jsonschema:"Remove every finished run (of name, or of all names)."`
 }
 
 func (h *Handlers) remove(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -28,9 +28,9 @@ func plant(t *testing.T, state string, mut func(r *runrecord.Record)) *runrecord
 	require.NoError(t, err)
 	now := time.Now().UTC().Add(-time.Hour)
 	r := &runrecord.Record{
-		Version: runrecord.Version, Name: "planted", RunID: runrecord.NewRunID(now),
-		Command: "sleep 1000", Cwd: "/", CaptureMode: "combined", LogFormat: "raw", Stdin: "null",
+		Version: runrecord.Version, Name: "planted", RunID: runrecord.NewRunID(now), LogFormat: "raw",
 		BootID: boot, StartedAt: now,
+		Spec: runrecord.Spec{Command: "sleep 1000", Cwd: "/", CaptureMode: "combined", Stdin: "null"},
 	}
 	r.LogPath = store.LogPath(r.Name, r.RunID)
 	mut(r)
