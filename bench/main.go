@@ -106,7 +106,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.quick, "quick", false, "tiny sizes (64 MiB capture, 16 MiB drain, 1k runs): finishes in under a minute")
 	flag.StringVar(&o.out, "out", "bench/results.json", "where to write the results as JSON")
 	flag.StringVar(&o.parent, "work-dir", "", "directory for the temporary state dir and baseline files (default: $TMPDIR); pick the filesystem to measure")
-	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (startup,start,follow,wait,capture,drain,list,limits,connect); default all")
+	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (startup,start,follow,wait,capture,drain,list,decode,limits,connect); default all")
 	flag.StringVar(&o.listSizes, "list-sizes", "", "comma-separated run counts for process_list, overriding the mode's (e.g. 10000)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work dir (state dirs, generated records) for profiling; runs are still killed")
 	flag.BoolVar(&o.durable, "durable-records", false, "create process_list's records with runrecord.Store.Create (fsync per record: minutes for 50k) instead of plain writes of the same bytes")
@@ -265,6 +265,7 @@ func (b *bench) runScenarios(want map[string]bool) []metric {
 		{"drain", b.benchDrain},
 		{"limits", b.benchLimits},
 		{"list", b.benchList},
+		{"decode", b.benchDecode},
 		{"connect", b.benchConnect},
 	}
 	var out []metric

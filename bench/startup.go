@@ -40,9 +40,9 @@ func (b *bench) benchSpawn() []metric {
 		}
 	}
 	m := metric{Name: name + ", median", Unit: "ms", Value: ms(median(ours)), Samples: n,
-		Target: "≤ 10 ms and ≤ 5× /bin/true"}
+		Target: "≤ 8 ms and ≤ 5× /bin/true"}
 	m.setBaseline("exec /bin/true", ms(median(base)))
-	m.setMet(m.Value <= 10 && *m.Ratio <= 5)
+	m.setMet(m.Value <= 8 && *m.Ratio <= 5)
 	m.Note = fmt.Sprintf("p90 %.2f ms, min %.2f ms; /bin/true p90 %.2f ms", ms(percentile(ours, 90)), ms(percentile(ours, 0)), ms(percentile(base, 90)))
 	return []metric{m}
 }

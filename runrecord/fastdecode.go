@@ -8,12 +8,12 @@ import (
 )
 
 // fastDecode decodes the JSON that Encode writes into r without reflection,
-// in about a third of encoding/json's CPU (BenchmarkDecode: some 4µs a
-// record against 11-13µs, 2026-12). A default process_list reads one page
-// of records, where that is lost in the listing (BenchmarkList,
-// page=100of10000); but a state filter, limit=all and a changed_since
-// after a default listing read every record, and there it takes a quarter
-// to a third off the CPU of List (runs=10000: 225-260 ms against 320-340).
+// in a fraction of encoding/json's CPU. A default process_list reads one
+// page of records, where that is lost; but every call that reads every
+// record (limit=all, a changed_since after a default listing, a state
+// filter) spends a large part of its time decoding, and there it counts
+// (docs/architecture/performance.md, "The record decoder"; make bench's
+// decode row measures both paths on the records of a process_list).
 //
 // It handles a strict subset of JSON (exact field names it knows, no
 // duplicates, no null, integers without fraction or exponent, valid UTF-8)

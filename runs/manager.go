@@ -105,24 +105,24 @@ type Manager struct {
 }
 
 // KeepSpare makes m, a server's Manager, start its runs' supervisors
-// ahead: it keeps one spare supervisor ready (supervisor.Spares), so that
-// a start does not wait for a supervisor's exec and runtime start. A
-// start that finds none launches one as before. The returned stop ends
-// the spare; a server that exits without it leaves none either (a spare
-// ends when its server's pipe closes).
+// ahead: once a start has been asked for, it keeps one spare supervisor
+// ready (supervisor.Spares), so that the next start does not wait for a
+// supervisor's exec and runtime start. A start that finds none launches
+// one as before. The returned stop ends the spare; a server that exits
+// without it leaves none either (a spare ends when its server's pipe
+// closes).
+//
+// Nothing is launched before the first start: a server that only lists
+// and reads (most connections, and every CLI call) must not pay for a
+// supervisor it never uses, nor compete with its own start-up for the CPU.
 func (m *Manager) KeepSpare() (stop func()) {
 	m.spares = supervisor.NewSpares(m.Supervisor, m.Env, m.Logf)
-	// Without asking how supervisors are launched: that may take a D-Bus
-	// round trip, which a server that only lists and reads must not pay.
-	// Where they go to systemd scopes, fillSpare ends this first spare at
-	// the first start.
-	m.spares.Fill()
 	return m.spares.Close
 }
 
 // fillSpare launches the next spare, if m keeps one, unless supervisors
-// go to systemd scopes, which a spare is not in: then it ends the one
-// KeepSpare launched.
+// go to systemd scopes, which a spare is not in: then it launches none
+// from then on.
 func (m *Manager) fillSpare() {
 	switch {
 	case m.spares == nil:

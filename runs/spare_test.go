@@ -31,6 +31,31 @@ func spareManager(t *testing.T, mode string, logf func(string, ...any)) *Manager
 	return m
 }
 
+// primed is spareManager, with the spare a first start launches when it
+// is done.
+func primed(t *testing.T, mode string, logf func(string, ...any)) *Manager {
+	m := spareManager(t, mode, logf)
+	m.fillSpare()
+	return m
+}
+
+// A server launches no spare before it is asked for a start: one that only
+// lists and reads pays for no supervisor. The first start launches its
+// own, and then the spare the second takes.
+func TestNoSpareBeforeTheFirstStart(t *testing.T) {
+	m := spareManager(t, "1", t.Logf)
+	// Proof enough at once: Fill marks its launch under way before it
+	// returns.
+	assert.True(t, m.spares.Idle(), "a spare before any start")
+	first := startRun(t, m, "a", "/bin/sleep", "30")
+	launchedFor(t, m, first, 0)
+	spare := readySpare(t, m, 0)
+	second := startRun(t, m, "b", "/bin/sleep", "30")
+	rec, err := m.Store.Read(second.Name, second.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, spare, rec.SupervisorPID, "the second start takes the spare")
+}
+
 // readySpare waits for m's spare, one other than not, and returns its pid.
 func readySpare(t *testing.T, m *Manager, not int) int {
 	t.Helper()
@@ -87,7 +112,7 @@ func awaitGone(t *testing.T, pid int) {
 // it for the run's, none of the spare's descriptors reaches the child, and
 // it records the exit of a kill. A spare that died is passed over.
 func TestStartTakesTheSpare(t *testing.T) {
-	m := spareManager(t, "1", t.Logf)
+	m := primed(t, "1", t.Logf)
 	// Lists its descriptors, then sleeps: none of a spare's (the run
 	// dir's, /proc/self/mem's, the pipes') may reach it.
 	lsFDs := []string{"/bin/sh", "-c", "ls /proc/$$/fd; exec sleep 30"}
@@ -133,7 +158,7 @@ func TestStartTakesTheSpare(t *testing.T) {
 // and the spare is non-dumpable, so the user's other processes cannot
 // list its descriptors at all (e2e TestNothingOfTheUserReachesAgentBox).
 func TestNoProcessJoinsASparesChannels(t *testing.T) {
-	m := spareManager(t, "1", t.Logf)
+	m := primed(t, "1", t.Logf)
 	spare := readySpare(t, m, 0)
 	for _, fd := range []int{supervisor.ChannelFD} {
 		for _, mode := range []int{os.O_RDONLY, os.O_WRONLY} {
@@ -154,7 +179,7 @@ func TestNoProcessJoinsASparesChannels(t *testing.T) {
 // is visible: the start goes on with a supervisor launched for it.
 func TestStartOutlivesItsSpare(t *testing.T) {
 	var logs syncLog
-	m := spareManager(t, "spare-dies", logs.printf)
+	m := primed(t, "spare-dies", logs.printf)
 	spare := readySpare(t, m, 0)
 	launchedFor(t, m, startRun(t, m, "a", "/bin/sleep", "30"), spare)
 	assert.Contains(t, logs.String(), fmt.Sprintf("the spare supervisor (pid %d) did not take the run", spare))
@@ -162,15 +187,14 @@ func TestStartOutlivesItsSpare(t *testing.T) {
 }
 
 // Where supervisors go to systemd scopes a spare, which is in none, is of
-// no use: the one launched before that was asked is ended once it is, at
-// the first start.
+// no use: none is launched, at the first start or after.
 func TestNoSpareForSystemdScopes(t *testing.T) {
 	m := spareManager(t, "1", t.Logf)
 	m.Launch = func() string { return LaunchSystemd }
-	spare := readySpare(t, m, 0)
 	m.fillSpare() // as a start does when it is done
-	assert.Zero(t, m.spares.ReadyPID())
-	awaitGone(t, spare)
+	assert.True(t, m.spares.Idle())
+	m.spares.Fill()
+	assert.True(t, m.spares.Idle(), "launched none after the first start")
 }
 
 // syncLog collects a Manager's Logf lines.

@@ -689,9 +689,9 @@ func masked(spec runrecord.Spec, red *capture.Redactor) runrecord.Spec {
 }
 
 func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, error) {
-	// The next start's spare, if this one took it: launched once this one
-	// has its child (or failed), so that it does not compete with it for
-	// the CPU.
+	// The next start's spare (the first start's launches the first):
+	// launched once this one has its child (or failed), so that it does
+	// not compete with it for the CPU.
 	defer m.fillSpare()
 	if err := req.normalize(m.home(), m.arg); err != nil {
 		return StartResult{}, err

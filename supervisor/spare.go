@@ -21,9 +21,9 @@ import (
 )
 
 // A spare is a supervisor launched before the start it serves: a server
-// keeps one ready (Spares), so that a process_start does not wait for a
-// supervisor's exec and Go runtime start, about 6 ms of its 16 on a 2-core
-// VM (docs/architecture/performance.md).
+// keeps one ready from its first start on (Spares), so that a
+// process_start does not wait for a supervisor's exec and Go runtime start
+// (docs/architecture/performance.md).
 //
 // A record's supervisor is known by its command line, which names the run
 // (IsSupervisorOf), and a spare cannot know the run before it is chosen.
@@ -374,6 +374,16 @@ func (p *Spares) ReadyPID() int {
 		return 0
 	}
 	return p.ready.PID
+}
+
+// Idle says whether p has no spare, ready or being launched.
+func (p *Spares) Idle() bool {
+	if p == nil {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ready == nil && !p.filling
 }
 
 // Fill launches a spare, in the background, unless one is ready or being

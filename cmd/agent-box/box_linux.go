@@ -229,7 +229,8 @@ func serve(m *runs.Manager) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	errLog := log.New(os.Stderr, "agent-box: ", log.LstdFlags)
-	// A session starts many runs: each takes a supervisor launched ahead.
+	// A session that starts runs starts many: each after the first takes
+	// a supervisor launched ahead (none is, before the first).
 	defer m.KeepSpare()()
 	if err := tools.Serve(ctx, &tools.Handlers{M: m}, version, os.Stdin, out, errLog); err != nil && !errors.Is(err, context.Canceled) {
 		errLog.Printf("serve: %v", err)
