@@ -36,6 +36,9 @@ type ReadyProbe struct {
 	url *url.URL // HTTP, parsed
 }
 
+// MaxPort is the largest TCP port.
+const MaxPort = 65535
+
 // notAPort is the one refusal of a port out of range, for tcp_port and a
 // URL's port alike.
 func notAPort(what, port string) error {
@@ -70,8 +73,8 @@ func (p *ReadyProbe) check() error {
 	n := 0
 	if p.Log != "" {
 		n++
-		if len(p.Log) > 4096 {
-			return invalid("ready.log is %d bytes, at most 4096", len(p.Log))
+		if len(p.Log) > MaxGrepBytes {
+			return invalid("ready.log is %d bytes, at most %d", len(p.Log), MaxGrepBytes)
 		}
 		re, err := regexp.Compile(p.Log)
 		if err != nil {
@@ -81,7 +84,7 @@ func (p *ReadyProbe) check() error {
 	}
 	if p.TCPPort != 0 {
 		n++
-		if p.TCPPort < 1 || p.TCPPort > 65535 {
+		if p.TCPPort < 1 || p.TCPPort > MaxPort {
 			return notAPort("ready.tcp_port", strconv.Itoa(p.TCPPort))
 		}
 	}
@@ -93,7 +96,7 @@ func (p *ReadyProbe) check() error {
 		}
 		// url.Parse takes any digits for a port (net/url validOptionalPort).
 		if port := u.Port(); port != "" {
-			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > MaxPort {
 				return notAPort("ready.http port", port)
 			}
 		}

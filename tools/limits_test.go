@@ -167,9 +167,6 @@ func argsWith(tool, path string, v any) map[string]any {
 	}
 	if outer, inner, ok := strings.Cut(path, "."); ok {
 		args[outer] = map[string]any{inner: v}
-		if outer == "ready" {
-			delete(args[outer].(map[string]any), "log")
-		}
 		return args
 	}
 	args[path] = v
