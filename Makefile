@@ -71,7 +71,7 @@ test-plain:
 # cmd/agent-box (two thirds of the suite's CPU) only after the small
 # packages' links and runs, and then ends with them running alone.
 # go test lists each package once, where it first names it.
-TESTPKGS := ./cmd/agent-box ./bench ./e2e ./faults ./chaos ./runs ./logread ./runrecord ./cmd/agent-box-demo ./...
+TESTPKGS := ./cmd/agent-box ./test/bench ./test/e2e ./test/faults ./test/chaos ./runs ./logread ./runrecord ./cmd/agent-box-demo ./...
 
 test-short:
 	$(GO) test -race -short -count=1 ./...
@@ -96,7 +96,7 @@ fuzz-ci:
 	$(MAKE) fuzz FUZZTIME=100000x
 
 bench: build
-	$(GO) run ./bench --binary $(BIN)
+	$(GO) run ./test/bench --binary $(BIN)
 
 bench-quick: build
-	$(GO) run ./bench --binary $(BIN) --quick
+	$(GO) run ./test/bench --binary $(BIN) --quick

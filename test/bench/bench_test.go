@@ -28,7 +28,7 @@ func TestPlumbing(t *testing.T) {
 		t.Skip("bench plumbing: runs in the plain lane (make test-plain, go test ./...) only")
 	}
 	bin := filepath.Join(t.TempDir(), "agent-box")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/agent-box")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/agent-box")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
