@@ -67,7 +67,7 @@ test-plain:
 	$(GO) test -count=1 -timeout 10m $(TESTPKGS)
 
 # Every package, the longest-running first. go test runs two at a time on
-# two cores, in the order it is given them: ./... alone starts e2e and
+# two cores, in the order it is given them: ./... alone starts test/e2e and
 # cmd/agent-box (two thirds of the suite's CPU) only after the small
 # packages' links and runs, and then ends with them running alone.
 # go test lists each package once, where it first names it.
