@@ -4,8 +4,8 @@
 // the same run on the same machine (exec of /bin/true, the same child
 // writing to a file, cat of the same log).
 //
-//	go run ./test/bench --binary bin/agent-box           full run (~3-5 min on 2 cores)
-//	go run ./test/bench --binary bin/agent-box --quick   tiny sizes, for CI (< 60 s)
+//	go run ./test/bench --binary bin/agent-box           full run
+//	go run ./test/bench --binary bin/agent-box --quick   tiny sizes, for CI
 //
 // It prints a Markdown table and writes the figures as JSON (test/bench/results.json
 // by default). It asserts nothing about timings: a missed target is a row
