@@ -10,11 +10,12 @@ PREFIX  ?= $(HOME)/.local
 # agent-box-supervisor goes beside agent-box, which starts it for every run
 # (agent-box alone works too, through "agent-box supervise").
 #
-# Both are static (no cgo): a dynamically linked Go binary spends about a
-# millisecond in the loader and libc before main, and every process_start
-# execs the supervisor and every SSH connection the server. Nothing here
-# needs libc: the pure-Go resolver reads /etc/hosts and DNS, which serves
-# the ready probes' localhost URLs. A ready.http host that only an NSS
+# Both are static (no cgo): a dynamically linked Go binary spends time in
+# the loader and libc before main (docs/architecture/performance.md,
+# "Static binaries"), and every process_start execs the supervisor and
+# every SSH connection the server. Nothing here needs libc: the pure-Go
+# resolver reads /etc/hosts and DNS, which serves the ready probes'
+# localhost URLs. A ready.http host that only an NSS
 # module resolves (mDNS, LDAP, sssd) does not resolve in a static build;
 # such a probe fails until its timeout: use an address or tcp_port there.
 STATIC := CGO_ENABLED=0
@@ -67,11 +68,11 @@ test-plain:
 	$(GO) test -count=1 -timeout 10m $(TESTPKGS)
 
 # Every package, the longest-running first. go test runs two at a time on
-# two cores, in the order it is given them: ./... alone starts e2e and
-# cmd/agent-box (two thirds of the suite's CPU) only after the small
-# packages' links and runs, and then ends with them running alone.
+# two cores, in the order it is given them: ./... alone starts test/e2e and
+# cmd/agent-box (most of the suite's CPU) only after the small packages'
+# links and runs, and then ends with them running alone.
 # go test lists each package once, where it first names it.
-TESTPKGS := ./cmd/agent-box ./bench ./e2e ./faults ./chaos ./runs ./logread ./runrecord ./cmd/agent-box-demo ./...
+TESTPKGS := ./cmd/agent-box ./test/bench ./test/e2e ./test/faults ./test/chaos ./runs ./logread ./runrecord ./cmd/agent-box-demo ./...
 
 test-short:
 	$(GO) test -race -short -count=1 ./...
@@ -96,7 +97,7 @@ fuzz-ci:
 	$(MAKE) fuzz FUZZTIME=100000x
 
 bench: build
-	$(GO) run ./bench --binary $(BIN)
+	$(GO) run ./test/bench --binary $(BIN)
 
 bench-quick: build
-	$(GO) run ./bench --binary $(BIN) --quick
+	$(GO) run ./test/bench --binary $(BIN) --quick

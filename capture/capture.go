@@ -108,7 +108,7 @@ const framedBatch = 32 * logframe.MaxPayload
 // combined mode writes the caller's bytes without copying them, framed mode
 // encodes them into one reused buffer and writes that. Handing the write(2)
 // to a goroutine, to overlap it with encoding the next Write, was tried and
-// lost in bench/ (head -c 1G /dev/zero through the supervisor): more
+// lost in test/bench/ (head -c 1G /dev/zero through the supervisor): more
 // supervisor CPU and lower throughput, the hand-off per Write costing more
 // than the overlap saved.
 type Log struct {

@@ -4,9 +4,9 @@ import "io"
 
 // copyBufSize is the read size of ReadFrom, a quarter of the supervisor's
 // 1 MiB pipes (F_SETPIPE_SZ): against 1 MiB reads it was as fast combined
-// and faster framed (0.41-0.45× against 0.34-0.37×, make bench, 1 GiB,
-// n = 5, two alternating rounds), and it keeps the supervisor's peak RSS
-// lower (4.6-5.3 MiB against 5.6-7.1 MiB): smaller batches stay in cache.
+// and faster framed, and it keeps the supervisor's peak RSS lower: smaller
+// batches stay in cache (docs/architecture/performance.md, "Capture", has
+// the figures of each read size).
 const copyBufSize = 256 << 10
 
 // ReadFrom drains r into the log until EOF. It never stops early: after a
@@ -16,11 +16,10 @@ const copyBufSize = 256 << 10
 // It copies through user space even where splice(2) could move the bytes
 // from the pipe to the file in the kernel. Splice holds the pipe's mutex
 // for its whole copy into the page cache, so the writer blocks on the
-// mutex (perf: 27 % of its time in mutex_spin_on_owner) and the two copies
-// of each byte run one after the other. A read holds the mutex only while
-// it copies out, and the file write then overlaps the writer's next write:
-// 0.75-0.78× of "cmd > file" against 0.58× with splice (make bench, 1 GiB,
-// n = 5, alternating), and one path for every mode.
+// mutex and the two copies of each byte run one after the other. A read
+// holds the mutex only while it copies out, and the file write then
+// overlaps the writer's next write: closer to "cmd > file" than splice
+// came (performance.md, "Capture"), and one path for every mode.
 func (w *writer) ReadFrom(r io.Reader) (int64, error) {
 	buf := make([]byte, copyBufSize)
 	var total int64

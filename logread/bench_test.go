@@ -66,7 +66,8 @@ func logLines(rng *rand.Rand, n int) []byte {
 func combinedBlock() []byte { return logLines(rand.New(rand.NewPCG(1, 1)), 1<<20) }
 
 // denseBlock is the worst case for the UTF-8 check: multi-byte characters
-// every few bytes, where unicode/utf8.Valid runs at about 200 MB/s.
+// every few bytes, where unicode/utf8.Valid is at its slowest (its ASCII
+// fast path never applies; docs/architecture/performance.md, "drain").
 func denseBlock() []byte { return randText(rand.New(rand.NewPCG(1, 1)), 1<<20) }
 
 // framedBlock encodes writes the size of pipe reads, mostly stdout, cut

@@ -115,7 +115,9 @@ func TestFollowGrowingLogIsLossless(t *testing.T) {
 	trials := 300
 	if raceEnabled {
 		// One goroutine: the race detector has nothing to find, and makes
-		// each trial's megabyte reads 5x slower. The plain lane runs 300.
+		// each trial's megabyte reads several times slower
+		// (docs/architecture/performance.md, "The test suite"). The plain
+		// lane runs 300.
 		trials = 100
 	}
 	for trial := range trials {

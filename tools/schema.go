@@ -23,7 +23,7 @@ import (
 // out rather than null (exit_code), because a client that maps tool schemas
 // onto a one-type dialect (the OpenAPI subset of Gemini's function
 // declarations) rejects ["integer", "null"]; the MCP Inspector's --strict
-// warns of it (e2e/inspector_test.go).
+// warns of it (test/e2e/inspector_test.go).
 
 //go:embed schemas
 var generated embed.FS

@@ -103,7 +103,7 @@ func TestCorruptRecordIsListedUnknown(t *testing.T) {
 func syscallKill0(pid int) error { return syscall.Kill(pid, 0) }
 
 // With agent-box-supervisor installed beside agent-box (as make install
-// and abtest do) runs are supervised by it; e2e/ builds agent-box alone
+// and abtest do) runs are supervised by it; test/e2e/ builds agent-box alone
 // and so covers the "agent-box supervise" fallback.
 func TestLeanSupervisorIsUsed(t *testing.T) {
 	t.Parallel()

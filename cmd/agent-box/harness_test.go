@@ -48,9 +48,10 @@ func TestMain(m *testing.M) {
 // connect serves a session from this process: the Manager wired as main
 // wires one (with env, KEY=value, in place of the environment's own), and
 // tools.Serve on pipes. The tests of what the tools answer need no server
-// process, and under -race each one costs 100 ms of CPU to start; the runs
-// are started by the real supervisor binary all the same. The tests of
-// the process itself (its stdio, a kill of it) use spawn.
+// process, and a race-built one is costly to start
+// (docs/architecture/performance.md, "The test suite"); the runs are
+// started by the real supervisor binary all the same. The tests of the
+// process itself (its stdio, a kill of it) use spawn.
 func connect(t *testing.T, stateDir string, env ...string) *abtest.Server {
 	t.Helper()
 	return connectWith(t, stateDir, nil, env...)

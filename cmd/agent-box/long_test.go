@@ -11,8 +11,9 @@ import (
 )
 
 // TestLongWaits holds process_wait to the real bounds (issue 10): the
-// clients' 60 s request timeout must never fire first. About 75 s; .ci/run
-// runs it in a lane of its own (go test -tags long -run TestLong).
+// clients' 60 s request timeout must never fire first. It waits the real
+// bounds out, so .ci/run runs it in a lane of its own (go test -tags long
+// -run TestLong).
 func TestLongWaits(t *testing.T) {
 	state := t.TempDir()
 	s := connect(t, state)

@@ -22,7 +22,7 @@ import (
 // valid and run exactly `agent-box connect box`, which runs `ssh box --
 // .local/bin/agent-box`, a path from the remote home, because a command ssh
 // runs does not have ~/.local/bin on its PATH on a stock Debian box (issue
-// 14). (.ci/run exercises the README's make targets; e2e/install_test.go
+// 14). (.ci/run exercises the README's make targets; test/e2e/install_test.go
 // runs make install, agent-box install and these configs as written over a
 // stock sshd.)
 func TestReadmeClientConfigs(t *testing.T) {

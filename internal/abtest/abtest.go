@@ -94,9 +94,10 @@ func ConnectCmd(t testing.TB, cmd *exec.Cmd) *Server {
 // ConnectServe opens a session with a server that serve runs in this
 // process, on pipes: it reads requests from in and writes answers to out
 // until in ends or ctx is done. For tests of what the tools answer, where
-// a process of its own adds nothing but its start (under -race, 100 ms of
-// CPU). When the test ends the session is closed, the server waited for,
-// and the runs still alive under stateDir are killed.
+// a process of its own adds nothing but its start, which is costly under
+// -race (docs/architecture/performance.md, "The test suite"). When the
+// test ends the session is closed, the server waited for, and the runs
+// still alive under stateDir are killed.
 func ConnectServe(t testing.TB, stateDir string, serve func(ctx context.Context, in io.Reader, out io.Writer) error) *Server {
 	t.Helper()
 	ReapRunsAtCleanup(t, stateDir)

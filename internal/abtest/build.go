@@ -23,9 +23,9 @@ import (
 //
 // The lean supervisor goes beside it, as make install puts it: what runs
 // in production. A plain build is static (CGO_ENABLED=0) as the Makefile's
-// is: the loader and libc of a dynamic one cost every start 13 ms more
-// CPU here (35 against 22 ms, perf stat of "agent-box version"), and the
-// tests start about a thousand. -race needs cgo, so a race build stays
+// is: the loader and libc of a dynamic one cost every start CPU before
+// main (docs/architecture/performance.md, "The test suite"), and the tests
+// start thousands of processes. -race needs cgo, so a race build stays
 // dynamic. AGENT_BOX_TEST_NO_LEAN_SUPERVISOR tests the fallback,
 // "agent-box supervise".
 //

@@ -12,9 +12,9 @@ import (
 // or two under -race. The default, one test per CPU, leaves a small machine
 // idle while such tests wait. Under -race the servers and supervisors the
 // tests start are race-built and busy the CPUs more, so fewer run at once;
-// but one per CPU still left them a third idle (cmd/agent-box alone on 2
-// CPUs: 52 s at 130 % CPU with -parallel 2, 38 s at 168 % with 4, 39 s
-// with 8). Call it from TestMain, before m.Run.
+// but one per CPU still left them idle a good part of the time, and more
+// than two per CPU bought nothing (docs/architecture/performance.md, "The
+// test suite"). Call it from TestMain, before m.Run.
 func WaitBoundParallel() {
 	if !flag.Parsed() {
 		flag.Parse()

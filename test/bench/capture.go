@@ -151,9 +151,10 @@ func (b *bench) captureRun(c *client, mode string, n int64) (captureResult, erro
 }
 
 // quiesce writes back the dirty pages of earlier runs before a measured
-// one, so that no run pays for its predecessor's writeback (the framed run
-// follows 1 GiB of combined output; on a small VM it measured half its
-// speed, and back to 0.7x alone).
+// one, so that no run pays for its predecessor's writeback: the framed run
+// follows 1 GiB of combined output, and read far slower while that was
+// still being written back (docs/architecture/performance.md, "How each
+// figure is taken").
 func quiesce() { unix.Sync() }
 
 // captureBaseline runs the same child with its stdout on a file in the

@@ -95,16 +95,17 @@ func TestChildInheritsOnlyItsStdio(t *testing.T) {
 // connection can, and checks that no run dir is left without a record, and
 // that a fresh server can act on what it lists.
 //
-// Fails today: runrecord.Store.Create makes the run dir first and writes
+// It failed while runrecord.Store.Create made the run dir first and wrote
 // record.json into it afterwards (mkdir, fsync of the name dir, temp file,
-// fsync, rename), so a kill in between leaves a run dir without a record.
-// process_list shows it as the newest run of its name, "unknown
+// fsync, rename), so a kill in between left a run dir without a record.
+// process_list showed it as the newest run of its name, "unknown
 // (corrupt_record: ... not found)", hiding the older runs of the name, yet
-// process_remove with that very name and run id answers that the run does
-// not exist (Manager.Get maps the record's ErrNotFound to "has no run id"),
-// and so do tail_log and process_wait by name. Only all_finished removes
-// it. The chaos suite meets this state in about one run of twenty that a
-// server kill interrupts.
+// process_remove with that very name and run id answered that the run did
+// not exist, and so did tail_log and process_wait by name; only
+// all_finished removed it. The chaos suite met that state often among the
+// runs a server kill interrupted. Now the run dir is built under a
+// temporary name with its record and moved into place
+// (docs/architecture/guarantees.md, the row of this test).
 func TestInterruptedStartLeavesNoPhantom(t *testing.T) {
 	t.Parallel()
 	bin := agentBox(t)

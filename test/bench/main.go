@@ -4,10 +4,10 @@
 // the same run on the same machine (exec of /bin/true, the same child
 // writing to a file, cat of the same log).
 //
-//	go run ./bench --binary bin/agent-box           full run (~3-5 min on 2 cores)
-//	go run ./bench --binary bin/agent-box --quick   tiny sizes, for CI (< 60 s)
+//	go run ./test/bench --binary bin/agent-box           full run
+//	go run ./test/bench --binary bin/agent-box --quick   tiny sizes, for CI
 //
-// It prints a Markdown table and writes the figures as JSON (bench/results.json
+// It prints a Markdown table and writes the figures as JSON (test/bench/results.json
 // by default). It asserts nothing about timings: a missed target is a row
 // that says "no", and the exit status is non-zero only when a measurement
 // could not be made at all. docs/architecture/performance.md explains what
@@ -104,7 +104,7 @@ func parseFlags() options {
 	var o options
 	flag.StringVar(&o.binary, "binary", "bin/agent-box", "agent-box executable to measure")
 	flag.BoolVar(&o.quick, "quick", false, "tiny sizes (64 MiB capture, 16 MiB drain, 1k runs): finishes in under a minute")
-	flag.StringVar(&o.out, "out", "bench/results.json", "where to write the results as JSON")
+	flag.StringVar(&o.out, "out", "test/bench/results.json", "where to write the results as JSON")
 	flag.StringVar(&o.parent, "work-dir", "", "directory for the temporary state dir and baseline files (default: $TMPDIR); pick the filesystem to measure")
 	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (startup,start,follow,wait,capture,drain,list,decode,limits,connect); default all")
 	flag.StringVar(&o.listSizes, "list-sizes", "", "comma-separated run counts for process_list, overriding the mode's (e.g. 10000)")

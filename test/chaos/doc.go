@@ -7,7 +7,7 @@
 //
 // The slow suites are behind the build tag "chaos":
 //
-//	go test -tags chaos -run 'TestChaos|TestConcurrent|TestKillMidRecordWrite' ./chaos/
+//	go test -tags chaos -run 'TestChaos|TestConcurrent|TestKillMidRecordWrite' ./test/chaos/
 //
 // CHAOS_ROUNDS (or -chaos.rounds) sets the number of chaos rounds (default
 // 100) and CHAOS_SEED (or -chaos.seed) replays one; every run prints its

@@ -21,14 +21,14 @@ func TestPlumbing(t *testing.T) {
 	}
 	if abtest.RaceEnabled {
 		// The benchmark drives a plain build in every lane, as make
-		// bench does; a race-built harness only makes it slower (15 s
-		// of the race lane). The plain lane (make test-plain) and make
+		// bench does; a race-built harness only makes the race lane
+		// slower. The plain lane (make test-plain) and make
 		// bench-quick run it; the harness's own goroutines are then not
 		// under the race detector, which is a benchmark's loss only.
 		t.Skip("bench plumbing: runs in the plain lane (make test-plain, go test ./...) only")
 	}
 	bin := filepath.Join(t.TempDir(), "agent-box")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/agent-box")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/agent-box")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
