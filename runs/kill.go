@@ -79,7 +79,7 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 		res.Message = fmt.Sprintf("run %s already exited (%s); nothing signalled", run.RunID, run.Reason)
 		return res, nil
 	}
-	if !v.Signalable && run.PID > 1 && !m.Sys.Self().MayBeRun(run.PID) && run.State == outcome.Running {
+	if !v.Signalable && run.PID > 1 && !m.Sys.Self.MayBeRun(run.PID) && run.State == outcome.Running {
 		return KillResult{}, fmt.Errorf("%w: run %q (run id %s) is %s, but its process group %d is this agent-box's own (it runs inside the run), so nothing was signalled; kill it from outside",
 			ErrNotSignalable, name, run.RunID, run.State, run.PID)
 	}
@@ -130,7 +130,7 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 // signal.
 func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int, err error) {
 	pgid := run.PID
-	self := m.Sys.Self()
+	self := m.Sys.Self
 	if !run.Verdict.Signalable || !self.MayBeRun(pgid) {
 		// Decide already refused these; a kill(2) of pid 0, -1 or our own
 		// group must not depend on every caller having asked it.
@@ -138,14 +138,14 @@ func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int
 	}
 	group, targets := outcome.Targets(m.targetFacts(run))
 	for _, pid := range targets {
-		if m.Sys.Signal(pid, sig) == nil {
+		if m.Sys.signal(pid, sig) == nil {
 			outside = append(outside, pid)
 		}
 	}
 	if !group {
 		return false, outside, nil
 	}
-	switch err := m.Sys.Signal(-pgid, sig); {
+	switch err := m.Sys.signal(-pgid, sig); {
 	case err == nil:
 		return true, outside, nil
 	case errors.Is(err, unix.ESRCH):
@@ -159,14 +159,14 @@ func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int
 // record, and one snapshot of /proc. Without a snapshot only a live
 // leader's group is reached.
 func (m *Manager) targetFacts(run Run) outcome.TargetFacts {
-	f := outcome.TargetFacts{Group: run.PID, LeaderAlive: run.Verdict.LeaderAlive, Self: m.Sys.Self()}
-	procs, err := m.Sys.Processes()
+	f := outcome.TargetFacts{Group: run.PID, LeaderAlive: run.Verdict.LeaderAlive, Self: m.Sys.Self}
+	procs, err := m.Sys.Procs.Processes()
 	if err != nil || run.rec == nil {
 		return f
 	}
 	f.Supervisor, f.LeaderStart = run.rec.SupervisorPID, run.rec.PIDStartTime
 	if run.supAlive && supervisorIn(procs, run.rec) {
-		f.Descendants = proc.Facts(proc.Descendants(procs, run.rec.SupervisorPID, m.Sys.IsSupervisor))
+		f.Descendants = proc.Facts(proc.Descendants(procs, run.rec.SupervisorPID, m.Sys.Procs.IsSupervisor))
 	}
 	f.Procs = make([]outcome.Proc, len(procs))
 	for i, p := range procs {

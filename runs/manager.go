@@ -10,55 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agent-box/agent-box/cgroup"
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/supervisor"
 )
-
-// System is the live system as the outcome matrix sees it. The real one
-// reads /proc; tests substitute fakes.
-type System interface {
-	BootID() string
-	// Self is the deciding process: no record may make it signal its own
-	// pid, group or session.
-	Self() outcome.Self
-	// Probe says whether pid is the process that started at start, and
-	// when it is (Same), its stat, read in the same read.
-	Probe(pid int, start uint64) (outcome.Liveness, proc.Stat)
-	// Processes lists live processes (no zombies); used to find the
-	// survivors of a run whose leader has exited.
-	Processes() ([]proc.Stat, error)
-	// GroupAlive reports whether process group pgid may have a member
-	// (kill(-pgid, 0) did not say ESRCH); a cheap test before a scan.
-	GroupAlive(pgid int) bool
-	// Children lists pid's children; a cheap test before a scan.
-	Children(pid int) ([]int, error)
-	// SupervisorOf says what the process p, which Probe found to be the
-	// recorded supervisor by its start time (p is the stat it read), is
-	// now: Same when it says it supervises run name/runID
-	// (supervisor.IsSupervisorOf), Gone when it has exited since, Foreign
-	// when it is alive and says otherwise.
-	SupervisorOf(p proc.Stat, name, runID string) outcome.Liveness
-	// CarriesRunID reports whether pid's environment from its exec names
-	// run name/runID (NameEnv, RunIDEnv): what ties a process to a run when no live
-	// supervisor vouches for it (outcome.Facts.ChildTagged). False when
-	// it cannot be read.
-	CarriesRunID(pid int, name, runID string) bool
-	// IsSupervisor reports whether p is a genuine supervisor of some run
-	// (supervisor.Executables.IsSupervisor): a run started from inside
-	// another, whose processes the outer run's kill leaves alone.
-	IsSupervisor(p proc.Stat) bool
-	// Usage is what pid uses now, if it is the process that started at
-	// start (proc.ReadUsage); an error when it is gone or another.
-	Usage(pid int, start uint64) (proc.Usage, error)
-	// Signal is kill(2): every signal agent-box sends to a run goes
-	// through it, so that tests can see what would have been signalled.
-	Signal(pid int, sig unix.Signal) error
-}
 
 // Manager does everything to runs in one state directory.
 type Manager struct {
@@ -97,7 +54,7 @@ type Manager struct {
 	Cgroups func() (*cgroup.Hierarchy, error)
 	// SystemdScopes says whether systemd can give a supervisor a scope of
 	// its own, which a run with limits needs under cgroup v2 (nil:
-	// SystemdScopes); tests substitute one.
+	// live.SystemdScopes); tests substitute one.
 	SystemdScopes func() error
 
 	spares   *supervisor.Spares // KeepSpare's
@@ -236,7 +193,7 @@ func (x *procIndex) load() {
 		return
 	}
 	x.loaded = true
-	procs, err := x.sys.Processes()
+	procs, err := x.sys.Procs.Processes()
 	if err != nil {
 		return
 	}
@@ -262,14 +219,14 @@ func (x *procIndex) probe(pid int, start uint64, confirmGone bool) (outcome.Live
 			case !alive && !confirmGone:
 				return outcome.Gone, proc.Stat{}
 			case !alive:
-				return x.sys.Probe(pid, start)
+				return x.sys.Procs.Probe(pid, start)
 			case p.StartTime == start:
 				return outcome.Same, p
 			}
 			return outcome.Reused, proc.Stat{}
 		}
 	}
-	return x.sys.Probe(pid, start)
+	return x.sys.Procs.Probe(pid, start)
 }
 
 // members returns the run's processes other than its leader, once the
@@ -284,7 +241,7 @@ func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 		// The run's processes are all descendants of the supervisor: if
 		// its only child is the leader (or a zombie of it), there are none
 		// to find, and no need to scan /proc.
-		if kids, err := x.sys.Children(rec.SupervisorPID); err == nil && !slices.ContainsFunc(kids, func(k int) bool { return k != rec.PID }) {
+		if kids, err := x.sys.Procs.Children(rec.SupervisorPID); err == nil && !slices.ContainsFunc(kids, func(k int) bool { return k != rec.PID }) {
 			return nil
 		}
 	}
@@ -297,7 +254,7 @@ func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 			}
 		}
 	}
-	if !supAlive && !x.bulk && !x.sys.GroupAlive(rec.PID) {
+	if !supAlive && !x.bulk && !x.sys.Procs.GroupAlive(rec.PID) {
 		// kill(-pgid, 0) says no process is left in the group: no need
 		// to scan /proc for its members.
 		return nil
@@ -321,7 +278,7 @@ func (x *procIndex) members(rec *runrecord.Record, supAlive bool) []int {
 func runFact(sys System, p proc.Stat, rec *runrecord.Record) outcome.Proc {
 	f := p.Fact()
 	if outcome.InGroup(f, rec.PID, rec.SupervisorPID, rec.PIDStartTime) {
-		f.Tagged = sys.CarriesRunID(p.PID, rec.Name, rec.RunID)
+		f.Tagged = sys.carriesRunID(p.PID, rec.Name, rec.RunID)
 	}
 	return f
 }
@@ -336,7 +293,7 @@ func (x *procIndex) descendants(rec *runrecord.Record) ([]proc.Stat, bool) {
 	if sup, ok := x.byPID[rec.SupervisorPID]; !ok || sup.StartTime != rec.SupervisorStartTime {
 		return nil, false
 	}
-	return proc.Descendants(x.procs, rec.SupervisorPID, x.sys.IsSupervisor), true
+	return proc.Descendants(x.procs, rec.SupervisorPID, x.sys.Procs.IsSupervisor), true
 }
 
 func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
@@ -423,7 +380,7 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 		StartFailed:   rec.StartError != "",
 		Pty:           rec.Pty,
 	}
-	facts := outcome.Facts{BootID: m.Sys.BootID(), Self: m.Sys.Self()}
+	facts := outcome.Facts{BootID: m.Sys.Boot, Self: m.Sys.Self}
 	run.supAlive, run.Survivors = false, nil
 	if rec.BootID != facts.BootID {
 		return in, facts
@@ -446,12 +403,12 @@ func (m *Manager) probe(rec *runrecord.Record, run *Run, idx *procIndex) (outcom
 			// supervises this run, since a live supervisor vouches for its
 			// descendants as the run's. One that does not makes the record
 			// foreign (planted, or copied from another run).
-			facts.Supervisor = m.Sys.SupervisorOf(sup, rec.Name, rec.RunID)
+			facts.Supervisor = m.Sys.Procs.SupervisorOf(sup, rec.Name, rec.RunID)
 		}
 		run.supAlive = facts.Supervisor == outcome.Same
 	}
 	if facts.Child == outcome.Same && !run.supAlive {
-		facts.ChildTagged = m.Sys.CarriesRunID(rec.PID, rec.Name, rec.RunID)
+		facts.ChildTagged = m.Sys.carriesRunID(rec.PID, rec.Name, rec.RunID)
 	}
 	// Survivors: once the leader's exit is recorded, or while a live
 	// supervisor is about to record it (a kill must reach the members that

@@ -212,7 +212,7 @@ func (m *Manager) runListens(run Run, port int) bool {
 		}
 		// The fds were p's only if p is still the process of the
 		// snapshot: a pid reused since would lend its sockets.
-		if live, _ := m.Sys.Probe(p.PID, p.StartTime); live == outcome.Same {
+		if live, _ := m.Sys.Procs.Probe(p.PID, p.StartTime); live == outcome.Same {
 			return true
 		}
 	}
