@@ -57,28 +57,25 @@ func (f *follower) refresh() error {
 // close releases the follower's watch.
 func (f *follower) close() { f.watch.Close() }
 
-// sight is one look at the followed log: the run as just read, its log
-// open at size, whether it can grow no more (final, decided before the
-// size was read), the time left of the wait, and whether ctx is done.
+// sight is one look at the followed log: the run as just read (the
+// follower's run), its log open at size, and whether it can grow no more
+// (final, decided before the size was read).
 type sight struct {
-	r         io.ReaderAt
-	size      int64
-	final     bool
-	left      time.Duration
-	cancelled bool
+	r     io.ReaderAt
+	size  int64
+	final bool
 }
 
-// A look decides from one sight whether the wait is over: done with the
-// answer (or an error), else how long to sleep at most before the next
-// look (at most s.left), unless the log's writes wake it sooner.
+// A look decides from one sight whether the wait is over: done, with the
+// answer or an error; else how long to sleep at most before the next look,
+// unless the log's writes or the record's wake it sooner.
 type look func(s sight) (res TailResult, done bool, sleep time.Duration, err error)
 
 // wait is the follower's one loop, behind next and await alike: read the
-// run and open its log, ask look, and sleep on the run dir's watch until
-// the log grows, the record changes, the sleep passes or ctx is done. The
+// run, open its log, ask look, and sleep on the run dir's watch until the
+// log grows, the record changes, the sleep passes or ctx is done. The
 // watch is made on the first sleep and kept for the next wait.
-func (f *follower) wait(ctx context.Context, wait time.Duration, look look) (TailResult, error) {
-	deadline := time.Now().Add(wait)
+func (f *follower) wait(ctx context.Context, look look) (TailResult, error) {
 	for {
 		if err := f.refresh(); err != nil {
 			return TailResult{}, err
@@ -88,7 +85,7 @@ func (f *follower) wait(ctx context.Context, wait time.Duration, look look) (Tai
 		if err != nil {
 			return TailResult{}, err
 		}
-		res, done, sleep, err := look(sight{r: r, size: size, final: final, left: time.Until(deadline), cancelled: ctx.Err() != nil})
+		res, done, sleep, err := look(sight{r: r, size: size, final: final})
 		closeLog()
 		if done || err != nil {
 			return res, err
@@ -108,7 +105,8 @@ func (f *follower) wait(ctx context.Context, wait time.Duration, look look) (Tai
 // last lines (TailLines) or from the end (a negative Offset) does not
 // wait; the next one goes on from where it ended.
 func (f *follower) next(ctx context.Context, wait time.Duration) (TailResult, error) {
-	return f.wait(ctx, wait, func(s sight) (TailResult, bool, time.Duration, error) {
+	deadline := time.Now().Add(wait)
+	return f.wait(ctx, func(s sight) (TailResult, bool, time.Duration, error) {
 		lr := f.req
 		lr.Final = s.final
 		w, err := logread.Read(s.r, s.size, lr)
@@ -121,9 +119,10 @@ func (f *follower) next(ctx context.Context, wait time.Duration) (TailResult, er
 		// holds back instead of replacing. Wait for them; Final, read again
 		// after the run ends, returns whatever is left.
 		progressed := w.EndOffset > w.Offset || len(w.Skipped) > 0
-		over := progressed || s.final || s.left <= 0 || f.req.TailLines > 0 || f.req.Offset < 0
-		if !over && !s.cancelled {
-			return TailResult{}, false, s.left, nil
+		left := time.Until(deadline)
+		over := progressed || s.final || left <= 0 || f.req.TailLines > 0 || f.req.Offset < 0
+		if !over && ctx.Err() == nil {
+			return TailResult{}, false, left, nil
 		}
 		f.req.Offset, f.req.TailLines = w.EndOffset, 0
 		run := f.run

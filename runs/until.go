@@ -162,7 +162,7 @@ func (f *follower) await(ctx context.Context, wait time.Duration, until *regexp.
 	}
 	seen, quiet := from, time.Time{} // the size last seen, and since when
 	stopped := func() bool { return ctx.Err() != nil || !time.Now().Before(deadline) }
-	return f.wait(ctx, wait, func(s sight) (TailResult, bool, time.Duration, error) {
+	return f.wait(ctx, func(s sight) (TailResult, bool, time.Duration, error) {
 		now := time.Now()
 		if s.size > seen {
 			seen, quiet = s.size, now
