@@ -1,8 +1,9 @@
 // Package live gathers the facts runs decides on, from the live box: this
 // boot and this process (Host), the processes of /proc as a run's rules
-// ask about them (Procs), and how supervisors can be started here (the
-// systemd and logind facts of HostFacts). It reads and never decides: the
-// rules over these facts are runs' (and outcome's).
+// ask about them (Procs), how supervisors can be started here (the
+// systemd and logind facts of HostFacts), and when a run's facts may have
+// changed (Watch: inotify on its directory). It reads and never decides:
+// the rules over these facts are runs' (and outcome's).
 //
 // Linux only, as proc is.
 package live

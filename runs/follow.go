@@ -7,6 +7,7 @@ import (
 	"iter"
 	"time"
 
+	"github.com/agent-box/agent-box/live"
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
 )
@@ -22,7 +23,7 @@ type follower struct {
 	// fresh: run was just read, so the next window need not read it again.
 	fresh bool
 	req   logread.Request // the next window; its Offset moves on
-	watch *dirWatch       // made on the first wait and kept for the next
+	watch *live.Watch     // made on the first wait and kept for the next
 }
 
 // follow pins the run (name, runID) and checks that req suits its log.
@@ -91,7 +92,7 @@ func (f *follower) wait(ctx context.Context, look look) (TailResult, error) {
 			return res, err
 		}
 		if f.watch == nil {
-			f.watch = watchDirs(watchOutput, f.m.Store.RunDir(f.run.Name, f.run.RunID))
+			f.watch = live.WatchDirs(live.WatchOutput, f.m.Store.RunDir(f.run.Name, f.run.RunID))
 			f.fresh = true // re-read the log once: output may have landed before the watch
 			continue
 		}

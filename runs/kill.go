@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/live"
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
@@ -229,7 +230,7 @@ func (m *Manager) waitRecorded(name, runID string, d time.Duration) {
 func (m *Manager) waitUntil(name, runID string, d time.Duration, done func(Run) bool, last Run) Run {
 	deadline := time.Now().Add(d)
 	// Watch before reading, so that a record written in between wakes us.
-	watch := watchDirs(watchRecord, m.Store.RunDir(name, runID))
+	watch := live.WatchDirs(live.WatchRecord, m.Store.RunDir(name, runID))
 	defer watch.Close()
 	for {
 		r, err := m.Get(name, runID)
