@@ -1,6 +1,8 @@
 package runs
 
 import (
+	"fmt"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/live"
@@ -73,11 +75,12 @@ func (s System) carriesRunID(pid int, name, runID string) bool {
 	return s.Procs.EnvironHas(pid, RunIDEnv+"="+runID, NameEnv+"="+name)
 }
 
-// signal sends sig to pid (a negative pid: its group) through Signal;
-// nil Signal is kill(2).
+// signal sends sig to pid (a negative pid: its group) through Signal. A
+// System made without one (a test's) signals nothing, rather than kill(2)
+// the pids a fake made up.
 func (s System) signal(pid int, sig unix.Signal) error {
 	if s.Signal == nil {
-		return unix.Kill(pid, sig)
+		return fmt.Errorf("signal %d to %d: this System has no Signal", sig, pid)
 	}
 	return s.Signal(pid, sig)
 }
