@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agent-box/agent-box/live"
 	"github.com/agent-box/agent-box/runs"
 )
 
@@ -49,7 +50,7 @@ type Facts struct {
 	StateWriteErr error       // creating a file in it (or in the parent it would be made in)
 	StateFree     int64       // bytes free to us on its file system, -1 unknown
 
-	Host runs.HostFacts
+	Host live.HostFacts
 	// Launch is the operator's AGENT_BOX_LAUNCH.
 	Launch string
 	// User and Linger: the account, and whether logind keeps its user

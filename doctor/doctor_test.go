@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-box/agent-box/cgroup"
-	"github.com/agent-box/agent-box/runs"
+	"github.com/agent-box/agent-box/live"
 )
 
 // healthy is a box on which every check passes.
@@ -24,7 +24,7 @@ func healthy() Facts {
 		Exe: "/home/u/.local/bin/agent-box", Self: b,
 		SupervisorPath: "/home/u/.local/bin/agent-box-supervisor", Supervisor: b,
 		StateDir: "/home/u/.local/state/agent-box", StateExists: true, StateMode: fs.ModeDir | 0o700, StateFree: 10 << 30,
-		Host:     runs.HostFacts{SystemdBooted: true, InSessionScope: true, KillUserProcesses: false, SystemdRun: true},
+		Host:     live.HostFacts{SystemdBooted: true, InSessionScope: true, KillUserProcesses: false, SystemdRun: true},
 		User:     "u",
 		Cgroup:   Cgroups{Version: 2, Writable: []string{"memory", "cpu", "pids"}},
 		UnderSSH: true, ClientAlive: 15,
@@ -77,7 +77,7 @@ func TestChecks(t *testing.T) {
 		{"nearly full", "disk space", func(f *Facts) { f.StateFree = 10 << 20 }, Warn, "10 MiB free"},
 
 		{"logind keeps processes", "runs outlive the session", func(*Facts) {}, OK, "setsid"},
-		{"no systemd", "runs outlive the session", func(f *Facts) { f.Host = runs.HostFacts{} }, OK, "setsid"},
+		{"no systemd", "runs outlive the session", func(f *Facts) { f.Host = live.HostFacts{} }, OK, "setsid"},
 		{"logind kills, root", "runs outlive the session", func(f *Facts) { f.Host.KillUserProcesses, f.Host.Root = true, true }, OK, "own systemd scope"},
 		{"logind kills, user lingers", "runs outlive the session", func(f *Facts) { f.Host.KillUserProcesses, f.Linger = true, yes() }, OK, "user scope"},
 		{"logind kills, no lingering", "runs outlive the session", func(f *Facts) { f.Host.KillUserProcesses, f.Linger = true, no() }, Fail, "loginctl enable-linger u"},

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/cgroup"
+	"github.com/agent-box/agent-box/live"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/runs"
 )
@@ -49,7 +50,7 @@ func Gather(o Options) Facts {
 	if f.StateDirErr == nil {
 		gatherStateDir(&f)
 	}
-	f.Host = runs.ProbeHost()
+	f.Host = live.ProbeHost()
 	if u, err := user.Current(); err == nil {
 		f.User = u.Username
 	}
@@ -63,7 +64,7 @@ func Gather(o Options) Facts {
 		}
 	}
 	h, err := cgroup.Self()
-	f.Cgroup = cgroupFacts(h, err, runs.SystemdScopes, os.Geteuid())
+	f.Cgroup = cgroupFacts(h, err, live.SystemdScopes, os.Geteuid())
 	if h != nil && !h.V2 && len(f.Cgroup.Writable) > 0 {
 		if err := cgroup.Traceable(); err != nil {
 			f.Cgroup.Untraced = err.Error()

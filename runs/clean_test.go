@@ -13,7 +13,6 @@ import (
 
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
-	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/runrecord"
 )
 
@@ -55,7 +54,7 @@ func cleanLog(t *testing.T, log []byte, framed bool) *Manager {
 	require.NoError(t, os.WriteFile(store.LogPath(rec.Name, rec.RunID), log, 0o600))
 	rec.LogBytes = int64(len(log))
 	require.NoError(t, store.Write(rec))
-	return &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Gone }}}
+	return &Manager{Store: store, Sys: fakeSys(gone)}
 }
 
 // A clean window that begins inside an escape sequence does not show the

@@ -98,7 +98,7 @@ func TestUnreadableRunIsNewsOnce(t *testing.T) {
 	store := newStore(t)
 	rec := record(store, "boot")
 	require.NoError(t, store.Create(rec))
-	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Same }}}
+	m := &Manager{Store: store, Sys: fakeSys(alive)}
 	p, err := m.ListPage(ListQuery{All: true})
 	require.NoError(t, err)
 	require.Len(t, p.Runs, 1)

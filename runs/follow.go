@@ -3,9 +3,11 @@ package runs
 import (
 	"context"
 	"fmt"
+	"io"
 	"iter"
 	"time"
 
+	"github.com/agent-box/agent-box/live"
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
 )
@@ -21,7 +23,7 @@ type follower struct {
 	// fresh: run was just read, so the next window need not read it again.
 	fresh bool
 	req   logread.Request // the next window; its Offset moves on
-	watch *dirWatch       // made on the first wait and kept for the next
+	watch *live.Watch     // made on the first wait and kept for the next
 }
 
 // follow pins the run (name, runID) and checks that req suits its log.
@@ -56,13 +58,25 @@ func (f *follower) refresh() error {
 // close releases the follower's watch.
 func (f *follower) close() { f.watch.Close() }
 
-// next reads the next window, waiting up to wait for output past its
-// start while the run can still write: the first window that progressed,
-// or the empty one at the deadline or once ctx is done. A window of the
-// last lines (TailLines) or from the end (a negative Offset) does not
-// wait; the next one goes on from where it ended.
-func (f *follower) next(ctx context.Context, wait time.Duration) (TailResult, error) {
-	deadline := time.Now().Add(wait)
+// sight is one look at the followed log: the run as just read (the
+// follower's run), its log open at size, and whether it can grow no more
+// (final, decided before the size was read).
+type sight struct {
+	r     io.ReaderAt
+	size  int64
+	final bool
+}
+
+// A look decides from one sight whether the wait is over: done, with the
+// answer or an error; else how long to sleep at most before the next look,
+// unless the log's writes or the record's wake it sooner.
+type look func(s sight) (res TailResult, done bool, sleep time.Duration, err error)
+
+// wait is the follower's one loop, behind next and await alike: read the
+// run, open its log, ask look, and sleep on the run dir's watch until the
+// log grows, the record changes, the sleep passes or ctx is done. The
+// watch is made on the first sleep and kept for the next wait.
+func (f *follower) wait(ctx context.Context, look look) (TailResult, error) {
 	for {
 		if err := f.refresh(); err != nil {
 			return TailResult{}, err
@@ -72,12 +86,33 @@ func (f *follower) next(ctx context.Context, wait time.Duration) (TailResult, er
 		if err != nil {
 			return TailResult{}, err
 		}
-		lr := f.req
-		lr.Final = final
-		w, err := logread.Read(r, size, lr)
+		res, done, sleep, err := look(sight{r: r, size: size, final: final})
 		closeLog()
+		if done || err != nil {
+			return res, err
+		}
+		if f.watch == nil {
+			f.watch = live.WatchDirs(live.WatchOutput, f.m.Store.RunDir(f.run.Name, f.run.RunID))
+			f.fresh = true // re-read the log once: output may have landed before the watch
+			continue
+		}
+		f.watch.Wait(ctx, sleep)
+	}
+}
+
+// next reads the next window, waiting up to wait for output past its
+// start while the run can still write: the first window that progressed,
+// or the empty one at the deadline or once ctx is done. A window of the
+// last lines (TailLines) or from the end (a negative Offset) does not
+// wait; the next one goes on from where it ended.
+func (f *follower) next(ctx context.Context, wait time.Duration) (TailResult, error) {
+	deadline := time.Now().Add(wait)
+	return f.wait(ctx, func(s sight) (TailResult, bool, time.Duration, error) {
+		lr := f.req
+		lr.Final = s.final
+		w, err := logread.Read(s.r, s.size, lr)
 		if err != nil {
-			return TailResult{}, mapReadErr(err, f.run)
+			return TailResult{}, true, 0, mapReadErr(err, f.run)
 		}
 		// An empty window of a log that can still grow has nothing to return
 		// yet: either nothing past Offset, or only bytes the writer is still
@@ -86,20 +121,15 @@ func (f *follower) next(ctx context.Context, wait time.Duration) (TailResult, er
 		// after the run ends, returns whatever is left.
 		progressed := w.EndOffset > w.Offset || len(w.Skipped) > 0
 		left := time.Until(deadline)
-		over := progressed || final || left <= 0 || f.req.TailLines > 0 || f.req.Offset < 0
-		if over || ctx.Err() != nil {
-			f.req.Offset, f.req.TailLines = w.EndOffset, 0
-			run := f.run
-			run.LogBytes = size
-			return TailResult{Window: w, Run: run, EOF: final && w.EndOffset == size, cut: !over}, nil
+		over := progressed || s.final || left <= 0 || f.req.TailLines > 0 || f.req.Offset < 0
+		if !over && ctx.Err() == nil {
+			return TailResult{}, false, left, nil
 		}
-		if f.watch == nil {
-			f.watch = watchDirs(watchOutput, f.m.Store.RunDir(f.run.Name, f.run.RunID))
-			f.fresh = true // re-read the log once: output may have landed before the watch
-			continue
-		}
-		f.watch.Wait(ctx, left)
-	}
+		f.req.Offset, f.req.TailLines = w.EndOffset, 0
+		run := f.run
+		run.LogBytes = s.size
+		return TailResult{Window: w, Run: run, EOF: s.final && w.EndOffset == s.size, cut: !over}, true, 0, nil
+	})
 }
 
 // FollowRequest is what Follow reads: a run's output from the start of

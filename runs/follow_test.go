@@ -28,7 +28,7 @@ func runningLog(t *testing.T, framed bool, out []byte) (*Manager, *runrecord.Sto
 	}
 	require.NoError(t, store.Create(rec))
 	require.NoError(t, os.WriteFile(store.LogPath(rec.Name, rec.RunID), out, 0o600))
-	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Same }}}
+	m := &Manager{Store: store, Sys: fakeSys(alive)}
 	return m, store, rec
 }
 

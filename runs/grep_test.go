@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-box/agent-box/logread"
-	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/runrecord"
 )
 
@@ -27,7 +26,7 @@ func grepRun(t *testing.T, out string) *Manager {
 	require.NoError(t, os.WriteFile(store.LogPath(rec.Name, rec.RunID), []byte(out), 0o600))
 	rec.LogBytes = int64(len(out))
 	require.NoError(t, store.Write(rec))
-	return &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Gone }}}
+	return &Manager{Store: store, Sys: fakeSys(gone)}
 }
 
 // tail_log's grep returns context lines when asked, and cuts every line

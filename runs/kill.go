@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/live"
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
@@ -79,7 +80,7 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 		res.Message = fmt.Sprintf("run %s already exited (%s); nothing signalled", run.RunID, run.Reason)
 		return res, nil
 	}
-	if !v.Signalable && run.PID > 1 && !m.Sys.Self().MayBeRun(run.PID) && run.State == outcome.Running {
+	if !v.Signalable && run.PID > 1 && !m.Sys.Self.MayBeRun(run.PID) && run.State == outcome.Running {
 		return KillResult{}, fmt.Errorf("%w: run %q (run id %s) is %s, but its process group %d is this agent-box's own (it runs inside the run), so nothing was signalled; kill it from outside",
 			ErrNotSignalable, name, run.RunID, run.State, run.PID)
 	}
@@ -130,7 +131,7 @@ func (m *Manager) Kill(name, runID string, sig unix.Signal, grace time.Duration)
 // signal.
 func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int, err error) {
 	pgid := run.PID
-	self := m.Sys.Self()
+	self := m.Sys.Self
 	if !run.Verdict.Signalable || !self.MayBeRun(pgid) {
 		// Decide already refused these; a kill(2) of pid 0, -1 or our own
 		// group must not depend on every caller having asked it.
@@ -138,14 +139,14 @@ func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int
 	}
 	group, targets := outcome.Targets(m.targetFacts(run))
 	for _, pid := range targets {
-		if m.Sys.Signal(pid, sig) == nil {
+		if m.Sys.signal(pid, sig) == nil {
 			outside = append(outside, pid)
 		}
 	}
 	if !group {
 		return false, outside, nil
 	}
-	switch err := m.Sys.Signal(-pgid, sig); {
+	switch err := m.Sys.signal(-pgid, sig); {
 	case err == nil:
 		return true, outside, nil
 	case errors.Is(err, unix.ESRCH):
@@ -159,14 +160,14 @@ func (m *Manager) signalRun(run Run, sig unix.Signal) (group bool, outside []int
 // record, and one snapshot of /proc. Without a snapshot only a live
 // leader's group is reached.
 func (m *Manager) targetFacts(run Run) outcome.TargetFacts {
-	f := outcome.TargetFacts{Group: run.PID, LeaderAlive: run.Verdict.LeaderAlive, Self: m.Sys.Self()}
-	procs, err := m.Sys.Processes()
+	f := outcome.TargetFacts{Group: run.PID, LeaderAlive: run.Verdict.LeaderAlive, Self: m.Sys.Self}
+	procs, err := m.Sys.Procs.Processes()
 	if err != nil || run.rec == nil {
 		return f
 	}
 	f.Supervisor, f.LeaderStart = run.rec.SupervisorPID, run.rec.PIDStartTime
 	if run.supAlive && supervisorIn(procs, run.rec) {
-		f.Descendants = proc.Facts(proc.Descendants(procs, run.rec.SupervisorPID, m.Sys.IsSupervisor))
+		f.Descendants = proc.Facts(proc.Descendants(procs, run.rec.SupervisorPID, m.Sys.Procs.IsSupervisor))
 	}
 	f.Procs = make([]outcome.Proc, len(procs))
 	for i, p := range procs {
@@ -229,7 +230,7 @@ func (m *Manager) waitRecorded(name, runID string, d time.Duration) {
 func (m *Manager) waitUntil(name, runID string, d time.Duration, done func(Run) bool, last Run) Run {
 	deadline := time.Now().Add(d)
 	// Watch before reading, so that a record written in between wakes us.
-	watch := watchDirs(watchRecord, m.Store.RunDir(name, runID))
+	watch := live.WatchDirs(live.WatchRecord, m.Store.RunDir(name, runID))
 	defer watch.Close()
 	for {
 		r, err := m.Get(name, runID)

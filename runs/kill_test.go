@@ -49,7 +49,7 @@ func TestKillGraceEscalatesWhileExitIsBeingRecorded(t *testing.T) {
 	require.NoError(t, err)
 	store := newStore(t)
 
-	rec := record(store, sys.BootID())
+	rec := record(store, sys.Boot)
 	rec.Name = "k"
 	rec.LogPath = store.LogPath(rec.Name, rec.RunID)
 	// Its command line names the run, as a real supervisor's does.
@@ -103,20 +103,17 @@ func TestKillGraceEscalatesWhileExitIsBeingRecorded(t *testing.T) {
 	}
 }
 
-// changingSys is a plantedSys whose /proc scans find first members, then
-// later: the snapshot a kill takes is not the one the verdict was made
-// from.
-type changingSys struct {
-	*plantedSys
-	later []proc.Stat
-	scans int
-}
-
-func (s *changingSys) Processes() ([]proc.Stat, error) {
-	if s.scans++; s.scans > 1 {
-		return s.later, nil
+// changing is sys whose /proc scans find first sys's procs, then later:
+// the snapshot a kill takes is not the one the verdict was made from.
+func changing(sys *plantedSys, later []proc.Stat) System {
+	s, scans := sys.system(), 0
+	s.Procs.(*fakeProcs).processes = func() ([]proc.Stat, error) {
+		if scans++; scans > 1 {
+			return later, nil
+		}
+		return sys.procs, nil
 	}
-	return s.procs, nil
+	return s
 }
 
 // Once the leader is gone its group is signalled only while a member of
@@ -143,9 +140,9 @@ func TestKillSignalsAGoneLeadersGroupOnlyWithAMemberSeen(t *testing.T) {
 			rec.PID, rec.SupervisorPID = 500, 99
 			rec.Exit, rec.FinishedAt, rec.OutputClosed = &runrecord.Exit{Code: &code, At: now}, &now, true
 			require.NoError(t, store.Create(rec))
-			sys := &changingSys{plantedSys: &plantedSys{self: outcome.Self{PID: 4000, PGID: 4001, SID: 4002}, sup: 99, sid: 99, tagged: true,
-				procs: []proc.Stat{member}}, later: tc.later}
-			m := &Manager{Store: store, Sys: sys}
+			sys := &plantedSys{self: outcome.Self{PID: 4000, PGID: 4001, SID: 4002}, sup: 99, sid: 99, tagged: true,
+				procs: []proc.Stat{member}}
+			m := &Manager{Store: store, Sys: changing(sys, tc.later)}
 			_, err := m.Kill(rec.Name, "", unix.SIGKILL, 0)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, sys.signals)

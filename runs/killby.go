@@ -22,7 +22,7 @@ import (
 // may get the signal twice, which only matters to a handler that counts
 // them; a kill that is not carried out at all would matter more.
 func (m *Manager) askSupervisor(run Run, sig unix.Signal, grace time.Duration) *supervisor.Killing {
-	if run.rec == nil || !run.supAlive || !run.Verdict.Signalable || !m.Sys.Self().MayBeRun(run.PID) {
+	if run.rec == nil || !run.supAlive || !run.Verdict.Signalable || !m.Sys.Self.MayBeRun(run.PID) {
 		return nil
 	}
 	k, err := supervisor.Kill(m.Store.RunDir(run.Name, run.RunID), run.rec.SupervisorPID, sig, grace)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agent-box/agent-box/cgroup"
+	"github.com/agent-box/agent-box/live"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/supervisor"
@@ -131,7 +132,7 @@ func (m *Manager) CheckEnforceable(l Limits) error {
 func (m *Manager) enforceable(l Limits) (delegate bool, err error) {
 	scopes := m.SystemdScopes
 	if scopes == nil {
-		scopes = SystemdScopes
+		scopes = live.SystemdScopes
 	}
 	h, err := m.cgroups()
 	if err == nil {

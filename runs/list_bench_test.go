@@ -31,7 +31,7 @@ func BenchmarkList100(b *testing.B) {
 			m := &Manager{Store: store, Sys: sys, Env: os.Environ(),
 				Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
 			for i := range 100 - running {
-				r := record(store, sys.BootID())
+				r := record(store, sys.Boot)
 				r.Name = fmt.Sprintf("done%03d", i)
 				r.LogPath = store.LogPath(r.Name, r.RunID)
 				code := i % 3

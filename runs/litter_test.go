@@ -38,12 +38,12 @@ func litter(t *testing.T, store *runrecord.Store, name string, sup int) string {
 func TestRemoveTakesAbandonedStarts(t *testing.T) {
 	store := newStore(t)
 	const liveSup = 4242
-	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(pid int, _ uint64) outcome.Liveness {
+	m := &Manager{Store: store, Sys: fakeSys(func(pid int, _ uint64) outcome.Liveness {
 		if pid == liveSup {
 			return outcome.Same
 		}
 		return outcome.Gone
-	}}}
+	})}
 	// A finished run of "a", beside two abandoned starts and a planted link.
 	done := record(store, "boot")
 	done.Name, done.LogPath = "a", store.LogPath("a", done.RunID)

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/runrecord"
 )
 
@@ -32,7 +31,7 @@ func TestLogIsReadFromTheRunDirNotTheRecordsPath(t *testing.T) {
 	rec.LogBytes = 5
 	require.NoError(t, store.Write(rec))
 
-	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Gone }}}
+	m := &Manager{Store: store, Sys: fakeSys(gone)}
 	run, err := m.Get(rec.Name, "")
 	require.NoError(t, err)
 	assert.Equal(t, own, run.LogPath)

@@ -8,45 +8,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 )
-
-// fakeSys is a System with function fields.
-type fakeSys struct {
-	boot  string
-	probe func(pid int, start uint64) outcome.Liveness
-}
-
-func (f *fakeSys) BootID() string     { return f.boot }
-func (f *fakeSys) Self() outcome.Self { return outcome.Self{PID: 7, PGID: 7, SID: 7} }
-
-// Probe puts a live process in the session of the supervisor that
-// record() names, as a run's leader is.
-func (f *fakeSys) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) {
-	return f.probe(pid, start), proc.Stat{PID: pid, SID: 99}
-}
-func (f *fakeSys) Processes() ([]proc.Stat, error) { return nil, nil }
-func (f *fakeSys) GroupAlive(int) bool             { return false }
-func (f *fakeSys) Children(int) ([]int, error)     { return nil, nil }
-func (f *fakeSys) IsSupervisor(proc.Stat) bool     { return false }
-
-// CarriesRunID: every live process is a genuine run's, carrying its id.
-func (f *fakeSys) CarriesRunID(int, string, string) bool { return true }
-func (f *fakeSys) Usage(int, uint64) (proc.Usage, error) {
-	return proc.Usage{}, proc.ErrNoProcess
-}
-func (f *fakeSys) Signal(pid int, sig unix.Signal) error {
-	panic(fmt.Sprintf("fakeSys signalled %d with %v", pid, sig))
-}
-func (f *fakeSys) SupervisorOf(proc.Stat, string, string) outcome.Liveness {
-	return outcome.Same
-}
-
-var _ System = (*fakeSys)(nil)
 
 func newStore(t *testing.T) *runrecord.Store {
 	t.Helper()
@@ -72,8 +38,7 @@ func TestViewRereadsAfterSupervisorVanished(t *testing.T) {
 	store := newStore(t)
 	rec := record(store, "boot")
 	require.NoError(t, store.Create(rec))
-	sys := &fakeSys{boot: "boot"}
-	sys.probe = func(pid int, start uint64) outcome.Liveness {
+	sys := fakeSys(func(pid int, start uint64) outcome.Liveness {
 		if pid == rec.SupervisorPID {
 			done := *rec
 			code := 0
@@ -83,7 +48,7 @@ func TestViewRereadsAfterSupervisorVanished(t *testing.T) {
 			require.NoError(t, store.Write(&done))
 		}
 		return outcome.Gone
-	}
+	})
 	m := &Manager{Store: store, Sys: sys}
 	run, err := m.Get("r", "")
 	require.NoError(t, err)
@@ -96,7 +61,7 @@ func TestViewRereadsAfterSupervisorVanished(t *testing.T) {
 func TestViewLostSupervisorStaysUnknown(t *testing.T) {
 	store := newStore(t)
 	require.NoError(t, store.Create(record(store, "boot")))
-	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Gone }}}
+	m := &Manager{Store: store, Sys: fakeSys(gone)}
 	run, err := m.Get("r", "")
 	require.NoError(t, err)
 	assert.Equal(t, outcome.Unknown, run.State)
@@ -124,10 +89,10 @@ func TestListProbesFromOneSnapshot(t *testing.T) {
 	require.NoError(t, store.Create(live))
 
 	direct := 0
-	sys := &fakeSys{boot: "boot", probe: func(pid int, start uint64) outcome.Liveness {
+	sys := fakeSys(func(pid int, start uint64) outcome.Liveness {
 		direct++
 		return outcome.Same // the live run's processes, started after the snapshot
-	}}
+	})
 	m := &Manager{Store: store, Sys: sys}
 	list, err := m.List("", true)
 	require.NoError(t, err)
@@ -156,7 +121,7 @@ func TestListPageNewestFirstWithCursor(t *testing.T) {
 		require.NoError(t, store.Create(r))
 		ids = append(ids, r.RunID)
 	}
-	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Gone }}}
+	m := &Manager{Store: store, Sys: fakeSys(gone)}
 	got := func(p Page) []string {
 		var s []string
 		for _, r := range p.Runs {
@@ -190,42 +155,38 @@ func TestListPageNewestFirstWithCursor(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNotFound)
 }
 
-// reusedSys: the leader's pid (100) now names an unrelated process, while
-// the supervisor (99) is alive and the parent of a survivor (200) that
-// made a session of its own. With imposter, process 99 is not the run's
-// supervisor, only a process with its pid and start time.
-type reusedSys struct{ imposter bool }
-
-func (reusedSys) BootID() string              { return "boot" }
-func (reusedSys) Self() outcome.Self          { return outcome.Self{PID: 7, PGID: 7, SID: 7} }
-func (reusedSys) IsSupervisor(proc.Stat) bool { return false }
-func (reusedSys) Usage(int, uint64) (proc.Usage, error) {
-	return proc.Usage{CPUMS: 1000, RSSBytes: 1 << 20, PeakRSSBytes: 1 << 20}, nil
-}
-func (reusedSys) Signal(pid int, sig unix.Signal) error {
-	panic(fmt.Sprintf("reusedSys signalled %d with %v", pid, sig))
-}
-func (reusedSys) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) {
-	if pid == 99 {
-		return outcome.Same, proc.Stat{PID: 99, PGID: 99, SID: 99}
+// reusedProcs: the leader's pid (100) now names an unrelated process,
+// while the supervisor (99) is alive and the parent of a survivor (200)
+// that made a session of its own. With imposter, process 99 is not the
+// run's supervisor, only a process with its pid and start time. Every pid
+// uses plenty.
+func reusedProcs(imposter bool) *fakeProcs {
+	return &fakeProcs{
+		probe: func(pid int, start uint64) (outcome.Liveness, proc.Stat) {
+			if pid == 99 {
+				return outcome.Same, proc.Stat{PID: 99, PGID: 99, SID: 99}
+			}
+			return outcome.Reused, proc.Stat{}
+		},
+		processes: func() ([]proc.Stat, error) {
+			return []proc.Stat{
+				{PID: 99, PPID: 1, PGID: 99, SID: 99, StartTime: 1, State: 'S'},
+				{PID: 100, PPID: 1, PGID: 100, SID: 100, StartTime: 9999, State: 'S'},
+				{PID: 200, PPID: 99, PGID: 200, SID: 200, StartTime: 3, State: 'S'},
+			}, nil
+		},
+		groupAlive: func(int) bool { return true },
+		children:   func(int) ([]int, error) { return []int{200}, nil },
+		supervisorOf: func(proc.Stat, string, string) outcome.Liveness {
+			if imposter {
+				return outcome.Foreign
+			}
+			return outcome.Same
+		},
+		usage: func(int, uint64) (proc.Usage, error) {
+			return proc.Usage{CPUMS: 1000, RSSBytes: 1 << 20, PeakRSSBytes: 1 << 20}, nil
+		},
 	}
-	return outcome.Reused, proc.Stat{}
-}
-func (reusedSys) Processes() ([]proc.Stat, error) {
-	return []proc.Stat{
-		{PID: 99, PPID: 1, PGID: 99, SID: 99, StartTime: 1, State: 'S'},
-		{PID: 100, PPID: 1, PGID: 100, SID: 100, StartTime: 9999, State: 'S'},
-		{PID: 200, PPID: 99, PGID: 200, SID: 200, StartTime: 3, State: 'S'},
-	}, nil
-}
-func (reusedSys) GroupAlive(int) bool                   { return true }
-func (reusedSys) CarriesRunID(int, string, string) bool { return true }
-func (reusedSys) Children(pid int) ([]int, error)       { return []int{200}, nil }
-func (s reusedSys) SupervisorOf(proc.Stat, string, string) outcome.Liveness {
-	if s.imposter {
-		return outcome.Foreign
-	}
-	return outcome.Same
 }
 
 // The live supervisor vouches for its descendants even when the leader's
@@ -239,7 +200,7 @@ func TestSurvivorsOfALiveSupervisorAfterLeaderPidReuse(t *testing.T) {
 	rec.FinishedAt = &rec.Exit.At
 	rec.OutputClosed = true
 	require.NoError(t, store.Create(rec))
-	m := &Manager{Store: store, Sys: reusedSys{}}
+	m := &Manager{Store: store, Sys: fakeSystem(reusedProcs(false))}
 	run, err := m.Get("r", "")
 	require.NoError(t, err)
 	assert.Equal(t, []int{200}, run.Survivors, "the supervisor's live child 200")
@@ -254,7 +215,7 @@ func TestImposterSupervisorVouchesForNothing(t *testing.T) {
 	store := newStore(t)
 	rec := record(store, "boot")
 	require.NoError(t, store.Create(rec))
-	m := &Manager{Store: store, Sys: reusedSys{imposter: true}}
+	m := &Manager{Store: store, Sys: fakeSystem(reusedProcs(true))}
 	run, err := m.Get("r", "")
 	require.NoError(t, err)
 	assert.Empty(t, run.Survivors)
@@ -263,7 +224,7 @@ func TestImposterSupervisorVouchesForNothing(t *testing.T) {
 	assert.False(t, run.Verdict.Signalable)
 	page, err := m.ListPage(ListQuery{})
 	require.NoError(t, err)
-	assert.Nil(t, page.Runs[0].Usage, "the imposter's pids use plenty (reusedSys.Usage), none of it the run's")
+	assert.Nil(t, page.Runs[0].Usage, "the imposter's pids use plenty (reusedProcs), none of it the run's")
 	_, err = m.Kill("r", "", 9, 0)
 	assert.ErrorIs(t, err, ErrNotSignalable)
 }

@@ -161,7 +161,7 @@ func (m *Manager) ListPage(q ListQuery) (Page, error) {
 	// The page is all there is: its cursor knows every running run.
 	whole := q.Name == "" && q.All && q.State == "" && q.Before == "" && page.NextBefore == "" &&
 		!slices.ContainsFunc(page.Runs, func(r Run) bool { return r.RunID == "" }) // a name that cannot be listed may hide running runs
-	c := &cursor{At: at, Boot: bootKey(m.Sys.BootID()), Full: whole, Open: map[uint64]bool{}, Done: map[uint64]bool{}}
+	c := &cursor{At: at, Boot: bootKey(m.Sys.Boot), Full: whole, Open: map[uint64]bool{}, Done: map[uint64]bool{}}
 	for _, r := range page.Runs {
 		c.note(r)
 	}
@@ -235,7 +235,7 @@ func (m *Manager) changes(s string, at time.Time) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	boot := bootKey(m.Sys.BootID())
+	boot := bootKey(m.Sys.Boot)
 	next := &cursor{At: at, Boot: boot, Full: true, Open: map[uint64]bool{}, Done: map[uint64]bool{}}
 	page := Page{Runs: []Run{}}
 	for _, r := range m.viewAll(entries) {

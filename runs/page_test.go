@@ -17,7 +17,7 @@ import (
 
 // goneManager is a Manager over store whose processes are all gone.
 func goneManager(store *runrecord.Store) *Manager {
-	return &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Gone }}}
+	return &Manager{Store: store, Sys: fakeSys(gone)}
 }
 
 // createRuns writes one run for each name, one second apart in that order,
@@ -75,7 +75,7 @@ func TestListPageShowsBrokenNameOnce(t *testing.T) {
 		require.NoError(t, store.Create(r))
 	}
 	require.NoError(t, os.Symlink(t.TempDir(), store.RunDir("zz", "")))
-	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Gone }}}
+	m := &Manager{Store: store, Sys: fakeSys(gone)}
 	seen := map[string]int{}
 	before := ""
 	for page := 0; page < 5; page++ {

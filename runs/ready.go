@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-box/agent-box/live"
 	"github.com/agent-box/agent-box/logframe"
 	"github.com/agent-box/agent-box/logread"
 	"github.com/agent-box/agent-box/outcome"
@@ -118,9 +119,9 @@ func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest, be
 	start := began
 	deadline := start.Add(bound)
 	// Watched before the first probe, so that output written between a
-	// probe and the wait wakes the wait (dirWatch.Wait) instead of being
+	// probe and the wait wakes the wait (live.Watch.Wait) instead of being
 	// seen readyPoll later.
-	watch := watchDirs(watchOutput, m.Store.RunDir(run.Name, run.RunID))
+	watch := live.WatchDirs(live.WatchOutput, m.Store.RunDir(run.Name, run.RunID))
 	defer watch.Close()
 	var scanned int64 // a log probe has looked at the log up to here
 	for {
@@ -220,7 +221,7 @@ func (m *Manager) runListens(run Run, port int) bool {
 		}
 		// The fds were p's only if p is still the process of the
 		// snapshot: a pid reused since would lend its sockets.
-		if live, _ := m.Sys.Probe(p.PID, p.StartTime); live == outcome.Same {
+		if l, _ := m.Sys.Procs.Probe(p.PID, p.StartTime); l == outcome.Same {
 			return true
 		}
 	}

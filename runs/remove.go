@@ -83,6 +83,6 @@ func (m *Manager) supervisorAlive(rec *runrecord.Record) bool {
 	if rec.SupervisorPID <= 1 {
 		return false
 	}
-	l, _ := m.Sys.Probe(rec.SupervisorPID, rec.SupervisorStartTime)
+	l, _ := m.Sys.Procs.Probe(rec.SupervisorPID, rec.SupervisorStartTime)
 	return l == outcome.Same
 }

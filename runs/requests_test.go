@@ -18,7 +18,7 @@ func requestsManager(t *testing.T) *Manager {
 	t.Helper()
 	store, _, err := runrecord.Open(t.TempDir())
 	require.NoError(t, err)
-	return &Manager{Store: store, Sys: &fakeSys{boot: "boot"}}
+	return &Manager{Store: store, Sys: fakeSys(gone)}
 }
 
 // TestOnceChecksTheID: a bad request id is ErrInvalid and applies nothing.

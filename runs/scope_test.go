@@ -1,33 +1,30 @@
 package runs
 
 import (
-	"os"
-	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/live"
 )
 
 func TestChooseLaunch(t *testing.T) {
-	kill := HostFacts{SystemdBooted: true, InSessionScope: true, KillUserProcesses: true, SystemdRun: true, Root: true}
+	kill := live.HostFacts{SystemdBooted: true, InSessionScope: true, KillUserProcesses: true, SystemdRun: true, Root: true}
 	cases := []struct {
 		name string
 		mode string
-		f    HostFacts
+		f    live.HostFacts
 		want string
 		dies bool // EndsWithSession
 	}{
-		{"container without systemd", "", HostFacts{SystemdRun: true}, LaunchSetsid, false},
-		{"systemd, not in a session", "auto", HostFacts{SystemdBooted: true, SystemdRun: true, KillUserProcesses: true}, LaunchSetsid, false},
-		{"session, logind keeps processes", "", HostFacts{SystemdBooted: true, InSessionScope: true, SystemdRun: true}, LaunchSetsid, false},
+		{"container without systemd", "", live.HostFacts{SystemdRun: true}, LaunchSetsid, false},
+		{"systemd, not in a session", "auto", live.HostFacts{SystemdBooted: true, SystemdRun: true, KillUserProcesses: true}, LaunchSetsid, false},
+		{"session, logind keeps processes", "", live.HostFacts{SystemdBooted: true, InSessionScope: true, SystemdRun: true}, LaunchSetsid, false},
 		{"session, logind kills", "", kill, LaunchSystemd, false},
-		{"logind kills, no systemd-run", "", HostFacts{SystemdBooted: true, InSessionScope: true, KillUserProcesses: true}, LaunchSetsid, true},
+		{"logind kills, no systemd-run", "", live.HostFacts{SystemdBooted: true, InSessionScope: true, KillUserProcesses: true}, LaunchSetsid, true},
 		{"forced setsid", LaunchSetsid, kill, LaunchSetsid, true},
-		{"forced systemd", LaunchSystemd, HostFacts{SystemdRun: true}, LaunchSystemd, false},
-		{"forced systemd, no systemd-run", LaunchSystemd, HostFacts{}, LaunchSetsid, false},
+		{"forced systemd", LaunchSystemd, live.HostFacts{SystemdRun: true}, LaunchSystemd, false},
+		{"forced systemd, no systemd-run", LaunchSystemd, live.HostFacts{}, LaunchSetsid, false},
 	}
 	for _, c := range cases {
 		got, reason := ChooseLaunch(c.mode, c.f)
@@ -35,51 +32,6 @@ func TestChooseLaunch(t *testing.T) {
 		assert.NotEmpty(t, reason, c.name)
 		assert.Equal(t, c.dies, EndsWithSession(got, c.f), c.name)
 	}
-	_, reason := ChooseLaunch("", HostFacts{SystemdBooted: true, InSessionScope: true, KillUserProcesses: true})
+	_, reason := ChooseLaunch("", live.HostFacts{SystemdBooted: true, InSessionScope: true, KillUserProcesses: true})
 	assert.Contains(t, reason, "will die", "the operator must be warned")
 }
-
-// ProbeHost's facts are those of this machine, each checked here another
-// way: sd_booted(3)'s test, the cgroup path logind gives a session's
-// processes, the effective uid. SystemdRun follows the PATH, the one that
-// exec.Command("systemd-run") searches when the supervisor is launched.
-func TestProbeHostHere(t *testing.T) {
-	fi, err := os.Stat("/run/systemd/system")
-	booted := err == nil && fi.IsDir()
-	cgroups, err := os.ReadFile("/proc/self/cgroup")
-	require.NoError(t, err)
-	inSession := false
-	for _, line := range strings.Split(strings.TrimSpace(string(cgroups)), "\n") {
-		// hierarchy-ID:controllers:path (cgroups(7)); logind puts a
-		// session's processes in .../session-ID.scope.
-		parts := strings.SplitN(line, ":", 3)
-		require.Len(t, parts, 3, "/proc/self/cgroup line %q", line)
-		for _, dir := range strings.Split(parts[2], "/") {
-			if sessionScope.MatchString(dir) {
-				inSession = true
-			}
-		}
-	}
-
-	withRun := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(withRun, "systemd-run"), nil, 0o755))
-	t.Setenv("PATH", withRun+string(os.PathListSeparator)+os.Getenv("PATH"))
-	f := ProbeHost()
-	launch, reason := ChooseLaunch("", f)
-	pid1, _ := os.ReadFile("/proc/1/comm")
-	t.Logf("facts %+v (pid 1 is %q): %s (%s)", f, strings.TrimSpace(string(pid1)), launch, reason)
-	assert.Equal(t, booted, f.SystemdBooted, "/run/systemd/system is a directory: %v", booted)
-	assert.Equal(t, inSession, f.InSessionScope, "/proc/self/cgroup:\n%s", cgroups)
-	assert.Equal(t, os.Geteuid() == 0, f.Root)
-	assert.True(t, f.SystemdRun, "systemd-run is in %s, first on PATH", withRun)
-	if !booted || !inSession {
-		// logind is asked only from a session scope on a systemd box.
-		assert.False(t, f.KillUserProcesses)
-		assert.Equal(t, LaunchSetsid, launch, "outside a logind session setsid is enough: %s", reason)
-	}
-
-	t.Setenv("PATH", t.TempDir())
-	assert.False(t, ProbeHost().SystemdRun, "no systemd-run on PATH")
-}
-
-var sessionScope = regexp.MustCompile(`^session-[A-Za-z0-9]+\.scope$`)

@@ -91,9 +91,9 @@ func launchedFor(t *testing.T, m *Manager, run Run, spare int) {
 // supervisorOf is what the live system takes rec's supervisor for.
 func supervisorOf(t *testing.T, m *Manager, rec *runrecord.Record) outcome.Liveness {
 	t.Helper()
-	live, st := m.Sys.Probe(rec.SupervisorPID, rec.SupervisorStartTime)
+	live, st := m.Sys.Procs.Probe(rec.SupervisorPID, rec.SupervisorStartTime)
 	require.Equal(t, outcome.Same, live, "the supervisor the record names is alive")
-	return m.Sys.SupervisorOf(st, rec.Name, rec.RunID)
+	return m.Sys.Procs.SupervisorOf(st, rec.Name, rec.RunID)
 }
 
 // awaitGone waits until pid is gone from /proc (killed and reaped).

@@ -99,7 +99,7 @@ func invalid(format string, a ...any) error {
 
 // The variables agent-box sets in every run's environment. RunIDEnv is
 // also the proof, once the supervisor is gone, that a process is the
-// run's (System.CarriesRunID): a run cannot set either itself.
+// run's (System.carriesRunID): a run cannot set either itself.
 const (
 	NameEnv  = "AGENT_BOX_NAME"
 	RunIDEnv = "AGENT_BOX_RUN_ID"
@@ -656,7 +656,7 @@ func (m *Manager) newRecord(req *StartRequest, runID string, now time.Time, stat
 		RunID:     runID,
 		Spec:      masked(req.Spec, redactorOf(req.SecretEnv)),
 		LogFormat: "raw",
-		BootID:    m.Sys.BootID(),
+		BootID:    m.Sys.Boot,
 		StartedAt: now,
 		LogPath:   m.Store.LogPath(req.Name, runID),
 		SecretEnv: slices.Sorted(maps.Keys(req.SecretEnv)),

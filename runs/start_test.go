@@ -277,7 +277,7 @@ func TestStartSaysALeaderThatRunsAnotherProgram(t *testing.T) {
 	rec := record(store, "boot")
 	rec.PID, rec.PIDStartTime = sleep.Process.Pid, st.StartTime
 	require.NoError(t, store.Create(rec))
-	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Same }}}
+	m := &Manager{Store: store, Sys: fakeSys(alive)}
 	res, err := m.started(rec.Name, rec.RunID, asked{argv: []string{"make", "test"}}, redactorOf(map[string]string{"S": "60"}))
 	require.NoError(t, err)
 	assert.Contains(t, res.Reason, `its command line now reads "sleep [redacted]"`, res.Reason)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/live"
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
@@ -25,39 +26,35 @@ type plantedSys struct {
 	sid     int // the session the live "leader" is in
 	procs   []proc.Stat
 	signals []int
-	tagged  bool
+	tagged  bool // the processes carry the run's id: the planter names processes it did not start, which do not, unless the row says they do
 }
 
-func (s *plantedSys) BootID() string     { return "boot" }
-func (s *plantedSys) Self() outcome.Self { return s.self }
-func (s *plantedSys) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) {
-	if pid == s.sup {
-		return outcome.Gone, proc.Stat{}
+// system is s as the rules see it. Every pid a planter names is alive,
+// readable and busy.
+func (s *plantedSys) system() System {
+	return System{
+		Host: live.Host{Boot: "boot", Self: s.self},
+		Procs: &fakeProcs{
+			probe: func(pid int, start uint64) (outcome.Liveness, proc.Stat) {
+				if pid == s.sup {
+					return outcome.Gone, proc.Stat{}
+				}
+				return outcome.Same, proc.Stat{PID: pid, PGID: pid, SID: s.sid, StartTime: start, State: 'S'}
+			},
+			processes:    func() ([]proc.Stat, error) { return s.procs, nil },
+			groupAlive:   func(int) bool { return true },
+			supervisorOf: func(proc.Stat, string, string) outcome.Liveness { return outcome.Gone },
+			environHas:   func(int, ...string) bool { return s.tagged },
+			usage: func(int, uint64) (proc.Usage, error) {
+				return proc.Usage{CPUMS: 5000, RSSBytes: 1 << 30, PeakRSSBytes: 2 << 30}, nil
+			},
+		},
+		Signal: func(pid int, _ unix.Signal) error {
+			s.signals = append(s.signals, pid)
+			return nil
+		},
 	}
-	return outcome.Same, proc.Stat{PID: pid, PGID: pid, SID: s.sid, StartTime: start, State: 'S'}
 }
-func (s *plantedSys) Processes() ([]proc.Stat, error) { return s.procs, nil }
-func (s *plantedSys) GroupAlive(int) bool             { return true }
-func (s *plantedSys) Children(int) ([]int, error)     { return nil, nil }
-func (s *plantedSys) SupervisorOf(proc.Stat, string, string) outcome.Liveness {
-	return outcome.Gone
-}
-func (s *plantedSys) IsSupervisor(proc.Stat) bool { return false }
-
-// CarriesRunID: the planter names processes it did not start, which do
-// not carry the run's id, unless the row says they do.
-func (s *plantedSys) CarriesRunID(int, string, string) bool { return s.tagged }
-
-// Usage: every pid a planter names is alive and readable, and busy.
-func (s *plantedSys) Usage(int, uint64) (proc.Usage, error) {
-	return proc.Usage{CPUMS: 5000, RSSBytes: 1 << 30, PeakRSSBytes: 2 << 30}, nil
-}
-func (s *plantedSys) Signal(pid int, sig unix.Signal) error {
-	s.signals = append(s.signals, pid)
-	return nil
-}
-
-var _ System = (*plantedSys)(nil)
 
 // TestPlantedRecordsNeverSignalPidsNoRunCanHave: hand-made records that
 // name pid 1 (kill(-1) reaches every process of the user), or agent-box's
@@ -104,7 +101,7 @@ func TestPlantedRecordsNeverSignalPidsNoRunCanHave(t *testing.T) {
 			}
 			require.NoError(t, store.Create(rec))
 			sys := &plantedSys{self: me, sup: tc.sup, sid: tc.sid, procs: tc.procs}
-			m := &Manager{Store: store, Sys: sys}
+			m := &Manager{Store: store, Sys: sys.system()}
 
 			run, err := m.Get(rec.Name, "")
 			require.NoError(t, err)
@@ -113,7 +110,7 @@ func TestPlantedRecordsNeverSignalPidsNoRunCanHave(t *testing.T) {
 			assert.False(t, run.Verdict.Signalable)
 			assert.False(t, run.Verdict.MayBeAlive, "a planted record must not hold its name")
 			assert.Empty(t, run.Survivors)
-			// The pids it names are alive and busy (plantedSys.Usage),
+			// The pids it names are alive and busy (plantedSys),
 			// and its exit figures are a planter's: none is shown.
 			page, err := m.ListPage(ListQuery{})
 			require.NoError(t, err)
@@ -140,7 +137,7 @@ func TestLeaderInItsGoneSupervisorsSessionIsSignalled(t *testing.T) {
 	rec.PID, rec.SupervisorPID = 500, 99
 	require.NoError(t, store.Create(rec))
 	sys := &plantedSys{self: outcome.Self{PID: 4000, PGID: 4001, SID: 4002}, sup: 99, sid: 99, tagged: true}
-	m := &Manager{Store: store, Sys: sys}
+	m := &Manager{Store: store, Sys: sys.system()}
 	run, err := m.Get(rec.Name, "")
 	require.NoError(t, err)
 	assert.Equal(t, outcome.ReasonUnsupervised, run.Verdict.Reason, run.Reason)
@@ -169,7 +166,7 @@ func TestOrphanOfADeadSessionLeaderIsNoRun(t *testing.T) {
 	job := proc.Stat{PID: 500, PGID: 500, SID: 99, StartTime: rec.PIDStartTime, State: 'S'}
 	member := proc.Stat{PID: 501, PGID: 500, SID: 99, StartTime: rec.PIDStartTime + 1, State: 'S'}
 	sys := &plantedSys{self: outcome.Self{PID: 4000, PGID: 4001, SID: 4002}, sup: 99, sid: 99, procs: []proc.Stat{job, member}}
-	m := &Manager{Store: store, Sys: sys}
+	m := &Manager{Store: store, Sys: sys.system()}
 	run, err := m.Get(rec.Name, "")
 	require.NoError(t, err)
 	assert.Equal(t, outcome.ReasonForeignProcess, run.Verdict.Reason, run.Reason)
@@ -208,7 +205,7 @@ func TestRunIDFromTheFutureDoesNotShadowTheName(t *testing.T) {
 	planted.PID, planted.SupervisorPID = 500, 600
 	planted.LogPath = store.LogPath(planted.Name, planted.RunID)
 	require.NoError(t, store.Create(&planted))
-	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Same }}}
+	m := &Manager{Store: store, Sys: fakeSys(alive)}
 
 	run, err := m.Get(live.Name, "")
 	require.NoError(t, err)
@@ -236,12 +233,12 @@ func TestCarriesRunIDWantsTheNameToo(t *testing.T) {
 	cmd.Env = []string{RunIDEnv + "=" + id, NameEnv + "=a", RunIDEnv + "=" + id}
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sys := &LiveSystem{}
+	sys := System{Procs: live.Procs{}}
 	// Start returns at the exec's point of no return (vfork), a moment
 	// before the kernel has laid out the new image's environment.
-	require.Eventually(t, func() bool { return sys.CarriesRunID(cmd.Process.Pid, "a", id) }, 10*time.Second, time.Millisecond)
-	assert.False(t, sys.CarriesRunID(cmd.Process.Pid, "b", id), "a copy under another name")
-	assert.False(t, sys.CarriesRunID(cmd.Process.Pid, "a", runrecord.NewRunID(time.Now())), "another run of the name")
+	require.Eventually(t, func() bool { return sys.carriesRunID(cmd.Process.Pid, "a", id) }, 10*time.Second, time.Millisecond)
+	assert.False(t, sys.carriesRunID(cmd.Process.Pid, "b", id), "a copy under another name")
+	assert.False(t, sys.carriesRunID(cmd.Process.Pid, "a", runrecord.NewRunID(time.Now())), "another run of the name")
 }
 
 // A run started before the clock was set back has a run id from the
@@ -263,12 +260,12 @@ func TestRunFromBeforeTheClockWasSetBackStandsForItsName(t *testing.T) {
 	live.Exit, live.FinishedAt, live.OutputClosed = nil, nil, false
 	live.LogPath = store.LogPath(live.Name, live.RunID)
 	require.NoError(t, store.Create(&live))
-	m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(pid int, _ uint64) outcome.Liveness {
+	m := &Manager{Store: store, Sys: fakeSys(func(pid int, _ uint64) outcome.Liveness {
 		if pid == 100 || pid == 99 {
 			return outcome.Same
 		}
 		return outcome.Gone
-	}}}
+	})}
 
 	run, err := m.Get(old.Name, "")
 	require.NoError(t, err)

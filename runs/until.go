@@ -152,7 +152,7 @@ func (s *untilScan) feed(st int, p []byte) int {
 // matches until (to the end of the matching line), once the output has
 // been quiet for idle after at least one new byte, when wait passes, or
 // when the log can grow no more or ctx is done: whichever comes first.
-// It waits on the follower's watch, as next does.
+// It is a look of the follower's one loop, as next is.
 func (f *follower) await(ctx context.Context, wait time.Duration, until *regexp.Regexp, idle time.Duration) (TailResult, error) {
 	deadline := time.Now().Add(wait)
 	from := f.req.Offset
@@ -162,48 +162,33 @@ func (f *follower) await(ctx context.Context, wait time.Duration, until *regexp.
 	}
 	seen, quiet := from, time.Time{} // the size last seen, and since when
 	stopped := func() bool { return ctx.Err() != nil || !time.Now().Before(deadline) }
-	for {
-		if err := f.refresh(); err != nil {
-			return TailResult{}, err
-		}
-		final := f.run.LogFinal() // decided before the size is read
-		r, closeLog, size, err := openLog(f.run)
-		if err != nil {
-			return TailResult{}, err
-		}
+	return f.wait(ctx, func(s sight) (TailResult, bool, time.Duration, error) {
 		now := time.Now()
-		if size > seen {
-			seen, quiet = size, now
+		if s.size > seen {
+			seen, quiet = s.size, now
 		}
 		end := int64(-1)
-		if scan != nil && size > from {
-			if end, err = scan.scan(r, size, stopped); err != nil {
-				closeLog()
-				return TailResult{}, fmt.Errorf("reading log of run %s: %w", f.run.RunID, err)
+		if scan != nil && s.size > from {
+			var err error
+			if end, err = scan.scan(s.r, s.size, stopped); err != nil {
+				return TailResult{}, true, 0, fmt.Errorf("reading log of run %s: %w", f.run.RunID, err)
 			}
 		}
 		idleFor := idle - now.Sub(quiet)
 		left := time.Until(deadline)
 		// An offset past the end is refused by the read at once, not after
 		// the wait.
-		over := end >= 0 || (idle > 0 && !quiet.IsZero() && idleFor <= 0) || final || left <= 0 || size < from
+		over := end >= 0 || (idle > 0 && !quiet.IsZero() && idleFor <= 0) || s.final || left <= 0 || s.size < from
 		if over || ctx.Err() != nil {
-			res, err := f.readTo(r, size, end, final)
-			closeLog()
+			res, err := f.readTo(s.r, s.size, end, s.final)
 			res.cut = !over
-			return res, err
-		}
-		closeLog()
-		if f.watch == nil {
-			f.watch = watchDirs(watchOutput, f.m.Store.RunDir(f.run.Name, f.run.RunID))
-			f.fresh = true // re-read the log once: output may have landed before the watch
-			continue
+			return res, true, 0, err
 		}
 		if idle > 0 && !quiet.IsZero() {
 			left = min(left, idleFor)
 		}
-		f.watch.Wait(ctx, left)
-	}
+		return TailResult{}, false, left, nil
+	})
 }
 
 // readTo reads the follower's window of a log of size, up to end when

@@ -65,7 +65,7 @@ func (x *procIndex) procUsage(rec *runrecord.Record) *Usage {
 	}
 	u := Usage{From: UsageFromProc}
 	for _, p := range procs {
-		pu, err := x.sys.Usage(p.PID, p.StartTime)
+		pu, err := x.sys.Procs.Usage(p.PID, p.StartTime)
 		if err != nil {
 			continue // exited since the scan, or its pid is someone else's now
 		}
@@ -85,10 +85,10 @@ func (x *procIndex) procUsage(rec *runrecord.Record) *Usage {
 // run descends from the supervisor (a child subreaper), so with the
 // leader as its only child and no child of the leader's, there is none.
 func (x *procIndex) more(rec *runrecord.Record) bool {
-	kids, err := x.sys.Children(rec.SupervisorPID)
+	kids, err := x.sys.Procs.Children(rec.SupervisorPID)
 	if err != nil || slices.ContainsFunc(kids, func(k int) bool { return k != rec.PID }) {
 		return true
 	}
-	kids, err = x.sys.Children(rec.PID)
+	kids, err = x.sys.Procs.Children(rec.PID)
 	return err != nil || len(kids) > 0
 }

@@ -136,42 +136,43 @@ func usageMatchesProc(t *testing.T, limits *runrecord.Limits, from string) {
 	assert.Equal(t, 3, w.Run.Usage.Procs)
 }
 
-// treeSys is a live run: supervisor 99, its leader 100 with a child 200,
-// an orphan 300 the supervisor inherited, and a run started from inside
-// (a nested supervisor 400 and its child 401), which is not this run's.
-type treeSys struct{ reusedSys }
-
-func (treeSys) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) {
-	switch pid {
-	case 99:
-		return outcome.Same, proc.Stat{PID: 99, PGID: 99, SID: 99, StartTime: 1}
-	case 100:
-		return outcome.Same, proc.Stat{PID: 100, PPID: 99, PGID: 100, SID: 99, StartTime: 1}
+// treeProcs is a live run: supervisor 99, its leader 100 with a child
+// 200, an orphan 300 the supervisor inherited, and a run started from
+// inside (a nested supervisor 400 and its child 401), which is not this
+// run's. Usage: pid MiB resident, twice that at peak, pid ms of CPU; the
+// start time must be the one the snapshot holds.
+func treeProcs() *fakeProcs {
+	p := reusedProcs(false)
+	p.probe = func(pid int, start uint64) (outcome.Liveness, proc.Stat) {
+		switch pid {
+		case 99:
+			return outcome.Same, proc.Stat{PID: 99, PGID: 99, SID: 99, StartTime: 1}
+		case 100:
+			return outcome.Same, proc.Stat{PID: 100, PPID: 99, PGID: 100, SID: 99, StartTime: 1}
+		}
+		return outcome.Gone, proc.Stat{}
 	}
-	return outcome.Gone, proc.Stat{}
-}
-func (treeSys) Processes() ([]proc.Stat, error) {
-	return []proc.Stat{
-		{PID: 99, PPID: 1, PGID: 99, SID: 99, StartTime: 1, State: 'S'},
-		{PID: 100, PPID: 99, PGID: 100, SID: 99, StartTime: 1, State: 'S'},
-		{PID: 200, PPID: 100, PGID: 100, SID: 99, StartTime: 2, State: 'S'},
-		{PID: 300, PPID: 99, PGID: 300, SID: 300, StartTime: 3, State: 'S'},
-		{PID: 400, PPID: 100, PGID: 400, SID: 400, StartTime: 4, State: 'S'},
-		{PID: 401, PPID: 400, PGID: 401, SID: 400, StartTime: 5, State: 'S'},
-	}, nil
-}
-func (treeSys) IsSupervisor(p proc.Stat) bool { return p.PID == 400 }
-func (treeSys) Children(pid int) ([]int, error) {
-	return map[int][]int{99: {100, 300}, 100: {200, 400}, 400: {401}}[pid], nil
-}
-
-// Usage: pid MiB resident, twice that at peak, pid ms of CPU; the start
-// time must be the one the snapshot holds.
-func (treeSys) Usage(pid int, start uint64) (proc.Usage, error) {
-	if want := map[int]uint64{100: 1, 200: 2, 300: 3, 400: 4, 401: 5}[pid]; want != start {
-		return proc.Usage{}, proc.ErrNoProcess
+	p.processes = func() ([]proc.Stat, error) {
+		return []proc.Stat{
+			{PID: 99, PPID: 1, PGID: 99, SID: 99, StartTime: 1, State: 'S'},
+			{PID: 100, PPID: 99, PGID: 100, SID: 99, StartTime: 1, State: 'S'},
+			{PID: 200, PPID: 100, PGID: 100, SID: 99, StartTime: 2, State: 'S'},
+			{PID: 300, PPID: 99, PGID: 300, SID: 300, StartTime: 3, State: 'S'},
+			{PID: 400, PPID: 100, PGID: 400, SID: 400, StartTime: 4, State: 'S'},
+			{PID: 401, PPID: 400, PGID: 401, SID: 400, StartTime: 5, State: 'S'},
+		}, nil
 	}
-	return proc.Usage{CPUMS: int64(pid), RSSBytes: int64(pid) << 20, PeakRSSBytes: int64(pid) << 21}, nil
+	p.isSupervisor = func(p proc.Stat) bool { return p.PID == 400 }
+	p.children = func(pid int) ([]int, error) {
+		return map[int][]int{99: {100, 300}, 100: {200, 400}, 400: {401}}[pid], nil
+	}
+	p.usage = func(pid int, start uint64) (proc.Usage, error) {
+		if want := map[int]uint64{100: 1, 200: 2, 300: 3, 400: 4, 401: 5}[pid]; want != start {
+			return proc.Usage{}, proc.ErrNoProcess
+		}
+		return proc.Usage{CPUMS: int64(pid), RSSBytes: int64(pid) << 20, PeakRSSBytes: int64(pid) << 21}, nil
+	}
+	return p
 }
 
 func TestUsageSumsTheRunsOwnProcesses(t *testing.T) {
@@ -185,7 +186,7 @@ func TestUsageSumsTheRunsOwnProcesses(t *testing.T) {
 			for range n {
 				require.NoError(t, store.Create(record(store, "boot")))
 			}
-			m := &Manager{Store: store, Sys: treeSys{}}
+			m := &Manager{Store: store, Sys: fakeSystem(treeProcs())}
 			page, err := m.ListPage(ListQuery{All: true})
 			require.NoError(t, err)
 			require.Len(t, page.Runs, n)
@@ -221,7 +222,7 @@ func TestUsageAtTheExit(t *testing.T) {
 			rec.Exit = &runrecord.Exit{Code: &code, At: time.Now().UTC(), CPUMS: tc.cpu, PeakMemoryBytes: tc.peak}
 			rec.FinishedAt, rec.OutputClosed = &rec.Exit.At, true
 			require.NoError(t, store.Create(rec))
-			m := &Manager{Store: store, Sys: &fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Gone }}}
+			m := &Manager{Store: store, Sys: fakeSys(gone)}
 			page, err := m.ListPage(ListQuery{})
 			require.NoError(t, err)
 			require.Equal(t, outcome.Exited, page.Runs[0].State)
@@ -230,30 +231,23 @@ func TestUsageAtTheExit(t *testing.T) {
 	}
 }
 
-// loneSys is treeSys with the leader as the run's only process: the
-// supervisor's only child, without children of its own. It counts scans.
-type loneSys struct {
-	treeSys
-	scans int
-}
-
-func (s *loneSys) Processes() ([]proc.Stat, error) {
-	s.scans++
-	return s.treeSys.Processes()
-}
-func (*loneSys) Children(pid int) ([]int, error) {
-	return map[int][]int{99: {100}}[pid], nil
-}
-
 // A run of one process costs two reads of children lists, not a scan of
 // /proc.
 func TestUsageOfALoneLeaderScansNothing(t *testing.T) {
 	store := newStore(t)
 	require.NoError(t, store.Create(record(store, "boot")))
-	sys := &loneSys{}
-	m := &Manager{Store: store, Sys: sys}
+	// The leader is the run's only process: the supervisor's only child,
+	// without children of its own.
+	p, scans := treeProcs(), 0
+	tree := p.processes
+	p.processes = func() ([]proc.Stat, error) {
+		scans++
+		return tree()
+	}
+	p.children = func(pid int) ([]int, error) { return map[int][]int{99: {100}}[pid], nil }
+	m := &Manager{Store: store, Sys: fakeSystem(p)}
 	page, err := m.ListPage(ListQuery{})
 	require.NoError(t, err)
 	assert.Equal(t, &Usage{MemoryBytes: 100 << 20, PeakMemoryBytes: 200 << 20, CPUMS: 100, Procs: 1, From: UsageFromProc}, page.Runs[0].Usage)
-	assert.Zero(t, sys.scans, "scans of /proc")
+	assert.Zero(t, scans, "scans of /proc")
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agent-box/agent-box/live"
 	"github.com/agent-box/agent-box/logread"
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/supervisor"
@@ -220,7 +221,7 @@ func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
 	}
 	clock := newProgressClock(req.Progress, pol.ProgressEvery)
 	deadline := clock.start.Add(bound)
-	var watch *dirWatch
+	var watch *live.Watch
 	defer func() { watch.Close() }()
 	ended := slices.IndexFunc(rs, req.over)
 	for ended < 0 {
@@ -229,7 +230,7 @@ func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
 			break
 		}
 		if watch == nil {
-			watch = watchDirs(watchRecord, dirs...)
+			watch = live.WatchDirs(live.WatchRecord, dirs...)
 		} else {
 			watch.Wait(ctx, clock.sleep(left))
 		}
@@ -251,7 +252,7 @@ func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
 	// A descendant that keeps the output open does not hold us longer.
 	for settle := time.Now().Add(outputSettle); run.Ended() && !run.LogFinal() && time.Now().Before(settle) && ctx.Err() == nil; {
 		if watch == nil {
-			watch = watchDirs(watchRecord, dirs[ended])
+			watch = live.WatchDirs(live.WatchRecord, dirs[ended])
 		}
 		watch.Wait(ctx, time.Until(settle))
 		if run, err = m.Get(run.Name, run.RunID); err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agent-box/agent-box/outcome"
-	"github.com/agent-box/agent-box/proc"
 )
 
 func TestWaitBound(t *testing.T) {
@@ -41,17 +40,6 @@ func TestWaitBound(t *testing.T) {
 	}
 }
 
-// countingSys is fakeSys with every probe of a live process counted.
-type countingSys struct {
-	fakeSys
-	probes atomic.Int64
-}
-
-func (c *countingSys) Probe(pid int, start uint64) (outcome.Liveness, proc.Stat) {
-	c.probes.Add(1)
-	return c.fakeSys.Probe(pid, start)
-}
-
 // A wait that sends no progress sleeps between its rechecks: a progress
 // time that never moves on must not turn the wait into a busy loop
 // (before: one read and probe after another, 100,000 a second).
@@ -60,22 +48,25 @@ func TestWaitWithoutProgressDoesNotSpin(t *testing.T) {
 	store := newStore(t)
 	rec := record(store, "boot")
 	require.NoError(t, store.Create(rec))
-	sys := &countingSys{fakeSys: fakeSys{boot: "boot", probe: func(int, uint64) outcome.Liveness { return outcome.Same }}}
-	m := &Manager{Store: store, Sys: sys, Waits: WaitPolicy{ProgressEvery: 20 * time.Millisecond}}
+	var probes atomic.Int64 // every probe of a live process
+	m := &Manager{Store: store, Sys: fakeSys(func(int, uint64) outcome.Liveness {
+		probes.Add(1)
+		return outcome.Same
+	}), Waits: WaitPolicy{ProgressEvery: 20 * time.Millisecond}}
 	d := 700 * time.Millisecond
 
-	sys.probes.Store(0)
+	probes.Store(0)
 	res, err := m.Wait(context.Background(), WaitRequest{Names: []string{"r"}, Timeout: &d})
 	require.NoError(t, err)
 	require.True(t, res.WaitTimedOut)
-	assert.Less(t, sys.probes.Load(), int64(40), "probes in a %s wait without progress", d)
+	assert.Less(t, probes.Load(), int64(40), "probes in a %s wait without progress", d)
 
-	sys.probes.Store(0)
+	probes.Store(0)
 	run, err := m.Get("r", "")
 	require.NoError(t, err)
 	req, began := readyWithin(&ReadyProbe{Log: "never"}, d)
 	require.NoError(t, req.Ready.check())
 	ready := m.awaitReady(context.Background(), run, req, began)
 	require.False(t, ready.Ready)
-	assert.Less(t, sys.probes.Load(), int64(60), "probes in a %s ready wait without progress (one poll every %s)", d, readyPoll)
+	assert.Less(t, probes.Load(), int64(60), "probes in a %s ready wait without progress (one poll every %s)", d, readyPoll)
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/agent-box/agent-box/cli"
 	"github.com/agent-box/agent-box/doctor"
+	"github.com/agent-box/agent-box/live"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/runs"
@@ -154,7 +155,7 @@ func (w wiring) manager(stateDir string) (*runs.Manager, error) {
 	}
 	// Probed once, at the first start: it may ask logind over D-Bus.
 	launch := sync.OnceValue(func() string {
-		mode, host := w.getenv("AGENT_BOX_LAUNCH"), runs.ProbeHost()
+		mode, host := w.getenv("AGENT_BOX_LAUNCH"), live.ProbeHost()
 		launch, reason := runs.ChooseLaunch(mode, host)
 		if launch != runs.LaunchSetsid || runs.EndsWithSession(launch, host) || mode == runs.LaunchSystemd {
 			fmt.Fprintf(w.stderr, "agent-box: supervisors: %s (%s)\n", launch, reason)

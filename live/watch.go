@@ -1,4 +1,4 @@
-package runs
+package live
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A dirWatch wakes a waiter when something in a run directory changes: the
+// A Watch wakes a waiter when something in a run directory changes: the
 // supervisor appending to the log (IN_MODIFY) or replacing the record
 // (rename: IN_MOVED_TO). It is what makes tail_log's wait_ms and
 // process_wait event-driven instead of polling loops.
@@ -26,7 +26,7 @@ import (
 // instance takes microseconds. Sharing also keeps a busy server far from
 // fs.inotify.max_user_instances (128 by default, per user, across every
 // process of that user).
-type dirWatch struct {
+type Watch struct {
 	hub     *watchHub // nil: no inotify, Wait sleeps briefly instead
 	entries []*watched
 	wake    chan struct{} // capacity 1: "something changed", coalesced
@@ -37,17 +37,17 @@ type dirWatch struct {
 // on every write). Each mask has its own instance, so that the record
 // waiters' reader is not woken by log writes either.
 const (
-	watchOutput = unix.IN_MODIFY | unix.IN_MOVED_TO | unix.IN_CLOSE_WRITE | unix.IN_CREATE | unix.IN_DELETE_SELF
-	watchRecord = unix.IN_MOVED_TO | unix.IN_DELETE_SELF
+	WatchOutput = unix.IN_MODIFY | unix.IN_MOVED_TO | unix.IN_CLOSE_WRITE | unix.IN_CREATE | unix.IN_DELETE_SELF
+	WatchRecord = unix.IN_MOVED_TO | unix.IN_DELETE_SELF
 )
 
-// watchDirs watches every one of dirs. Without inotify (no instances left,
+// WatchDirs watches every one of dirs. Without inotify (no instances left,
 // a dir gone) its Wait sleeps briefly instead.
-func watchDirs(mask uint32, dirs ...string) *dirWatch {
-	w := &dirWatch{wake: make(chan struct{}, 1)}
+func WatchDirs(mask uint32, dirs ...string) *Watch {
+	w := &Watch{wake: make(chan struct{}, 1)}
 	hub := sharedHub(mask)
 	if hub == nil || !hub.add(w, dirs) {
-		return &dirWatch{}
+		return &Watch{}
 	}
 	return w
 }
@@ -60,9 +60,9 @@ const recheck = time.Second
 const pollFallback = 25 * time.Millisecond
 
 // Wait blocks until an event, d elapses (capped at recheck) or ctx ends.
-// An event that came after watchDirs and before Wait ends it at once, so a
+// An event that came after WatchDirs and before Wait ends it at once, so a
 // waiter that watches, re-reads and then waits misses nothing.
-func (w *dirWatch) Wait(ctx context.Context, d time.Duration) {
+func (w *Watch) Wait(ctx context.Context, d time.Duration) {
 	if d > recheck {
 		d = recheck
 	}
@@ -83,7 +83,7 @@ func (w *dirWatch) Wait(ctx context.Context, d time.Duration) {
 
 // Close releases the watch; a nil watch (never made) is fine. It does not
 // block: the inotify instance stays open for the next waiter.
-func (w *dirWatch) Close() {
+func (w *Watch) Close() {
 	if w != nil && w.hub != nil {
 		w.hub.release(w)
 		w.hub = nil
@@ -91,7 +91,7 @@ func (w *dirWatch) Close() {
 }
 
 // A watchHub is one inotify instance and the goroutine that reads it,
-// shared by every dirWatch of its mask in this process. The kernel gives a
+// shared by every Watch of its mask in this process. The kernel gives a
 // directory watched twice the same watch descriptor, so each descriptor
 // has a count of the waiters that hold it; the last one to let go removes
 // it.
@@ -108,7 +108,7 @@ type watchHub struct {
 // watched is one watch descriptor of a hub and the waiters on it.
 type watched struct {
 	wd   int32
-	subs map[*dirWatch]int // waiter → how many of its dirs this is
+	subs map[*Watch]int // waiter → how many of its dirs this is
 }
 
 // hubs are the process's hubs, one per mask, made on first use and kept
@@ -153,7 +153,7 @@ func newHub(mask uint32) *watchHub {
 
 // add watches dirs for w; false (and nothing held) if one cannot be
 // watched.
-func (h *watchHub) add(w *dirWatch, dirs []string) bool {
+func (h *watchHub) add(w *Watch, dirs []string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.broken.Load() {
@@ -169,7 +169,7 @@ func (h *watchHub) add(w *dirWatch, dirs []string) bool {
 		}
 		e := h.byWD[int32(wd)]
 		if e == nil {
-			e = &watched{wd: int32(wd), subs: map[*dirWatch]int{}}
+			e = &watched{wd: int32(wd), subs: map[*Watch]int{}}
 			h.byWD[e.wd] = e
 		}
 		e.subs[w]++
@@ -178,13 +178,13 @@ func (h *watchHub) add(w *dirWatch, dirs []string) bool {
 	return true
 }
 
-func (h *watchHub) release(w *dirWatch) {
+func (h *watchHub) release(w *Watch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.releaseLocked(w)
 }
 
-func (h *watchHub) releaseLocked(w *dirWatch) {
+func (h *watchHub) releaseLocked(w *Watch) {
 	for _, e := range w.entries {
 		if e.subs[w]--; e.subs[w] <= 0 {
 			delete(e.subs, w)

@@ -1,4 +1,4 @@
-package runs
+package live
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // woken reports whether w was woken within a generous bound; a watch that
 // missed its event would only wake on the next recheck.
-func woken(w *dirWatch) bool {
+func woken(w *Watch) bool {
 	select {
 	case <-w.wake:
 		return true
@@ -57,12 +57,12 @@ func touch(t *testing.T, dir string) {
 
 // A mask of its own, so that these tests' watches are not mixed with
 // those of other tests of the package running at the same time.
-const testMask = watchOutput | unix.IN_ACCESS
+const testMask = WatchOutput | unix.IN_ACCESS
 
 func TestWatchersOfOneDirShareItsDescriptor(t *testing.T) {
 	dir := t.TempDir()
-	a := watchDirs(testMask, dir)
-	b := watchDirs(testMask, dir)
+	a := WatchDirs(testMask, dir)
+	b := WatchDirs(testMask, dir)
 	if a.hub == nil || a.hub != b.hub {
 		t.Fatal("no shared inotify instance")
 	}
@@ -84,9 +84,9 @@ func TestWatchersOfOneDirShareItsDescriptor(t *testing.T) {
 
 func TestWatchWakesOnlyItsOwnDirs(t *testing.T) {
 	d1, d2 := t.TempDir(), t.TempDir()
-	w1 := watchDirs(testMask, d1)
+	w1 := WatchDirs(testMask, d1)
 	defer w1.Close()
-	w2 := watchDirs(testMask, d2)
+	w2 := WatchDirs(testMask, d2)
 	defer w2.Close()
 	touch(t, d2)
 	if !woken(w2) {
@@ -106,7 +106,7 @@ func TestWatchOfARemovedDir(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	w := watchDirs(testMask, dir)
+	w := WatchDirs(testMask, dir)
 	h := w.hub
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
@@ -119,14 +119,14 @@ func TestWatchOfARemovedDir(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	w = watchDirs(testMask, dir)
+	w = WatchDirs(testMask, dir)
 	defer w.Close()
 	touch(t, dir)
 	if !woken(w) {
 		t.Fatal("a watch of the re-made dir was not woken")
 	}
 	// A watch of a dir that is gone cannot be made: its Wait polls.
-	gone := watchDirs(testMask, filepath.Join(parent, "missing"))
+	gone := WatchDirs(testMask, filepath.Join(parent, "missing"))
 	if gone.hub != nil {
 		t.Fatal("a watch of a missing dir claims a hub")
 	}
@@ -140,7 +140,7 @@ func TestWatchOfARemovedDir(t *testing.T) {
 // and open files stay where they were.
 func TestWatchChurnLeaksNothing(t *testing.T) {
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	warm := watchDirs(testMask, dirs[0])
+	warm := WatchDirs(testMask, dirs[0])
 	h := warm.hub
 	warm.Close()
 	fds := openFDs(t)
@@ -149,7 +149,7 @@ func TestWatchChurnLeaksNothing(t *testing.T) {
 		n = 1000
 	}
 	for i := range n {
-		w := watchDirs(testMask, dirs[i%3], dirs[(i+1)%3])
+		w := WatchDirs(testMask, dirs[i%3], dirs[(i+1)%3])
 		if i%100 == 0 {
 			touch(t, dirs[i%3])
 			w.Wait(context.Background(), time.Millisecond)
@@ -176,7 +176,7 @@ func TestBrokenHubClosesItsInstance(t *testing.T) {
 		t.Skip("no inotify instance")
 	}
 	dir := t.TempDir()
-	w := &dirWatch{wake: make(chan struct{}, 1)}
+	w := &Watch{wake: make(chan struct{}, 1)}
 	if !h.add(w, []string{dir}) {
 		t.Fatal("add")
 	}
@@ -191,7 +191,7 @@ func TestBrokenHubClosesItsInstance(t *testing.T) {
 		t.Errorf("the broken hub's inotify fd %d is still open", fd)
 	}
 	w.Close()
-	if h.add(&dirWatch{wake: make(chan struct{}, 1)}, []string{dir}) {
+	if h.add(&Watch{wake: make(chan struct{}, 1)}, []string{dir}) {
 		t.Error("a broken hub took a new watch")
 	}
 }
