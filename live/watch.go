@@ -20,10 +20,11 @@ import (
 //
 // Every waiter of the process shares one inotify instance per mask (a
 // watchHub) rather than making its own. Closing an inotify instance blocks
-// for an SRCU grace period of the kernel's fsnotify teardown (7–24 ms
-// measured here, in about half the calls), which an instance per call put
-// on the reply path of every follow and wait; inotify_rm_watch on a shared
-// instance takes microseconds. Sharing also keeps a busy server far from
+// for an SRCU grace period of the kernel's fsnotify teardown
+// (performance.md, "Figures behind code
+// comments"), which an instance per call put on the reply
+// path of every follow and wait; inotify_rm_watch on a shared instance
+// does not wait for one. Sharing also keeps a busy server far from
 // fs.inotify.max_user_instances (128 by default, per user, across every
 // process of that user).
 type Watch struct {

@@ -28,9 +28,9 @@ func TestCrashConsistency(t *testing.T) {
 		rounds = 20
 	case raceEnabled:
 		// Each round starts this test binary again as the writer, and a
-		// race-built one takes 150 ms a round against 28 ms: 200 rounds
-		// were 30 s of the race lane. The writer has one goroutine, so the
-		// race detector finds nothing in it; the plain lane runs all 200.
+		// race-built one starts several times slower (performance.md,
+		// "Figures behind code comments"). The writer has one goroutine, so the race detector
+		// finds nothing in it; the plain lane runs all 200.
 		rounds = 40
 	}
 	s := newStore(t)

@@ -70,7 +70,7 @@ func cmdline(pid int) []string {
 // processes whose argv is exactly the remote command the tests give ssh.
 // Supervisors (argv "supervise NAME RUN_ID") do not match, nor does a
 // server's child between its fork and its exec (a supervisor being
-// launched, such as the spare a server launches as it starts), which
+// launched, such as the spare a server keeps after its first start), which
 // still shows its parent's argv.
 func serverPIDs(stateDir string) []int {
 	want := []string{binary, "--state-dir", stateDir}
