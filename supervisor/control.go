@@ -17,7 +17,7 @@ import (
 
 // The control socket takes process_kill's requests. The supervisor carries
 // out the whole escalation, the signal, the grace and the SIGKILL, with
-// the timer timeout_s uses (deadline): agent-box dies with its SSH
+// the timer timeout_s uses (escalation): agent-box dies with its SSH
 // connection, and a SIGKILL it was still to send after the grace would die
 // with it, leaving a run that ignores TERM alive. The supervisor outlives
 // every connection, and as the run's subreaper it knows all its processes.
@@ -75,27 +75,27 @@ var ErrKillNoReply = errors.New("no reply from the run's supervisor to the kill 
 // ended with its run).
 var ErrNoOutcome = errors.New("no word from the run's supervisor after the kill")
 
-// controlReplyWait bounds the wait for the first answer: the supervisor
-// sends the signal between two turns of its loop, whose longest is a
-// record written to a slow disk.
+// controlReplyWait bounds the wait for the first answer: the escalation
+// takes an order between two turns of its loop, whose longest is a walk
+// of /proc for the run's processes (signalRun).
 const controlReplyWait = 10 * time.Second
 
-// killOrder is a kill request as the handler hands it to the supervise
-// loop, which alone holds the deadline and knows whether the leader is
-// reaped.
+// killOrder is a kill request as the handler hands it to the escalation,
+// which alone holds the grace and knows whether the leader is reaped.
 type killOrder struct {
 	sig     unix.Signal
 	grace   time.Duration
-	reply   chan KillReply   // buffered: the loop never waits for the handler
+	reply   chan KillReply   // buffered: the escalation never waits for the handler
 	outcome chan KillOutcome // buffered likewise; only for an armed kill
 }
 
 type controlServer struct {
 	ln       net.Listener
 	orders   chan killOrder
-	done     chan struct{} // closed once the loop takes no more orders
+	done     chan struct{} // closed once the escalation takes no more orders
 	handlers sync.WaitGroup
 	accepted chan struct{} // closed when accept returns
+	closed   chan struct{} // closed once Close is done
 	stopOnce sync.Once
 	once     sync.Once
 }
@@ -108,12 +108,26 @@ func serveControl(runDir string) (*controlServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &controlServer{ln: ln, orders: make(chan killOrder), done: make(chan struct{}), accepted: make(chan struct{})}
+	s := &controlServer{ln: ln, orders: make(chan killOrder), done: make(chan struct{}), accepted: make(chan struct{}), closed: make(chan struct{})}
 	go acceptOn(s.ln, &s.handlers, s.accepted, s.handle)
 	return s, nil
 }
 
-// ordersOf is the channel the supervise loop takes kill orders from; nil
+// execute is the control socket as a service of the run (supervise): it is
+// served from before the start report, so that a process_kill right after
+// process_start finds it, until interrupt closes it. It does not return
+// before that, even if accepting fails: a service that returned would end
+// the run's other services with it.
+func (s *controlServer) execute() error {
+	<-s.closed
+	return nil
+}
+
+// interrupt closes the socket (Close); supervise does it after the
+// escalation stopped, whose last outcomes the handlers then send.
+func (s *controlServer) interrupt(error) { s.Close() }
+
+// ordersOf is the channel the escalation takes kill orders from; nil
 // (never ready) for a nil server.
 func (s *controlServer) ordersOf() <-chan killOrder {
 	if s == nil {
@@ -142,8 +156,9 @@ func (s *controlServer) handle(c net.Conn) {
 		reply:   make(chan KillReply, 1),
 		outcome: make(chan KillOutcome, 1),
 	}
-	// Bounded as the client's wait is: an order the loop takes after the
-	// client gave up (and signalled the run itself) would signal it twice.
+	// Bounded as the client's wait is: an order the escalation takes
+	// after the client gave up (and signalled the run itself) would
+	// signal it twice.
 	busy := time.NewTimer(controlReplyWait)
 	defer busy.Stop()
 	select {
@@ -188,11 +203,12 @@ func (s *controlServer) Close() {
 		case <-done:
 		case <-t.C:
 		}
+		close(s.closed)
 	})
 }
 
 // stopOrders makes the requests still to come answer that the run has
-// ended: the loop that carried them out is gone.
+// ended: the escalation that carried them out is gone.
 func (s *controlServer) stopOrders() { s.stopOnce.Do(func() { close(s.done) }) }
 
 // Killing is a kill request a supervisor took: the signal is sent.

@@ -13,7 +13,7 @@ import (
 )
 
 // controlServerFor serves the control socket in a dir of its own, with
-// loop playing the supervise loop: it gets each order.
+// loop playing the escalation: it gets each order.
 func controlServerFor(t *testing.T, loop func(o killOrder)) (dir string, s *controlServer) {
 	t.Helper()
 	dir = t.TempDir()
@@ -33,7 +33,7 @@ func controlServerFor(t *testing.T, loop func(o killOrder)) (dir string, s *cont
 	return dir, s
 }
 
-// A kill request reaches the loop as asked, the first answer says what
+// A kill request reaches the escalation as asked, the first answer says what
 // was signalled, and an armed kill's second answer says whether SIGKILL
 // followed.
 func TestKillRequestAndItsTwoAnswers(t *testing.T) {
@@ -117,7 +117,7 @@ func TestKillRequestAfterTheRunEnded(t *testing.T) {
 func TestKillRequestOnlyToTheSupervisor(t *testing.T) {
 	t.Parallel()
 	dir, _ := controlServerFor(t, func(o killOrder) {
-		t.Errorf("an order reached the loop: %+v", o)
+		t.Errorf("an order reached the escalation: %+v", o)
 		o.reply <- KillReply{}
 	})
 	_, err := Kill(dir, os.Getpid()+1, unix.SIGTERM, 0)
@@ -130,18 +130,4 @@ func TestKillRequestOnlyToTheSupervisor(t *testing.T) {
 
 	_, err = Kill(t.TempDir(), os.Getpid(), unix.SIGTERM, 0)
 	assert.ErrorIs(t, err, ErrNoControl, "no socket")
-}
-
-// A grace already running is not put off by a later one that would end
-// after it: the SIGKILL a timeout or an earlier kill made due stays due.
-func TestStartGraceKeepsTheEarlierEnd(t *testing.T) {
-	t.Parallel()
-	d := &deadline{}
-	d.startGrace(time.Hour)
-	first, ends := d.grace, d.graceEnds
-	d.startGrace(2 * time.Hour)
-	assert.True(t, d.grace == first && d.graceEnds.Equal(ends), "a later end replaced the earlier")
-	d.startGrace(time.Millisecond)
-	assert.True(t, d.graceEnds.Before(ends), "an earlier end is taken")
-	<-d.grace
 }

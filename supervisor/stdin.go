@@ -345,6 +345,25 @@ func (s *stdinServer) Close() {
 	}
 }
 
+// stdinActor is the stdin socket's part in the run's course (supervise).
+// The socket is served from before the start report until the record says
+// the leader's exit (said): a process_write that finds no socket must find
+// the exit in the record, and until then a write still reaches a
+// descendant that holds stdin, as it would have while the leader lived.
+// A terminal's input, which the server leaves open (closeInput), is
+// closed once the output has ended (drained). srv and ptyIn may be nil.
+func stdinActor(srv *stdinServer, ptyIn *os.File, said, drained <-chan struct{}) func() error {
+	return func() error {
+		<-said
+		srv.Close()
+		<-drained
+		if ptyIn != nil {
+			ptyIn.Close()
+		}
+		return nil
+	}
+}
+
 // ErrStdinImpostor means the socket is not the run's supervisor's.
 var ErrStdinImpostor = errors.New("the stdin socket does not belong to the run's supervisor; nothing was written")
 

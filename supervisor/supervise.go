@@ -50,8 +50,9 @@ func spare(args []string) bool {
 
 // Main is the body of "agent-box supervise". It sends the server its
 // private channel over ChannelFD (PrivateChannel), reads the Spec from it,
-// reports on it, and returns when the child has exited and its output is
-// drained. The returned error is for the supervisor's own log only.
+// reports on it, and returns when the child has exited, its output is
+// drained and recorded, and every process of the run is reaped
+// (supervise). The returned error is for the supervisor's own log only.
 func Main(c Config) error {
 	caught := make(chan struct{})
 	go func() {
@@ -144,115 +145,10 @@ type supervisor struct {
 	reserve string
 }
 
-// reserveSize is kept free in the run dir for the record: on a full disk
-// the log stops first, and giving this space back lets the exit still be
-// written.
-const reserveSize = 16 << 10
-
-func (s *supervisor) writeRecord(mut func(r *runrecord.Record)) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mut(s.rec)
-	return s.withReserve(func() error { return s.store.Write(s.rec) })
-}
-
-// writePID records the child's pid and returns once readers see it, but
-// before the fsync that makes the record survive a crash (durable): the
-// start report need not wait for it (see runrecord.Store.WriteVisible).
-// On a full disk it spends the reserve (withReserve): the run then keeps
-// no output, and the exit record has no second try, but a child whose pid
-// is not recorded could never be controlled and would have to be killed.
-func (s *supervisor) writePID(pid int, start uint64) (durable func() error, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rec.PID = pid
-	s.rec.PIDStartTime = start
-	err = s.withReserve(func() (err error) {
-		durable, err = s.store.WriteVisible(s.rec)
-		return err
-	})
-	return durable, err
-}
-
-// withReserve makes one write of the record (s.mu held) and, when it fails
-// while the reserve is still there (the disk is full), gives the reserve
-// back and writes once more. The record matters more than the rest of the
-// log: the log is stopped first, so that it cannot eat the room given back.
-func (s *supervisor) withReserve(write func() error) error {
-	err := write()
-	if err != nil && s.reserve != "" {
-		if s.log != nil {
-			s.log.Stop(fmt.Errorf("stopped writing the log: the run record could not be written (%w)", err))
-			applyStatus(s.rec, s.log.Status())
-		}
-		os.Remove(s.reserve)
-		s.reserve = ""
-		err = write()
-	}
-	if err != nil {
-		s.logf("supervise: writing record: %v", err)
-	}
-	return err
-}
-
 // logf writes to the supervisor's own log, if main gave it one.
 func (s *supervisor) logf(format string, args ...any) {
 	if s.cfg.Log != nil {
 		fmt.Fprintf(s.cfg.Log, format+"\n", args...)
-	}
-}
-
-// makeReserve sets aside reserveSize bytes on the file system of runDir,
-// in its ReserveFile, and says whether it did.
-func makeReserve(runDir string) bool {
-	path := filepath.Join(runDir, ReserveFile)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if _, err := f.Write(make([]byte, reserveSize)); err != nil {
-		os.Remove(path)
-		return false
-	}
-	return true
-}
-
-// takeReserve makes runDir's reserve the supervisor's: the one
-// Launched.Start set aside while this process started (off
-// process_start's path), or else one made now. Only a regular file of the
-// full size with one link counts (removing another name of a file frees
-// nothing). The supervisor only ever removes it.
-func (s *supervisor) takeReserve(runDir string) {
-	path := filepath.Join(runDir, ReserveFile)
-	if reserved(path) || makeReserve(runDir) {
-		s.reserve = path
-	}
-}
-
-func reserved(path string) bool {
-	_, ok := reserveAt(path)
-	return ok
-}
-
-// reserveAt is the file at path, if it is a reserve: a regular file of the
-// full size with one link.
-func reserveAt(path string) (os.FileInfo, bool) {
-	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return fi, ok && st.Nlink == 1 && fi.Size() >= reserveSize
-}
-
-// dropReserve gives the reserve back once the run needs no more records.
-func (s *supervisor) dropReserve() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reserve != "" {
-		os.Remove(s.reserve)
-		s.reserve = ""
 	}
 }
 
@@ -307,41 +203,14 @@ func (s *supervisor) listenControl() {
 }
 
 func (s *supervisor) run(report *os.File) error {
-	sp := &s.spec
-	s.store = &runrecord.Store{Root: sp.StateDir}
-	rec, err := s.store.Read(sp.Name, sp.RunID)
-	if err != nil {
+	if err := s.claim(); err != nil {
 		writeReport(report, 0, err)
 		return err
 	}
-	s.rec = rec
-
-	// A subreaper inherits the orphans of the child's descendants, so
-	// they are reaped here instead of by init, and survivors stay ours.
-	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-	self := os.Getpid()
-	selfStat, err := proc.ReadStat(self)
-	if err != nil {
-		writeReport(report, 0, err)
-		return err
-	}
-	// agent-box records our pid before the record is visible; a launcher
-	// that forked instead of exec'ing us would leave another pid there.
-	if rec.SupervisorPID != self || rec.SupervisorStartTime != selfStat.StartTime {
-		if err := s.writeRecord(func(r *runrecord.Record) {
-			r.SupervisorPID = self
-			r.SupervisorStartTime = selfStat.StartTime
-		}); err != nil {
-			writeReport(report, 0, err)
-			return err
-		}
-	}
-
 	// Set aside room for the exit before the child can fill the disk (an
 	// adopted spare has).
 	if s.reserve == "" {
-		s.takeReserve(sp.runDir())
+		s.takeReserve(s.spec.runDir())
 	}
 	child, outs, stdinW, err := s.startChild()
 	if err != nil {
@@ -354,18 +223,8 @@ func (s *supervisor) run(report *os.File) error {
 		return errors.New(s.redact(err.Error()))
 	}
 	pid := child.Process.Pid
-	// The child is not reaped before we read its start time, so even a
-	// child that exited at once still has its /proc entry (as a zombie).
-	st, serr := proc.ReadStat(pid)
-	durable, werr := s.writePID(pid, st.StartTime)
-	if err := errors.Join(serr, werr); err != nil {
-		// Without a recorded pid nobody could ever control this child.
-		unix.Kill(-pid, unix.SIGKILL)
-		if s.group != nil {
-			// Empty once the child is gone; else runs.Remove tries again.
-			child.Wait()
-			s.group.Remove()
-		}
+	durable, err := s.recordLeader(child)
+	if err != nil {
 		writeReport(report, 0, fmt.Errorf("recording pid %d: %w", pid, err))
 		s.dropReserve()
 		return err
@@ -388,9 +247,56 @@ func (s *supervisor) run(report *os.File) error {
 	return s.supervise(pid, outs, stdin)
 }
 
-type output struct {
-	r *os.File
-	w io.Writer
+// claim reads the run's record and makes the run the supervisor's: its
+// subreaper, and the supervisor the record names.
+func (s *supervisor) claim() error {
+	sp := &s.spec
+	s.store = &runrecord.Store{Root: sp.StateDir}
+	rec, err := s.store.Read(sp.Name, sp.RunID)
+	if err != nil {
+		return err
+	}
+	s.rec = rec
+
+	// A subreaper inherits the orphans of the child's descendants, so
+	// they are reaped here instead of by init, and survivors stay ours.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+	self := os.Getpid()
+	selfStat, err := proc.ReadStat(self)
+	if err != nil {
+		return err
+	}
+	// agent-box records our pid before the record is visible; a launcher
+	// that forked instead of exec'ing us would leave another pid there.
+	if rec.SupervisorPID == self && rec.SupervisorStartTime == selfStat.StartTime {
+		return nil
+	}
+	return s.writeRecord(func(r *runrecord.Record) {
+		r.SupervisorPID = self
+		r.SupervisorStartTime = selfStat.StartTime
+	})
+}
+
+// recordLeader records the started child's pid and start time (writePID).
+// When it cannot, it kills the child: without a recorded pid nobody could
+// ever control it.
+func (s *supervisor) recordLeader(child *exec.Cmd) (durable func() error, err error) {
+	pid := child.Process.Pid
+	// The child is not reaped before we read its start time, so even a
+	// child that exited at once still has its /proc entry (as a zombie).
+	st, serr := proc.ReadStat(pid)
+	durable, werr := s.writePID(pid, st.StartTime)
+	if err := errors.Join(serr, werr); err != nil {
+		unix.Kill(-pid, unix.SIGKILL)
+		if s.group != nil {
+			// Empty once the child is gone; else runs.Remove tries again.
+			child.Wait()
+			s.group.Remove()
+		}
+		return nil, err
+	}
+	return durable, nil
 }
 
 // createLog creates the run's log in runDir.
