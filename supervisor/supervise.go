@@ -110,8 +110,9 @@ func Main(c Config) error {
 // would start with SIGHUP ignored. Main runs it in a goroutine from its
 // start, beside the spec's decode, the record's read and the log's and
 // pipes' setup, and startIn, the one fork of a child, waits for it
-// (supervisor.caught): the first Notify starts a thread of its own,
-// 0.7 ms of process_start on a 2-core VM when it ran first. Until it is
+// (supervisor.caught): the first Notify starts a thread of its own, which
+// cost process_start when it ran first (performance.md, "Figures behind
+// code comments"). Until it is
 // done the supervisor, in a session of its own with no terminal, gets
 // SIGHUP or SIGINT only from an explicit kill, and SIGPIPE and SIGXFSZ
 // only fail the write (stdout and stderr are not pipes here).
@@ -240,7 +241,7 @@ func (s *supervisor) run(report *os.File) error {
 	}
 	// The supervisor lives as long as its run: give back what start-up
 	// allocated (as "agent-box supervise", mcp-go's JSON Schema library
-	// compiles its meta-schemas at package init, ~1.7 MB). After the report,
+	// compiles its meta-schemas at package init). After the report,
 	// so that process_start does not wait for it.
 	debug.FreeOSMemory()
 
