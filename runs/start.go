@@ -720,8 +720,8 @@ func (m *Manager) start(ctx context.Context, req *StartRequest) (StartResult, er
 	}
 	now := time.Now().UTC()
 	runID := runrecord.NewRunID(now)
-	spec := m.spec(req, runID, path, argv)
-	sup, err := m.create(m.newRecord(req, runID, now, statusOf), spec, req.delegate)
+	rec := m.newRecord(req, runID, now, statusOf)
+	sup, err := m.create(rec, m.spec(req, rec, path, argv), req.delegate)
 	if err != nil {
 		return StartResult{}, err
 	}
@@ -751,25 +751,20 @@ func (m *Manager) lockName(name string) (unlock func(), err error) {
 	return unlock, err
 }
 
-// spec is what the supervisor of run runID of req is told to run.
-func (m *Manager) spec(req *StartRequest, runID, path string, argv []string) *supervisor.Spec {
+// spec is what the supervisor of rec, a run of req, is told to run: the
+// program resolved (path, argv), its whole environment, its secrets, and
+// the run's options as recorded.
+func (m *Manager) spec(req *StartRequest, rec *runrecord.Record, path string, argv []string) *supervisor.Spec {
 	return &supervisor.Spec{
 		StateDir:    m.Store.Root,
-		Name:        req.Name,
-		RunID:       runID,
+		Name:        rec.Name,
+		RunID:       rec.RunID,
 		Path:        path,
 		Argv:        argv,
-		Env:         childEnv(m.Env, req, req.Name, runID),
+		Env:         childEnv(m.Env, req, rec.Name, rec.RunID),
 		Dir:         req.Cwd,
-		CaptureMode: req.CaptureMode,
-		MaxLogBytes: req.MaxLogBytes,
 		Secrets:     slices.Collect(maps.Values(req.SecretEnv)),
-		Stdin:       req.Stdin,
-		Pty:         req.Pty,
-		Cols:        req.Cols,
-		Rows:        req.Rows,
-		TimeoutS:    req.TimeoutS,
-		Limits:      req.Limits,
+		Run:         rec.Spec,
 		KillGraceMS: int(m.waitPolicy().TimeoutGrace.Milliseconds()),
 	}
 }

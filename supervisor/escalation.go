@@ -21,11 +21,11 @@ type timeout struct {
 
 // newTimeout is the run's timeout, nil when it has none.
 func (s *supervisor) newTimeout() *timeout {
-	if s.spec.TimeoutS <= 0 {
+	if s.spec.Run.TimeoutS <= 0 {
 		return nil
 	}
 	return &timeout{
-		after:   time.Duration(s.spec.TimeoutS) * time.Second,
+		after:   time.Duration(s.spec.Run.TimeoutS) * time.Second,
 		expired: make(chan struct{}),
 		stop:    make(chan struct{}),
 	}

@@ -13,7 +13,7 @@ import (
 // see catchSignals.
 func (s *supervisor) startIn(cmd *exec.Cmd) error {
 	<-s.caught
-	l := s.spec.Limits
+	l := s.spec.Run.Limits
 	if l == nil || l.Zero() {
 		return cmd.Start()
 	}

@@ -60,7 +60,7 @@ func (s *supervisor) startOnPty(log *capture.Log) (*exec.Cmd, []output, *os.File
 		log.Close()
 		return nil, nil, nil, fmt.Errorf("opening a pseudo-terminal: %w", err)
 	}
-	if err := setSize(master, sp.Cols, sp.Rows); err != nil {
+	if err := setSize(master, sp.Run.Cols, sp.Run.Rows); err != nil {
 		master.Close()
 		stdinW.Close()
 		log.Close()

@@ -100,7 +100,7 @@ func adoptAll(l *Launched, spec *Spec, dir string) error {
 }
 
 func helperSpec(t *testing.T) (*Spec, string) {
-	spec := &Spec{StateDir: t.TempDir(), Name: "build", RunID: runrecord.NewRunID(time.Now()), Path: "/bin/true", CaptureMode: "combined"}
+	spec := &Spec{StateDir: t.TempDir(), Name: "build", RunID: runrecord.NewRunID(time.Now()), Path: "/bin/true", Run: runrecord.Spec{CaptureMode: "combined"}}
 	dir := spec.runDir()
 	require.NoError(t, os.MkdirAll(dir, 0o700))
 	return spec, dir

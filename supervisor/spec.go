@@ -33,18 +33,13 @@ type Spec struct {
 	Argv        []string `json:"argv"` // argv[0] included
 	Env         []string `json:"env"`  // the complete environment of the child
 	Dir         string   `json:"dir"`
-	CaptureMode string   `json:"capture_mode"`
-	MaxLogBytes int64    `json:"max_log_bytes"`
 	Secrets     []string `json:"secrets,omitempty"`
-	Stdin       string   `json:"stdin"` // "null" or "pipe"
-	// Pty: the child runs on a pseudo-terminal of Cols×Rows, which the
-	// supervisor holds; stdin is then the terminal's input.
-	Pty      bool `json:"pty,omitempty"`
-	Cols     int  `json:"cols,omitempty"`
-	Rows     int  `json:"rows,omitempty"`
-	TimeoutS int  `json:"timeout_s,omitempty"`
-	// Limits cap the run in a cgroup of its own; nil: none.
-	Limits *runrecord.Limits `json:"limits,omitempty"`
+	// Run is the run's options as its record keeps them (secrets masked):
+	// its capture mode, log cap, stdin, terminal (Pty: the child runs on a
+	// pseudo-terminal of Cols×Rows, which the supervisor holds, and stdin
+	// is its input), timeout and limits (a cgroup of its own; nil: none).
+	// The program to run is Path, Argv, Env and Dir, not Run's.
+	Run runrecord.Spec `json:"run"`
 	// KillGraceMS is how long the supervisor waits after SIGTERM at the
 	// timeout before it sends SIGKILL to the group.
 	KillGraceMS int `json:"kill_grace_ms,omitempty"`

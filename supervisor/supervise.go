@@ -305,8 +305,8 @@ func (s *supervisor) createLog(runDir string) error {
 	sp := &s.spec
 	// A pty run's output is the terminal's: the line discipline may
 	// have changed a secret's bytes before the master reads them.
-	log, err := capture.Create(filepath.Join(runDir, runrecord.LogFile), capture.Mode(sp.CaptureMode), capture.Options{
-		MaxBytes: sp.MaxLogBytes, Secrets: s.secrets(), Terminal: sp.Pty,
+	log, err := capture.Create(filepath.Join(runDir, runrecord.LogFile), capture.Mode(sp.Run.CaptureMode), capture.Options{
+		MaxBytes: sp.Run.MaxLogBytes, Secrets: s.secrets(), Terminal: sp.Run.Pty,
 	})
 	if err != nil {
 		return fmt.Errorf("creating log: %w", err)
@@ -317,7 +317,7 @@ func (s *supervisor) createLog(runDir string) error {
 
 func (s *supervisor) startChild() (*exec.Cmd, []output, *os.File, error) {
 	sp := &s.spec
-	mode := capture.Mode(sp.CaptureMode)
+	mode := capture.Mode(sp.Run.CaptureMode)
 	if s.log == nil { // an adopted spare made it
 		if err := s.createLog(sp.runDir()); err != nil {
 			return nil, nil, nil, err
@@ -325,7 +325,7 @@ func (s *supervisor) startChild() (*exec.Cmd, []output, *os.File, error) {
 	}
 	log := s.log
 
-	if sp.Pty {
+	if sp.Run.Pty {
 		return s.startOnPty(log)
 	}
 	outR, outW, err := os.Pipe()
@@ -360,7 +360,7 @@ func (s *supervisor) startChild() (*exec.Cmd, []output, *os.File, error) {
 		errR, errW = nil, nil
 	}
 	var stdinW *os.File
-	if sp.Stdin == "pipe" {
+	if sp.Run.Stdin == "pipe" {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, nil, nil, err
