@@ -131,7 +131,7 @@ func (l Limits) Zero() bool { return l == Limits{} }
 type Spec struct {
 	Command string   `json:"command,omitempty" jsonschema:"Shell command (/bin/sh -c); a lone simple command is exec'd, so pid and exit status are the program's (status_of). Give this or argv."`
 	Argv    []string `json:"argv,omitempty" jsonschema:"Program and arguments, run without a shell. Give this or command."`
-	Cwd     string   `json:"cwd" jsonschema:"Working directory (must exist): absolute, or from the home directory (the default; ~ works)."`
+	Cwd     string   `json:"cwd" jsonschema:"Working directory: absolute, or from the home directory (the default; ~ works)."`
 	// Env: overrides of the inherited environment; the record holds them
 	// redacted.
 	Env         map[string]string `json:"env,omitempty" jsonschema:"Variables set over the inherited environment."`

@@ -61,7 +61,7 @@ type StartRequest struct {
 	// whose input is the run's stdin. Limits cap the run, field by field
 	// over the Manager's DefaultLimits (nil: the defaults alone).
 	runrecord.Spec
-	SecretEnv map[string]string `json:"secret_env,omitempty" jsonschema:"Variables whose values are [redacted] in the log, every answer and the record."`
+	SecretEnv map[string]string `json:"secret_env,omitempty" jsonschema:"Variables whose values are [redacted] in the log, answers and the record."`
 	// IfRunning says what a running run of the same name means: "" or
 	// "error", the name is in use; "reuse", that run is the answer when
 	// it runs the same command or argv, in the same cwd with the same env.

@@ -247,7 +247,6 @@ func restartInput() json.RawMessage {
 
 func listInput() json.RawMessage {
 	return input[listArgs](nil, func(p props) {
-		p["all"].Default = def(false)
 		within(p["limit"], fptr(1), fptr(runs.MaxListLimit))
 		p["limit"].Default = def(runs.DefaultListLimit)
 		p["state"].Enum = enum(outcome.Running, outcome.Exited, outcome.Unknown)
@@ -267,12 +266,9 @@ func tailInput() json.RawMessage {
 		within(p["max_bytes"], fptr(1), fptr(logread.MaxWindow))
 		p["max_bytes"].Default = def(runs.DefaultTailBytes)
 		p["encoding"].Enum, p["encoding"].Default = enum(encText, encBase64), def(encText)
-		p["raw"].Default = def(false)
-		p["wait_ms"].Default = def(0)
 		within(p["tail_lines"], fptr(1), fptr(logread.MaxTailLines))
 		p["grep"].MaxLength, p["grep"].Description = new(runs.MaxGrepBytes), grepDescription
 		within(p["context"], fptr(0), fptr(logread.MaxContext))
-		p["context"].Default = def(0)
 		awaitBounds(p)
 	})
 }
@@ -283,7 +279,6 @@ func waitInput() json.RawMessage {
 		within(p["timeout_ms"], fptr(0), ms(runs.MaxWaitTimeout))
 		p["timeout_ms"].Default = def(runs.DefaultWaitPolicy.Default.Milliseconds())
 		p["since_offset"].Minimum = fptr(0)
-		p["survivors"].Default = def(false)
 	})
 }
 
@@ -291,7 +286,6 @@ func writeInput() json.RawMessage {
 	return input[writeArgs]([]string{"name"}, func(p props) {
 		p["data"].MaxLength = new(runs.MaxWriteBytes)
 		p["encoding"].Enum, p["encoding"].Default = enum(encText, encBase64), def(encText)
-		p["close"].Default = def(false)
 		awaitBounds(p)
 	})
 }
@@ -304,7 +298,5 @@ func resizeInput() json.RawMessage {
 }
 
 func removeInput() json.RawMessage {
-	return input[removeArgs](nil, func(p props) {
-		p["all_finished"].Default = def(false)
-	})
+	return input[removeArgs](nil, nil)
 }
