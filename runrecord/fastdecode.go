@@ -110,6 +110,8 @@ func (d *fastDecoder) record(r *Record) bool {
 			return 1 << 32, d.limits(r.Limits)
 		case "request_id":
 			return 1 << 33, d.str(&r.RequestID)
+		case "nice":
+			return 1 << 34, d.int(&r.Nice)
 		}
 		return 0, true
 	})

@@ -139,10 +139,13 @@ type Spec struct {
 	Stdin       string            `json:"stdin" jsonschema:"pipe: keep stdin open for process_write."`
 	// Pty: the child runs on a pseudo-terminal the supervisor holds, of
 	// Cols×Rows (the latest size process_resize set); stdin is the terminal.
-	Pty         bool  `json:"pty,omitempty" jsonschema:"On a terminal (TERM=xterm-256color), stdin its input; combined only."`
-	Cols        int   `json:"cols,omitempty"`
-	Rows        int   `json:"rows,omitempty"`
-	TimeoutS    int   `json:"timeout_s,omitempty" jsonschema:"After this many seconds TERM, and 5 s later KILL, every process of the run. 0: none."`
+	Pty      bool `json:"pty,omitempty" jsonschema:"On a terminal (TERM=xterm-256color), stdin its input; combined only."`
+	Cols     int  `json:"cols,omitempty"`
+	Rows     int  `json:"rows,omitempty"`
+	TimeoutS int  `json:"timeout_s,omitempty" jsonschema:"After this many seconds TERM, and 5 s later KILL, every process of the run. 0: none."`
+	// Nice is the CPU priority of the run's processes, as nice(1) sets
+	// it: 0, the default, to 19, the lowest.
+	Nice        int   `json:"nice,omitempty" jsonschema:"nice(1) of its processes: up to 19 yields the CPU to others."`
 	MaxLogBytes int64 `json:"max_log_bytes,omitempty" jsonschema:"Log size cap (output is still drained). Default 1 GiB."`
 	// Limits are the caps the run was started under; nil: none.
 	Limits *Limits `json:"limits,omitempty" jsonschema:"Caps, in a cgroup; refused where not enforceable. Unset: the server's defaults."`

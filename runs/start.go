@@ -28,6 +28,10 @@ const DefaultMaxLogBytes int64 = 1 << 30
 // MaxMaxLogBytes is the largest cap a run may ask for.
 const MaxMaxLogBytes int64 = 1 << 40
 
+// MaxNice is the lowest CPU priority a run may ask for (nice). A higher
+// one than the server's own (a negative nice) is not asked of the kernel.
+const MaxNice = 19
+
 // MaxTimeoutS bounds timeout_s (one week).
 const MaxTimeoutS = 7 * 24 * 3600
 
@@ -335,6 +339,9 @@ func (req *StartRequest) checkModes(arg func(string) string) error {
 	}
 	if err := req.checkPty(); err != nil {
 		return err
+	}
+	if req.Nice < 0 || req.Nice > MaxNice {
+		return invalid("nice %d is out of range 0..%d (0 runs at the server's own priority; a run cannot have a higher one)", req.Nice, MaxNice)
 	}
 	if req.TimeoutS < 0 || req.TimeoutS > MaxTimeoutS {
 		return invalid("%s %d is out of range 0..%d", arg("timeout_s"), req.TimeoutS, MaxTimeoutS)

@@ -289,3 +289,44 @@ func TestStartSaysALeaderThatRunsAnotherProgram(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "running", res.Reason)
 }
+
+// TestNiceIsTheRunsAndNotTheSupervisors: a run started with nice runs its
+// program at that nice, the supervisor beside it at its own, and a
+// restart keeps it (it is recorded).
+func TestNiceIsTheRunsAndNotTheSupervisors(t *testing.T) {
+	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
+	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
+	require.NoError(t, err)
+	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
+		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
+	own, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
+	require.NoError(t, err)
+	nice := func(pid int) int {
+		// getpriority(2) answers 20 - nice.
+		p, err := unix.Getpriority(unix.PRIO_PROCESS, pid)
+		require.NoError(t, err)
+		return 20 - p
+	}
+	// The lowest priority, from wherever the test runs.
+	want := MaxNice
+	require.NotEqual(t, want, 20-own, "the test itself runs at nice %d", want)
+	for i, start := range []func() (StartResult, error){
+		func() (StartResult, error) {
+			return m.Start(context.Background(), StartRequest{Name: "low", Spec: Spec{Argv: []string{"/bin/sleep", "30"}, Cwd: "/", Nice: want}})
+		},
+		func() (StartResult, error) {
+			r, err := m.Restart(context.Background(), RestartRequest{Name: "low", Grace: new(time.Duration)})
+			return r.StartResult, err
+		},
+	} {
+		res, err := start()
+		require.NoError(t, err, "start %d", i)
+		t.Cleanup(func() { m.Kill("low", res.RunID, unix.SIGKILL, 0) })
+		assert.Equal(t, want, nice(res.PID), "start %d: the run's program", i)
+		rec, err := m.Store.Read("low", res.RunID)
+		require.NoError(t, err)
+		assert.Equal(t, 20-own, nice(rec.SupervisorPID), "start %d: its supervisor", i)
+	}
+	_, err = m.Start(context.Background(), StartRequest{Name: "high", Spec: Spec{Argv: []string{"/bin/true"}, Cwd: "/", Nice: -1}})
+	require.ErrorIs(t, err, ErrInvalid)
+}

@@ -1,18 +1,57 @@
 package supervisor
 
 import (
+	"fmt"
 	"os/exec"
+	"runtime"
 
 	"github.com/agent-box/agent-box/cgroup"
 	"github.com/agent-box/agent-box/runrecord"
 	"golang.org/x/sys/unix"
 )
 
-// startIn starts cmd: in a cgroup of the run's own, capped by the spec's
-// limits, when it has any. Not before the supervisor catches its signals:
-// see catchSignals.
+// startIn starts cmd: at the run's nice, and in a cgroup of the run's
+// own, capped by the spec's limits, when it has any. Not before the
+// supervisor catches its signals: see catchSignals.
 func (s *supervisor) startIn(cmd *exec.Cmd) error {
 	<-s.caught
+	if n := s.spec.Run.Nice; n != 0 {
+		return onNicedThread(n, func() error { return s.startInGroup(cmd) })
+	}
+	return s.startInGroup(cmd)
+}
+
+// onNicedThread runs f on a thread of its own at nice n, which a child
+// that f forks inherits: Linux keeps the nice value per thread
+// (setpriority(2), BUGS), and a fork copies the calling thread's. The
+// thread is never given back (runtime.LockOSThread without its unlock):
+// it ends with f's goroutine, and its nice with it, so the supervisor's
+// other threads keep theirs; while a goroutine is locked to a thread the
+// runtime makes new threads from its template thread, so none inherits it
+// (runtime/proc.go, newm). The main thread is not ended but wedged when
+// its goroutine exits locked, keeping the nice (and it is what ps shows of
+// the process): a goroutine that lands on it holds it, unchanged, while
+// another does the work on a thread that can end.
+func onNicedThread(n int, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			defer runtime.UnlockOSThread()
+			errc <- onNicedThread(n, f)
+			return
+		}
+		if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), n); err != nil {
+			errc <- fmt.Errorf("setting nice %d: %w", n, err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
+
+// startInGroup starts cmd, in the run's own cgroup when it has limits.
+func (s *supervisor) startInGroup(cmd *exec.Cmd) error {
 	l := s.spec.Run.Limits
 	if l == nil || l.Zero() {
 		return cmd.Start()

@@ -225,6 +225,7 @@ func startInput() json.RawMessage {
 		p["stdin"].Enum, p["stdin"].Default = enum(runs.StdinNull, runs.StdinPipe), def(runs.StdinNull)
 		p["cols"].Default, p["rows"].Default = def(runs.DefaultCols), def(runs.DefaultRows)
 		within(p["timeout_s"], fptr(0), fptr(runs.MaxTimeoutS))
+		within(p["nice"], fptr(0), fptr(runs.MaxNice))
 		within(p["max_log_bytes"], fptr(0), fptr(runs.MaxMaxLogBytes))
 		l := p["limits"].Properties
 		within(l["memory_mb"], fptr(runs.MinMemoryMB), fptr(runs.MaxMemoryMB))
