@@ -63,11 +63,12 @@ func (m *Manager) Restart(ctx context.Context, req RestartRequest) (RestartResul
 	// old run is stopped, so that a spec that can no longer start (its cwd
 	// gone, its program off the PATH) leaves the old run running.
 	check := spec
-	if err := check.normalize(m.home(), m.arg); err != nil {
-		return RestartResult{}, fmt.Errorf("run %s of %q cannot be started again as it was: %w", prev.RunID, prev.Name, err)
+	err = check.normalize(m.home(), m.arg)
+	if err == nil {
+		_, _, _, err = check.program(m.Env)
 	}
-	if _, _, _, err := check.program(m.Env); err != nil {
-		return RestartResult{}, fmt.Errorf("run %s of %q cannot be started again as it was: %w", prev.RunID, prev.Name, err)
+	if err != nil {
+		return RestartResult{}, maskSecrets(fmt.Errorf("run %s of %q cannot be started again as it was: %w", prev.RunID, prev.Name, err), req.SecretEnv)
 	}
 	spec.RequestID = req.RequestID
 	res := RestartResult{Previous: prev}

@@ -561,11 +561,7 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (StartResult, err
 		return m.startedBefore(ctx, req, c, began)
 	}
 	res, err := m.start(ctx, &req)
-	if err != nil && len(req.SecretEnv) > 0 && len(req.SecretEnv) <= MaxSecrets {
-		// Errors quote the cwd, argv[0], the supervisor's exec error: the
-		// secrets must not come back through them.
-		err = &redactedError{msg: redactorOf(req.SecretEnv).String(err.Error()), err: err}
-	}
+	err = maskSecrets(err, req.SecretEnv)
 	if err != nil || req.Ready == nil {
 		return res, err
 	}
@@ -604,6 +600,16 @@ func (m *Manager) startedBefore(ctx context.Context, req StartRequest, c *cut, b
 		m.ready(ctx, &res, &req, began)
 	}
 	return res, nil
+}
+
+// maskSecrets is err with the values of secretEnv masked in its
+// message: errors quote the cwd, argv[0], the PATH, the supervisor's exec
+// error, and the secrets must not come back through them.
+func maskSecrets(err error, secretEnv map[string]string) error {
+	if err == nil || len(secretEnv) == 0 || len(secretEnv) > MaxSecrets {
+		return err
+	}
+	return &redactedError{msg: redactorOf(secretEnv).String(err.Error()), err: err}
 }
 
 // redactedError keeps what errors.Is needs while showing a masked message.

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/capture"
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
@@ -329,4 +330,30 @@ func TestNiceIsTheRunsAndNotTheSupervisors(t *testing.T) {
 	}
 	_, err = m.Start(context.Background(), StartRequest{Name: "high", Spec: Spec{Argv: []string{"/bin/true"}, Cwd: "/", Nice: -1}})
 	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// TestRestartErrorsMaskSecrets: a restart whose spec can no longer start
+// says why without the secrets, as a start does: resolve quotes the PATH,
+// which secret_env may set. Before, the restart's own check of the
+// record's spec answered with it in clear.
+func TestRestartErrorsMaskSecrets(t *testing.T) {
+	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
+	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
+	require.NoError(t, err)
+	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
+		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
+	dir := filepath.Join(t.TempDir(), "s3cr3t-token-dir")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	prog := filepath.Join(dir, "prog")
+	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	secrets := map[string]string{"PATH": dir}
+	_, err = m.Start(context.Background(), StartRequest{Name: "p", Spec: Spec{Argv: []string{"prog"}, Cwd: "/"}, SecretEnv: secrets})
+	require.NoError(t, err)
+	m.waitRecorded("p", "", 10*time.Second)
+	require.NoError(t, os.Remove(prog))
+
+	_, err = m.Restart(context.Background(), RestartRequest{Name: "p", SecretEnv: secrets})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.NotContains(t, err.Error(), "s3cr3t", "the secret in clear")
+	assert.Contains(t, err.Error(), capture.Mask)
 }
