@@ -143,9 +143,9 @@ type Spec struct {
 	Cols     int  `json:"cols,omitempty"`
 	Rows     int  `json:"rows,omitempty"`
 	TimeoutS int  `json:"timeout_s,omitempty" jsonschema:"After this many seconds TERM, and 5 s later KILL, every process of the run. 0: none."`
-	// Nice is the CPU priority of the run's processes, as nice(1) sets
-	// it: 0, the default, to 19, the lowest.
-	Nice        int   `json:"nice,omitempty" jsonschema:"nice(1) of its processes: up to 19 yields the CPU to others."`
+	// Nice lowers the CPU priority of the run's processes below the
+	// server's, as nice(1) does: up to 19 (the kernel's lowest is 19).
+	Nice        int   `json:"nice,omitempty" jsonschema:"As nice(1): up to 19 lower its processes' CPU priority below others'."`
 	MaxLogBytes int64 `json:"max_log_bytes,omitempty" jsonschema:"Log size cap (output is still drained). Default 1 GiB."`
 	// Limits are the caps the run was started under; nil: none.
 	Limits *Limits `json:"limits,omitempty" jsonschema:"Caps, in a cgroup; refused where not enforceable. Unset: the server's defaults."`

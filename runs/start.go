@@ -28,8 +28,8 @@ const DefaultMaxLogBytes int64 = 1 << 30
 // MaxMaxLogBytes is the largest cap a run may ask for.
 const MaxMaxLogBytes int64 = 1 << 40
 
-// MaxNice is the lowest CPU priority a run may ask for (nice). A higher
-// one than the server's own (a negative nice) is not asked of the kernel.
+// MaxNice bounds nice, what a run adds to the server's nice value: its
+// priority can only be lowered.
 const MaxNice = 19
 
 // MaxTimeoutS bounds timeout_s (one week).
@@ -341,7 +341,7 @@ func (req *StartRequest) checkModes(arg func(string) string) error {
 		return err
 	}
 	if req.Nice < 0 || req.Nice > MaxNice {
-		return invalid("nice %d is out of range 0..%d (0 runs at the server's own priority; a run cannot have a higher one)", req.Nice, MaxNice)
+		return invalid("nice %d is out of range 0..%d (it lowers the run's priority below the server's; it cannot raise it)", req.Nice, MaxNice)
 	}
 	if req.TimeoutS < 0 || req.TimeoutS > MaxTimeoutS {
 		return invalid("%s %d is out of range 0..%d", arg("timeout_s"), req.TimeoutS, MaxTimeoutS)

@@ -1,13 +1,17 @@
 package runs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -292,28 +296,31 @@ func TestStartSaysALeaderThatRunsAnotherProgram(t *testing.T) {
 }
 
 // TestNiceIsTheRunsAndNotTheSupervisors: a run started with nice runs its
-// program at that nice, the supervisor beside it at its own, and a
-// restart keeps it (it is recorded).
+// program that much nicer than the server (as nice(1) adds), every
+// thread of its supervisor at the server's own, and a restart keeps it
+// (it is recorded).
 func TestNiceIsTheRunsAndNotTheSupervisors(t *testing.T) {
 	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
 	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
 	require.NoError(t, err)
 	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
 		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
-	own, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
-	require.NoError(t, err)
-	nice := func(pid int) int {
-		// getpriority(2) answers 20 - nice.
-		p, err := unix.Getpriority(unix.PRIO_PROCESS, pid)
+	// niceOf is a thread's nice value (proc(5): stat's 19th field).
+	niceOf := func(path string) int {
+		b, err := os.ReadFile(path)
 		require.NoError(t, err)
-		return 20 - p
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		n, err := strconv.Atoi(fields[19-3])
+		require.NoError(t, err)
+		return n
 	}
-	// The lowest priority, from wherever the test runs.
-	want := MaxNice
-	require.NotEqual(t, want, 20-own, "the test itself runs at nice %d", want)
+	own := niceOf("/proc/self/stat")
+	const by = 5
+	want := min(own+by, MaxNice)
+	require.NotEqual(t, own, want, "the test runs at the lowest priority already")
 	for i, start := range []func() (StartResult, error){
 		func() (StartResult, error) {
-			return m.Start(context.Background(), StartRequest{Name: "low", Spec: Spec{Argv: []string{"/bin/sleep", "30"}, Cwd: "/", Nice: want}})
+			return m.Start(context.Background(), StartRequest{Name: "low", Spec: Spec{Argv: []string{"/bin/sleep", "30"}, Cwd: "/", Nice: by}})
 		},
 		func() (StartResult, error) {
 			r, err := m.Restart(context.Background(), RestartRequest{Name: "low", Grace: new(time.Duration)})
@@ -323,10 +330,15 @@ func TestNiceIsTheRunsAndNotTheSupervisors(t *testing.T) {
 		res, err := start()
 		require.NoError(t, err, "start %d", i)
 		t.Cleanup(func() { m.Kill("low", res.RunID, unix.SIGKILL, 0) })
-		assert.Equal(t, want, nice(res.PID), "start %d: the run's program", i)
+		assert.Equal(t, want, niceOf(fmt.Sprintf("/proc/%d/stat", res.PID)), "start %d: the run's program", i)
 		rec, err := m.Store.Read("low", res.RunID)
 		require.NoError(t, err)
-		assert.Equal(t, 20-own, nice(rec.SupervisorPID), "start %d: its supervisor", i)
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", rec.SupervisorPID))
+		require.NoError(t, err)
+		require.NotEmpty(t, tasks)
+		for _, task := range tasks {
+			assert.Equal(t, own, niceOf(task), "start %d: its supervisor's thread %s", i, task)
+		}
 	}
 	_, err = m.Start(context.Background(), StartRequest{Name: "high", Spec: Spec{Argv: []string{"/bin/true"}, Cwd: "/", Nice: -1}})
 	require.ErrorIs(t, err, ErrInvalid)

@@ -21,8 +21,9 @@ func (s *supervisor) startIn(cmd *exec.Cmd) error {
 	return s.startInGroup(cmd)
 }
 
-// onNicedThread runs f on a thread of its own at nice n, which a child
-// that f forks inherits: Linux keeps the nice value per thread
+// onNicedThread runs f on a thread of its own n nicer than the
+// supervisor (as nice(1) adds to its own, at most 19), which a child that
+// f forks inherits: Linux keeps the nice value per thread
 // (setpriority(2), BUGS), and a fork copies the calling thread's. The
 // thread is never given back (runtime.LockOSThread without its unlock):
 // it ends with f's goroutine, and its nice with it, so the supervisor's
@@ -41,14 +42,23 @@ func onNicedThread(n int, f func() error) error {
 			errc <- onNicedThread(n, f)
 			return
 		}
-		if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), n); err != nil {
-			errc <- fmt.Errorf("setting nice %d: %w", n, err)
+		// getpriority(2) answers 20 - nice. A nice value only goes up
+		// here, which needs no privilege.
+		prio, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+		if err == nil {
+			err = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), min(20-prio+n, maxNice))
+		}
+		if err != nil {
+			errc <- fmt.Errorf("lowering the priority by nice %d: %w", n, err)
 			return
 		}
 		errc <- f()
 	}()
 	return <-errc
 }
+
+// maxNice is the kernel's lowest priority (setpriority(2)).
+const maxNice = 19
 
 // startInGroup starts cmd, in the run's own cgroup when it has limits.
 func (s *supervisor) startInGroup(cmd *exec.Cmd) error {

@@ -26,14 +26,14 @@ import (
 // JSON over the supervisor's private channel (PrivateChannel) and never
 // stored on disk.
 type Spec struct {
-	StateDir    string   `json:"state_dir"`
-	Name        string   `json:"name"`
-	RunID       string   `json:"run_id"`
-	Path        string   `json:"path"` // resolved executable
-	Argv        []string `json:"argv"` // argv[0] included
-	Env         []string `json:"env"`  // the complete environment of the child
-	Dir         string   `json:"dir"`
-	Secrets     []string `json:"secrets,omitempty"`
+	StateDir string   `json:"state_dir"`
+	Name     string   `json:"name"`
+	RunID    string   `json:"run_id"`
+	Path     string   `json:"path"` // resolved executable
+	Argv     []string `json:"argv"` // argv[0] included
+	Env      []string `json:"env"`  // the complete environment of the child
+	Dir      string   `json:"dir"`
+	Secrets  []string `json:"secrets,omitempty"`
 	// Run is the run's options as its record keeps them (secrets masked):
 	// its capture mode, log cap, stdin, terminal (Pty: the child runs on a
 	// pseudo-terminal of Cols×Rows, which the supervisor holds, and stdin
