@@ -41,7 +41,11 @@ func TestArgumentOfTheWrongType(t *testing.T) {
 		{"tail_log", `{"name":"x","offset":1e30}`, "offset 1e30 is out of range"},
 		{"process_wait", `{"name":"x","timeout_ms":99999999999999999999}`, "timeout_ms 99999999999999999999 is out of range"},
 		{"process_wait", `{"name":"x","timeout_ms":5.0}`, "timeout_ms must be written as an integer (5), not 5.0"},
-		{"process_start", `{"name":"x","ready":{"http":"u","bogus":1}}`, `unknown field "bogus" in the arguments`},
+		{"process_start", `{"name":"x","ready":{"http":"u","bogus":1}}`, `unknown field "ready.bogus" in the arguments (they are: log, tcp_port, http)`},
+		// Matched exactly, as the schema does, also inside an object:
+		// encoding/json would take "Log" for log.
+		{"process_start", `{"name":"x","ready":{"Log":"up"}}`, `unknown field "ready.Log" in the arguments (they are: log, tcp_port, http)`},
+		{"process_start", `{"name":"x","limits":{"MEMORY_MB":64}}`, `unknown field "limits.MEMORY_MB" in the arguments (they are: memory_mb, cpu_percent, pids)`},
 		{"process_start", `{"name":"x","env":{"A":1}}`, "the values of env must be strings, not a number"},
 		{"process_start", `{"name":"x","argv":["ls",2]}`, "the items of argv must be strings, not a number"},
 		{"process_start", `{"name":"x","argv":"ls"}`, "argv must be an array of strings, not a string"},

@@ -153,20 +153,12 @@ func decodeArgs(req mcp.CallToolRequest, dst any) error {
 	if len(b) > MaxArgumentBytes {
 		return fmt.Errorf("arguments are %d bytes, at most %d", len(b), MaxArgumentBytes)
 	}
-	// encoding/json matches names case-insensitively ("Command" would
-	// set command); arguments are matched exactly, like the schema does.
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(b, &keys); err != nil {
 		return fmt.Errorf("arguments must be an object: %w", err)
 	}
-	known := argNames(dst)
-	for k := range keys {
-		if !slices.Contains(known, k) {
-			if len(k) > 64 {
-				k = k[:64] + "..."
-			}
-			return fmt.Errorf("unknown field %q in the arguments (they are: %s)", k, strings.Join(known, ", "))
-		}
+	if err := exactKeys(keys, reflect.TypeOf(dst).Elem(), ""); err != nil {
+		return err
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
@@ -176,13 +168,37 @@ func decodeArgs(req mcp.CallToolRequest, dst any) error {
 	return nil
 }
 
-// argNames lists the argument names of the struct dst points to.
-func argNames(dst any) []string {
-	var names []string
-	for _, f := range argFields(reflect.TypeOf(dst).Elem()) {
-		names = append(names, f.name)
+// exactKeys checks that every key of obj, an object of arguments for
+// the struct t (at path), names one of t's arguments exactly, and so on
+// inside the objects that are structs too: encoding/json matches names
+// case-insensitively ("Command" would set command, "Log" ready's log),
+// and arguments are matched exactly, as the schema does.
+func exactKeys(obj map[string]json.RawMessage, t reflect.Type, path string) error {
+	fields := argFields(t)
+	for k, v := range obj {
+		i := slices.IndexFunc(fields, func(f argField) bool { return f.name == k })
+		if i < 0 {
+			var names []string
+			for _, f := range fields {
+				names = append(names, f.name)
+			}
+			if len(k) > 64 {
+				k = k[:64] + "..."
+			}
+			return fmt.Errorf("unknown field %q in the arguments (they are: %s)", path+k, strings.Join(names, ", "))
+		}
+		ft := fields[i].Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		var inner map[string]json.RawMessage
+		if ft.Kind() == reflect.Struct && json.Unmarshal(v, &inner) == nil {
+			if err := exactKeys(inner, ft, path+k+"."); err != nil {
+				return err
+			}
+		}
 	}
-	return names
+	return nil
 }
 
 func result(structured any, text string) *mcp.CallToolResult {
