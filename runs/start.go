@@ -57,7 +57,7 @@ const (
 type Spec = runrecord.Spec
 
 // StartRequest is process_start's arguments, as the tool takes them: its
-// tags are the tool's schema (tools/schema.go adds the bounds).
+// tags are the tool's schema (tools/schemagen_test.go adds the bounds).
 type StartRequest struct {
 	Name string `json:"name" jsonschema:"Your name for the run; a finished run's name may be reused (the old run stays)."`
 	// Spec is what is recorded of the run and run again by a restart.

@@ -323,3 +323,14 @@ func TestChannelNotTheSupervisorsIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A spec of another version, with fields this supervisor does not know
+// (the options before they moved under "run"), is refused, saying why,
+// instead of starting the run without them.
+func TestSpecOfAnotherVersionIsRefused(t *testing.T) {
+	var s Spec
+	err := decodeSpec(strings.NewReader(`{"name":"build","run_id":"r","path":"/bin/true","capture_mode":"framed"}`), &s)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "capture_mode")
+	assert.Contains(t, err.Error(), "version")
+}

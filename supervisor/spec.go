@@ -113,8 +113,17 @@ func encodeSpec(w io.Writer, s *Spec) error {
 }
 
 // decodeSpec reads what encodeSpec wrote, at most maxSpec bytes of it.
+// A spec with a field this supervisor does not know is of another
+// version's agent-box (its files replaced under a running server): it is
+// refused, saying so, rather than run without the options it carries
+// where this one does not look.
 func decodeSpec(r io.Reader, s *Spec) error {
-	return json.NewDecoder(io.LimitReader(r, maxSpec)).Decode(s)
+	d := json.NewDecoder(io.LimitReader(r, maxSpec))
+	d.DisallowUnknownFields()
+	if err := d.Decode(s); err != nil {
+		return fmt.Errorf("reading the run's spec: %w (is this agent-box-supervisor of the version of the agent-box that started it?)", err)
+	}
+	return nil
 }
 
 // maxSpec bounds a spec: its argv and env are bounded by runs.

@@ -121,6 +121,13 @@ func output[T any](required ...string) json.RawMessage {
 		if s.Type == "object" && s.Properties != nil {
 			s.AdditionalProperties = nil
 		}
+		// A run's (runs.Run): fields whose values are a few words.
+		if p := s.Properties["status_of"]; p != nil {
+			p.Enum = enum(runs.StatusOfProgram, runs.StatusOfShell)
+		}
+		if u := s.Properties["usage"]; u != nil {
+			u.Properties["from"].Enum = enum(runs.UsageFromCgroup, runs.UsageFromProc, runs.UsageAtExit)
+		}
 	})
 	if required != nil {
 		s.Required = required
