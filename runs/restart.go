@@ -104,15 +104,14 @@ func respec(prev Run, secretEnv map[string]string) (StartRequest, error) {
 	if len(want) > 0 {
 		// A secret's value inside the command, argv, cwd or env was
 		// recorded masked: running the record would run the mask.
-		parts := append([]string{rec.Command, rec.Cwd}, rec.Argv...)
-		for _, v := range rec.Env {
-			parts = append(parts, v)
-		}
-		for _, p := range parts {
-			if strings.Contains(p, capture.Mask) {
-				return StartRequest{}, invalid("run %s of %q held a secret's value in its command, argv, cwd or env, recorded as %s; start it again with process_start",
-					prev.RunID, prev.Name, capture.Mask)
-			}
+		held := false
+		mapSecretPlaces(rec.Spec, func(s string) string {
+			held = held || strings.Contains(s, capture.Mask)
+			return s
+		})
+		if held {
+			return StartRequest{}, invalid("run %s of %q held a secret's value in its command, argv, cwd or env, recorded as %s; start it again with process_start",
+				prev.RunID, prev.Name, capture.Mask)
 		}
 	}
 	return spec, nil

@@ -682,20 +682,27 @@ func (m *Manager) newRecord(req *StartRequest, runID string, now time.Time, stat
 	return rec
 }
 
-// masked is spec as it may be recorded: every string a secret's value may
-// be in (the command, argv, cwd, env values), through red. An option of
-// Spec that can hold one is masked here.
+// masked is spec as it may be recorded: its secret places through red.
 func masked(spec runrecord.Spec, red *capture.Redactor) runrecord.Spec {
-	spec.Command, spec.Cwd = red.String(spec.Command), red.String(spec.Cwd)
+	return mapSecretPlaces(spec, red.String)
+}
+
+// mapSecretPlaces is spec with f applied to every string a secret's value
+// may be in: the command, cwd, argv and env values. It is the one list of
+// them, for masking (masked) and for finding a mask (respec): an option of
+// Spec that can hold a secret is added here. spec's argv and env are
+// copied, not changed.
+func mapSecretPlaces(spec runrecord.Spec, f func(string) string) runrecord.Spec {
+	spec.Command, spec.Cwd = f(spec.Command), f(spec.Cwd)
 	argv := spec.Argv
 	spec.Argv = nil
 	for _, a := range argv {
-		spec.Argv = append(spec.Argv, red.String(a))
+		spec.Argv = append(spec.Argv, f(a))
 	}
 	if env := spec.Env; len(env) > 0 {
 		spec.Env = make(map[string]string, len(env))
 		for k, v := range env {
-			spec.Env[k] = red.String(v)
+			spec.Env[k] = f(v)
 		}
 	}
 	return spec

@@ -369,3 +369,25 @@ func TestRestartErrorsMaskSecrets(t *testing.T) {
 	assert.NotContains(t, err.Error(), "s3cr3t", "the secret in clear")
 	assert.Contains(t, err.Error(), capture.Mask)
 }
+
+// TestRestartRefusesARecordedMask: a secret's value in the argv was
+// recorded masked, and running the record would run the mask: the restart
+// refuses, saying so, and starts nothing.
+func TestRestartRefusesARecordedMask(t *testing.T) {
+	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
+	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
+	require.NoError(t, err)
+	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
+		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
+	secrets := map[string]string{"TOKEN": "s3cr3t-value"}
+	first, err := m.Start(context.Background(), StartRequest{Name: "m", Spec: Spec{Argv: []string{"/bin/echo", "s3cr3t-value"}, Cwd: "/"}, SecretEnv: secrets})
+	require.NoError(t, err)
+	m.waitRecorded("m", "", 10*time.Second)
+
+	_, err = m.Restart(context.Background(), RestartRequest{Name: "m", SecretEnv: secrets})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "held a secret's value")
+	newest, err := m.Get("m", "")
+	require.NoError(t, err)
+	assert.Equal(t, first.RunID, newest.RunID, "a run was started")
+}
