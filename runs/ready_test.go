@@ -20,9 +20,9 @@ import (
 	"github.com/agent-box/agent-box/supervisor"
 )
 
-// readyManager is a live Manager whose supervisors are the test binary's
+// supervisedManager is a live Manager whose supervisors are the test binary's
 // TestHelperSupervisor.
-func readyManager(t *testing.T) *Manager {
+func supervisedManager(t *testing.T) *Manager {
 	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
 	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
 	require.NoError(t, err)
@@ -50,7 +50,7 @@ func awaitProbe(t *testing.T, m *Manager, run Run, probe ReadyProbe, d time.Dura
 // not make the run ready (before: a sleep that listens on nothing was
 // ready at once because the test process listened on the port).
 func TestReadyIsTheRunsOwnListener(t *testing.T) {
-	m := readyManager(t)
+	m := supervisedManager(t)
 	mute := startRun(t, m, "mute", "sleep", "30")
 
 	t.Run("tcp_port", func(t *testing.T) {

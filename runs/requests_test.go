@@ -98,7 +98,7 @@ func cancelled() context.Context {
 // the output since the first write (here a line written after the cut),
 // and its answer is the one a third try gets, without a third wait.
 func TestRepeatOfACutWriteWaitsAgain(t *testing.T) {
-	m := readyManager(t)
+	m := supervisedManager(t)
 	_, err := m.Start(context.Background(), StartRequest{Name: "cat", Spec: Spec{Argv: []string{"cat"}, Cwd: "/", Stdin: "pipe"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Kill("cat", "", unix.SIGKILL, 0) })
@@ -132,7 +132,7 @@ func TestRepeatOfACutWriteWaitsAgain(t *testing.T) {
 // is stored cut; its repeat starts no other run, and probes the first
 // one again until it is ready.
 func TestRepeatOfACutStartProbesAgain(t *testing.T) {
-	m := readyManager(t)
+	m := supervisedManager(t)
 	t.Cleanup(func() { m.Kill("srv", "", unix.SIGKILL, 0) })
 	r := Repeatable{ID: "s", Tool: "process_start", Args: map[string]any{"name": "srv"}}
 	n := 0
@@ -168,7 +168,7 @@ func TestRepeatOfACutStartProbesAgain(t *testing.T) {
 // has passed since its first try began writes nothing and answers with
 // the output there is, at once, as final.
 func TestWaitAgainWithNoTimeLeftAnswersAtOnce(t *testing.T) {
-	m := readyManager(t)
+	m := supervisedManager(t)
 	res, err := m.Start(context.Background(), StartRequest{Name: "piped", Spec: Spec{Argv: []string{"cat"}, Cwd: "/", Stdin: "pipe"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Kill("piped", "", unix.SIGKILL, 0) })

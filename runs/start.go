@@ -30,7 +30,7 @@ const MaxMaxLogBytes int64 = 1 << 40
 
 // MaxNice bounds nice, what a run adds to the server's nice value: its
 // priority can only be lowered.
-const MaxNice = 19
+const MaxNice = supervisor.MaxNice
 
 // MaxTimeoutS bounds timeout_s (one week).
 const MaxTimeoutS = 7 * 24 * 3600

@@ -201,11 +201,7 @@ func TestCwdResolvesAgainstHome(t *testing.T) {
 // A run dir holds the files named by runrecord and supervisor, and no
 // other: while the run lives, and once it has ended.
 func TestRunDirHoldsTheNamedFiles(t *testing.T) {
-	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
-	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
-	require.NoError(t, err)
-	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
-		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
+	m := supervisedManager(t)
 	res, err := m.Start(context.Background(), StartRequest{Name: "files", Spec: Spec{Argv: []string{"/bin/cat"}, Cwd: "/", Stdin: "pipe"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Kill("files", "", unix.SIGKILL, 0) })
@@ -300,11 +296,7 @@ func TestStartSaysALeaderThatRunsAnotherProgram(t *testing.T) {
 // thread of its supervisor at the server's own, and a restart keeps it
 // (it is recorded).
 func TestNiceIsTheRunsAndNotTheSupervisors(t *testing.T) {
-	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
-	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
-	require.NoError(t, err)
-	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
-		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
+	m := supervisedManager(t)
 	// niceOf is a thread's nice value (proc(5): stat's 19th field).
 	niceOf := func(path string) int {
 		b, err := os.ReadFile(path)
@@ -340,7 +332,7 @@ func TestNiceIsTheRunsAndNotTheSupervisors(t *testing.T) {
 			assert.Equal(t, own, niceOf(task), "start %d: its supervisor's thread %s", i, task)
 		}
 	}
-	_, err = m.Start(context.Background(), StartRequest{Name: "high", Spec: Spec{Argv: []string{"/bin/true"}, Cwd: "/", Nice: -1}})
+	_, err := m.Start(context.Background(), StartRequest{Name: "high", Spec: Spec{Argv: []string{"/bin/true"}, Cwd: "/", Nice: -1}})
 	require.ErrorIs(t, err, ErrInvalid)
 }
 
@@ -349,17 +341,13 @@ func TestNiceIsTheRunsAndNotTheSupervisors(t *testing.T) {
 // which secret_env may set. Before, the restart's own check of the
 // record's spec answered with it in clear.
 func TestRestartErrorsMaskSecrets(t *testing.T) {
-	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
-	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
-	require.NoError(t, err)
-	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
-		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
+	m := supervisedManager(t)
 	dir := filepath.Join(t.TempDir(), "s3cr3t-token-dir")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	prog := filepath.Join(dir, "prog")
 	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\nexit 0\n"), 0o755))
 	secrets := map[string]string{"PATH": dir}
-	_, err = m.Start(context.Background(), StartRequest{Name: "p", Spec: Spec{Argv: []string{"prog"}, Cwd: "/"}, SecretEnv: secrets})
+	_, err := m.Start(context.Background(), StartRequest{Name: "p", Spec: Spec{Argv: []string{"prog"}, Cwd: "/"}, SecretEnv: secrets})
 	require.NoError(t, err)
 	m.waitRecorded("p", "", 10*time.Second)
 	require.NoError(t, os.Remove(prog))
@@ -374,11 +362,7 @@ func TestRestartErrorsMaskSecrets(t *testing.T) {
 // recorded masked, and running the record would run the mask: the restart
 // refuses, saying so, and starts nothing.
 func TestRestartRefusesARecordedMask(t *testing.T) {
-	t.Setenv("AGENT_BOX_TEST_SUPERVISOR", "1")
-	sys, err := NewLiveSystem(supervisor.NewExecutables(os.Args[0]))
-	require.NoError(t, err)
-	m := &Manager{Store: newStore(t), Sys: sys, Env: os.Environ(),
-		Supervisor: []string{os.Args[0], "-test.run=^TestHelperSupervisor$", "--"}}
+	m := supervisedManager(t)
 	secrets := map[string]string{"TOKEN": "s3cr3t-value"}
 	first, err := m.Start(context.Background(), StartRequest{Name: "m", Spec: Spec{Argv: []string{"/bin/echo", "s3cr3t-value"}, Cwd: "/"}, SecretEnv: secrets})
 	require.NoError(t, err)

@@ -46,7 +46,7 @@ func onNicedThread(n int, f func() error) error {
 		// here, which needs no privilege.
 		prio, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
 		if err == nil {
-			err = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), min(20-prio+n, maxNice))
+			err = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), min(20-prio+n, MaxNice))
 		}
 		if err != nil {
 			errc <- fmt.Errorf("lowering the priority by nice %d: %w", n, err)
@@ -57,8 +57,9 @@ func onNicedThread(n int, f func() error) error {
 	return <-errc
 }
 
-// maxNice is the kernel's lowest priority (setpriority(2)).
-const maxNice = 19
+// MaxNice is the kernel's lowest priority (setpriority(2)): no run is
+// nicer.
+const MaxNice = 19
 
 // startInGroup starts cmd, in the run's own cgroup when it has limits.
 func (s *supervisor) startInGroup(cmd *exec.Cmd) error {
