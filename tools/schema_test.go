@@ -30,3 +30,24 @@ func TestToolTextStaysWithinBudget(t *testing.T) {
 		t.Errorf("tool descriptions and input schemas are %d bytes, over the %d budget", total, budget)
 	}
 }
+
+// TestToolListStaysWithinBudget: the whole of tools/list, output schemas
+// and annotations too, is what a client loads into the model's context
+// for every session.
+func TestToolListStaysWithinBudget(t *testing.T) {
+	const budget = 24_000
+	s := server.NewMCPServer("t", "0")
+	(&Handlers{}).Register(s)
+	var tools []any
+	for _, st := range s.ListTools() {
+		tools = append(tools, st.Tool)
+	}
+	b, err := json.Marshal(map[string]any{"tools": tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tools/list is %d bytes", len(b))
+	if len(b) > budget {
+		t.Errorf("tools/list is %d bytes, over the %d budget", len(b), budget)
+	}
+}

@@ -65,10 +65,10 @@ func TestSchemasAreGenerated(t *testing.T) {
 // toolSchemas generate each tool's input and output schema from its types.
 var toolSchemas = map[string]func() (in, out json.RawMessage){
 	"process_start": func() (in, out json.RawMessage) {
-		return startInput(), output[runs.StartResult]("name", "run_id", "pid", "state", "capture_mode", "log_path", "started_at")
+		return startInput(), output[runs.StartResult]("run")
 	},
 	"process_restart": func() (in, out json.RawMessage) {
-		return restartInput(), output[runs.RestartResult]("name", "run_id", "state", "previous")
+		return restartInput(), output[runs.RestartResult]("run", "previous")
 	},
 	"process_list":   func() (in, out json.RawMessage) { return listInput(), output[listReply]() },
 	"process_kill":   func() (in, out json.RawMessage) { return killInput(), output[runs.KillResult]() },
@@ -115,9 +115,51 @@ func input[T any](required []string, bound func(p props)) json.RawMessage {
 // make that untrue.
 // An answer may hold more than its schema says (a newer box's), so no
 // object in it forbids other properties.
+//
+// Output schemas carry no prose: a model reads every tools/list, and what
+// a result's fields mean is said where the model meets them, in the
+// arguments' descriptions and the reply's text. A run (runs.Run), which
+// most results hold and some more than once, is one definition each
+// schema refers to: in full in process_list's, the place for every fact
+// of a run; elsewhere its identity and state (runCore), the object being
+// the same and open to the rest.
 func output[T any](required ...string) json.RawMessage {
-	s := forType[T]()
+	s := forOutput[T]()
+	if refersTo(s, runRef) {
+		run := forOutput[runs.Run]()
+		if reflect.TypeFor[T]() != reflect.TypeFor[listReply]() {
+			maps.DeleteFunc(run.Properties, func(k string, _ *jsonschema.Schema) bool { return !slices.Contains(runCore, k) })
+		}
+		s.Defs = map[string]*jsonschema.Schema{"run": run}
+	}
+	if required != nil {
+		s.Required = required
+	}
+	orError(s)
+	return marshal(s)
+}
+
+// runCore are the properties of a run an output schema other than
+// process_list's spells out.
+var runCore = []string{"name", "run_id", "state", "reason", "pid", "exit_code", "signal", "timed_out", "oom_killed", "survivors", "log_bytes"}
+
+// runRef is where an output schema's runs point to.
+const runRef = "#/$defs/run"
+
+// forOutput is the schema of T as an output schema holds it: no prose,
+// no object closed, a run inside it a reference to the one definition.
+func forOutput[T any]() *jsonschema.Schema {
+	types := maps.Clone(typeSchemas)
+	if reflect.TypeFor[T]() != reflect.TypeFor[runs.Run]() {
+		types[reflect.TypeFor[runs.Run]()] = &jsonschema.Schema{Ref: runRef}
+	}
+	s, err := jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: types})
+	if err != nil {
+		panic("tools: schema: " + err.Error())
+	}
+	oneType(s)
 	walk(s, func(s *jsonschema.Schema) {
+		s.Description = ""
 		if s.Type == "object" && s.Properties != nil {
 			s.AdditionalProperties = nil
 		}
@@ -129,11 +171,14 @@ func output[T any](required ...string) json.RawMessage {
 			u.Properties["from"].Enum = enum(runs.UsageFromCgroup, runs.UsageFromProc, runs.UsageAtExit)
 		}
 	})
-	if required != nil {
-		s.Required = required
-	}
-	orError(s)
-	return marshal(s)
+	return s
+}
+
+// refersTo reports whether a schema under s refers to ref.
+func refersTo(s *jsonschema.Schema, ref string) bool {
+	found := false
+	walk(s, func(s *jsonschema.Schema) { found = found || s.Ref == ref })
+	return found
 }
 
 // oneType turns every ["null", T] that jsonschema-go gives pointers and
@@ -168,8 +213,7 @@ func walk(s *jsonschema.Schema, f func(*jsonschema.Schema)) {
 // error about the schema. What the schema required becomes one branch of
 // an anyOf, {"required": ["error"]} the other.
 func orError(s *jsonschema.Schema) {
-	e := forType[wire.Error]()
-	e.AdditionalProperties = nil
+	e := forOutput[wire.Error]()
 	s.Properties[wire.ErrorKey] = e
 	s.AnyOf = []*jsonschema.Schema{{Required: s.Required}, {Required: []string{wire.ErrorKey}}}
 	s.Required = nil
