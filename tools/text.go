@@ -112,15 +112,7 @@ func runLine(r runs.Run) string {
 		fmt.Fprintf(&b, " reason=%s", clipped(r.Reason, 2*textFieldMax))
 	}
 	fmt.Fprintf(&b, " log_bytes=%d", r.LogBytes)
-	if r.LogDropped > 0 {
-		fmt.Fprintf(&b, " log_dropped=%d", r.LogDropped)
-	}
-	if r.LogCapped {
-		b.WriteString(" log_capped=true")
-	}
-	if r.LogError != "" {
-		fmt.Fprintf(&b, " log_error=%s", clipped(r.LogError, 2*textFieldMax))
-	}
+	b.WriteString(logText(r))
 	if r.StartedAt != nil {
 		fmt.Fprintf(&b, " started=%s", r.StartedAt.UTC().Format(time.RFC3339))
 	}
@@ -174,12 +166,59 @@ func bytesText(n int64) string {
 	return fmt.Sprintf("%.0f%c", v, units[i])
 }
 
+// runBrief is a run as the answer about one act on it (a start, a wait)
+// says it: its name, its state, and only the facts that change what to do
+// next. Its id, command, cwd, start time and limits are the caller's own
+// or process_list's, and in structured content; a model reading them again
+// in every answer pays for each.
+func runBrief(r runs.Run) string {
+	var b strings.Builder
+	b.WriteString(r.Name + " " + stateOf(r))
+	if r.PID > 0 && r.State == "running" {
+		fmt.Fprintf(&b, " pid=%d", r.PID)
+		if r.StatusOf == runs.StatusOfShell {
+			b.WriteString(" (the shell's)")
+		}
+	}
+	if len(r.Survivors) > 0 {
+		fmt.Fprintf(&b, " survivors=%v", r.Survivors)
+	}
+	if r.State == "unknown" && r.Reason != "" {
+		fmt.Fprintf(&b, " reason=%s", clipped(r.Reason, 2*textFieldMax))
+	}
+	b.WriteString(logText(r))
+	return b.String()
+}
+
+// logText says what is wrong with a run's log, if anything.
+func logText(r runs.Run) string {
+	var b strings.Builder
+	if r.LogDropped > 0 {
+		fmt.Fprintf(&b, " log_dropped=%d", r.LogDropped)
+	}
+	if r.LogCapped {
+		b.WriteString(" log_capped=true")
+	}
+	if r.LogError != "" {
+		fmt.Fprintf(&b, " log_error=%s", clipped(r.LogError, 2*textFieldMax))
+	}
+	return b.String()
+}
+
 func startText(res runs.StartResult) string {
 	verb := "started "
 	if res.Reused {
 		verb = "reused the running "
 	}
-	s := verb + runLine(res.Run)
+	s := verb + runBrief(res.Run)
+	// What the run got that the call may not have said: the terminal's
+	// size, the server's default limits.
+	if r := res.Run; r.Pty {
+		s += fmt.Sprintf(" pty=%dx%d", r.Cols, r.Rows)
+	}
+	if r := res.Run; r.Limits != nil {
+		s += " limits=" + runs.DescribeLimits(*r.Limits)
+	}
 	if r := res.ReadyResult; r != nil {
 		switch {
 		case r.Ready && r.Offset != nil:
@@ -439,8 +478,8 @@ func markStderr(chunks []logread.Chunk) string {
 func waitHint(res runs.WaitResult, waited time.Duration) string {
 	switch {
 	case res.WaitTimedOut && res.Shortened:
-		return fmt.Sprintf("still running after waiting %s: a call without a progress token waits at most %s, so that the client's request timeout cannot end it first; call process_wait again to keep waiting",
-			waited, res.Bound)
+		return fmt.Sprintf("still running after waiting %s, the most a call without a progress token waits; call process_wait again to keep waiting",
+			waited)
 	case res.WaitTimedOut:
 		return fmt.Sprintf("still running after waiting %s; call process_wait again to keep waiting", waited)
 	case res.Run.State == "exited" && len(res.Run.Survivors) > 0:
@@ -463,13 +502,13 @@ func waitText(res runs.WaitResult, waited time.Duration) string {
 	if h := waitHint(res, waited); h != "" {
 		b.WriteString(h + "\n")
 	}
-	duration := "unknown"
+	duration := ""
 	if res.DurationKnown {
-		duration = res.Duration.Round(time.Millisecond).String()
+		duration = " after " + res.Duration.Round(time.Millisecond).String()
 	}
-	fmt.Fprintf(&b, "%s duration=%s\n", runLine(res.Run), duration)
+	fmt.Fprintf(&b, "%s%s%s\n", runBrief(res.Run), duration, usageText(res.Run.Usage))
 	for _, o := range res.Others {
-		fmt.Fprintf(&b, "also waited on: %s\n", runLine(o))
+		fmt.Fprintf(&b, "also waited on: %s\n", runBrief(o))
 	}
 	// A capped log kept the start of the output: its last lines are not
 	// the last the process wrote, which may be the ones that matter.

@@ -272,7 +272,7 @@ func (h *Handlers) restart(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if err != nil {
 		return fail(err), nil
 	}
-	text := "previous: " + runLine(res.Previous) + "\n" + startText(res.StartResult)
+	text := "previous: " + runBrief(res.Previous) + "\n" + startText(res.StartResult)
 	return result(res, text), nil
 }
 

@@ -102,7 +102,7 @@ func TestLimitDefaults(t *testing.T) {
 	assert.Contains(t, s.Session().InitializeResult().Instructions, "capped by default at memory_mb=256,pids=64")
 	st := s.OK("process_start", map[string]any{"name": "d", "argv": []string{"sleep", "60"}})
 	assert.Equal(t, map[string]any{"memory_mb": float64(256), "pids": float64(64)}, st.Data["limits"], st.Text)
-	assert.Contains(t, st.Text, " limits=memory_mb=256,pids=64 ")
+	assert.Contains(t, st.Text, " limits=memory_mb=256,pids=64")
 	st = s.OK("process_start", map[string]any{"name": "own", "argv": []string{"sleep", "60"}, "limits": map[string]any{"pids": 10, "cpu_percent": 50}})
 	assert.Equal(t, map[string]any{"memory_mb": float64(256), "pids": float64(10), "cpu_percent": float64(50)}, st.Data["limits"], st.Text)
 	cg, err := os.ReadFile(filepath.Join("/proc", strconv.FormatInt(abtest.Num(st.Data["pid"]), 10), "cgroup"))

@@ -28,7 +28,7 @@ func TestUsageShown(t *testing.T) {
 	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "mem", "signal": "KILL"}) })
 	s.OK("tail_log", map[string]any{"name": "mem", "wait_ms": 30000, "until": "ready"})
 
-	mem := regexp.MustCompile(` mem=(\d+)M peak_mem=\d+M cpu=\S+ procs=1 `)
+	mem := regexp.MustCompile(` mem=(\d+)M peak_mem=\d+M cpu=\S+ procs=1\s`)
 	r := s.OK("process_list", map[string]any{})
 	m := mem.FindStringSubmatch(r.Text)
 	require.NotNil(t, m, "process_list text: %s", r.Text)
