@@ -29,3 +29,22 @@ func TestTextDoesNotEchoLongCommands(t *testing.T) {
 	assert.Less(t, len(l.Text), 5*1024, "process_list text")
 	assert.Equal(t, script, abtest.RunOf(t, l, "c")["command"])
 }
+
+// An answer about one act on a run (a start, a wait) says what changed
+// and what to do next; the run's id, command, cwd and start time are the
+// caller's own or process_list's. A wait for a run that wrote three
+// bytes was 480 bytes of text, 370 of them the run's line.
+func TestAnswersAboutOneRunAreLean(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	cwd := t.TempDir()
+	r := s.OK("process_start", map[string]any{"name": "hi", "command": "echo hi", "cwd": cwd})
+	assert.NotContains(t, r.Text, cwd, "process_start text")
+	w := s.OK("process_wait", map[string]any{"name": "hi", "timeout_ms": 30000})
+	assert.Contains(t, w.Text, "exited (code 0)")
+	assert.True(t, strings.HasSuffix(w.Text, "\nhi\n"), "the output ends the text: %q", w.Text)
+	assert.LessOrEqual(t, len(w.Text), 160, "process_wait text: %q", w.Text)
+	run := w.Data["run"].(map[string]any)
+	assert.Equal(t, cwd, run["cwd"], "structured content keeps every fact")
+	assert.NotEmpty(t, run["started_at"])
+}
