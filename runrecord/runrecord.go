@@ -225,12 +225,22 @@ type Record struct {
 // '.', '_' and '-'.
 const NamePattern = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
+// errNameRequired is ValidName's error for an empty name: in the words
+// of a missing argument, which is what it is to the caller, and an
+// ErrInvalidName all the same.
+var errNameRequired error = nameRequired{}
+
+type nameRequired struct{}
+
+func (nameRequired) Error() string        { return "name is required" }
+func (nameRequired) Is(target error) bool { return target == ErrInvalidName }
+
 // ValidName checks a run name against NamePattern.
 // Errors wrap ErrInvalidName and say what is wrong (empty, too long, which
 // character at which position). Names are never rewritten.
 func ValidName(name string) error {
 	if name == "" {
-		return fmt.Errorf("%w: empty", ErrInvalidName)
+		return errNameRequired
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %s: %s", ErrInvalidName, quoteShort(name), fmt.Sprintf(format, args...))

@@ -193,7 +193,7 @@ func TestHostileArgumentValues(t *testing.T) {
 		args map[string]any
 		want string
 	}{
-		{"process_start", map[string]any{}, "invalid run name: empty"},
+		{"process_start", map[string]any{}, "name is required"},
 		{"process_start", st(map[string]any{"command": nil}), "give command"},
 		{"process_start", st(map[string]any{"argv": []any{"true"}}), "not both"},
 		{"process_start", st(map[string]any{"command": "true\x00rm -rf /"}), "NUL"},
