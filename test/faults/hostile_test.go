@@ -137,6 +137,10 @@ func TestHostileNamesAreRefusedEverywhere(t *testing.T) {
 				continue // no name means every run there; not a bad name
 			}
 			bad("name")
+			if name == "" {
+				refused(t, s, call.tool, call.args, frag) // a missing argument
+				continue
+			}
 			refused(t, s, call.tool, call.args, "invalid run name", frag)
 		}
 	}
