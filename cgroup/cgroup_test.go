@@ -136,21 +136,24 @@ func TestUsage(t *testing.T) {
 		"cgroup.procs":              "10\n11\n12\n",
 	})
 	write(cpu, map[string]string{"cpuacct.usage": "2500000000\n", "cgroup.procs": "10\n11\n12\n"})
-	g := &Group{dirs: map[string]string{"memory": mem, "cpuacct": cpu}}
+	pids := t.TempDir()
+	write(pids, map[string]string{"pids.events": "max 4\n", "cgroup.procs": "10\n11\n12\n"})
+	g := &Group{dirs: map[string]string{"memory": mem, "cpuacct": cpu, "pids": pids}}
 	u, err := g.Usage()
 	require.NoError(t, err)
-	assert.Equal(t, Usage{Pids: []int{10, 11, 12}, PeakMemoryBytes: 9000, CPUNanos: 2_500_000_000, OOMKills: 2}, u, "v1 counts no cap OOMs but WatchOOM's")
+	assert.Equal(t, Usage{Pids: []int{10, 11, 12}, PeakMemoryBytes: 9000, CPUNanos: 2_500_000_000, OOMKills: 2, PidsMaxHit: 4}, u, "v1 counts no cap OOMs but WatchOOM's")
 
 	v2 := t.TempDir()
 	write(v2, map[string]string{
 		"memory.peak":   "5000\n",
 		"cpu.stat":      "usage_usec 1500\nuser_usec 1000\n",
 		"memory.events": "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n",
+		"pids.events":   "max 6\n",
 		"cgroup.procs":  "7\n",
 	})
 	u, err = (&Group{v2: true, dirs: map[string]string{"": v2}}).Usage()
 	require.NoError(t, err)
-	assert.Equal(t, Usage{Pids: []int{7}, PeakMemoryBytes: 5000, CPUNanos: 1_500_000, OOMKills: 1, LimitHits: 1}, u)
+	assert.Equal(t, Usage{Pids: []int{7}, PeakMemoryBytes: 5000, CPUNanos: 1_500_000, OOMKills: 1, LimitHits: 1, PidsMaxHit: 6}, u)
 }
 
 // On this machine's real hierarchy: a group is made with its caps, the

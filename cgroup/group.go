@@ -497,6 +497,9 @@ type Usage struct {
 	// with OOMKills, what tells a kill for the cap from one for the box's
 	// memory or a parent's cap.
 	LimitHits int64
+	// PidsMaxHit counts the forks and clones the group refused at its
+	// pids cap (pids.events "max"): what tells a run that failed for it.
+	PidsMaxHit int64
 }
 
 // Usage reads the group's counters. A counter this kernel lacks reads 0.
@@ -513,6 +516,7 @@ func (g *Group) Usage() (Usage, error) {
 			u.OOMKills, _ = field(ev, "oom_kill")
 			u.LimitHits, _ = field(ev, "oom")
 		}
+		u.PidsMaxHit = pidsMaxHit(dir)
 		var err error
 		u.Pids, err = pidsOf(dir)
 		return u, err
@@ -529,6 +533,9 @@ func (g *Group) Usage() (Usage, error) {
 	if dir := g.dirs["cpuacct"]; dir != "" {
 		u.CPUNanos, _ = number(dir, "cpuacct.usage")
 	}
+	if dir := g.dirs["pids"]; dir != "" {
+		u.PidsMaxHit = pidsMaxHit(dir)
+	}
 	for _, c := range v1Controllers {
 		if dir := g.dirs[c]; dir != "" {
 			var err error
@@ -537,6 +544,18 @@ func (g *Group) Usage() (Usage, error) {
 		}
 	}
 	return u, nil
+}
+
+// pidsMaxHit is the count of forks refused at the pids cap of the group
+// at dir: pids.events' "max" (v2, and v1's pids controller since Linux
+// 4.3); 0 when the file or the field is not there.
+func pidsMaxHit(dir string) int64 {
+	ev, err := readSmall(filepath.Join(dir, "pids.events"))
+	if err != nil {
+		return 0
+	}
+	n, _ := field(ev, "max")
+	return max(n, 0)
 }
 
 // pidsOf lists the processes of the group at dir.

@@ -112,6 +112,12 @@ func (d *fastDecoder) record(r *Record) bool {
 			return 1 << 33, d.str(&r.RequestID)
 		case "nice":
 			return 1 << 34, d.int(&r.Nice)
+		case "ready":
+			r.Ready = new(ReadyProbe)
+			return 1 << 35, d.ready(r.Ready)
+		case "ready_timeout_s":
+			r.ReadyTimeoutS = new(int64)
+			return 1 << 36, d.int64(r.ReadyTimeoutS)
 		}
 		return 0, true
 	})
@@ -135,6 +141,8 @@ func (d *fastDecoder) exit(e *Exit) bool {
 			return 1 << 5, d.int64(&e.CPUMS)
 		case "peak_memory_bytes":
 			return 1 << 6, d.int64(&e.PeakMemoryBytes)
+		case "pids_max_hit":
+			return 1 << 7, d.int64(&e.PidsMaxHit)
 		}
 		return 0, true
 	})
@@ -149,6 +157,20 @@ func (d *fastDecoder) limits(l *Limits) bool {
 			return 1 << 1, d.int(&l.CPUPercent)
 		case "pids":
 			return 1 << 2, d.int(&l.Pids)
+		}
+		return 0, true
+	})
+}
+
+func (d *fastDecoder) ready(p *ReadyProbe) bool {
+	return d.object(func(key []byte) (uint64, bool) {
+		switch string(key) {
+		case "log":
+			return 1 << 0, d.str(&p.Log)
+		case "tcp_port":
+			return 1 << 1, d.int(&p.TCPPort)
+		case "http":
+			return 1 << 2, d.str(&p.HTTP)
 		}
 		return 0, true
 	})

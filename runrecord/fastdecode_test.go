@@ -31,6 +31,8 @@ func TestFastDecodeTakesEncoded(t *testing.T) {
 		r.Argv = []string{s, ""}
 		r.Env = map[string]string{s: s, "k": ""}
 		r.LogError = s
+		r.Ready = &runrecord.ReadyProbe{Log: s, TCPPort: 8080, HTTP: s}
+		r.ReadyTimeoutS = new(int64(45))
 		r.TimeoutS = -1 // not meaningful, but an int is an int
 		r.SupervisorStartTime = 1<<64 - 1
 		r.LogBytes = 1<<63 - 1

@@ -25,7 +25,7 @@ func TestValidName(t *testing.T) {
 		{"a..", ""},
 		{"a-", ""},
 		{long64, ""},
-		{"", "invalid run name: empty"},
+		{"", "name is required"},
 		{long64 + "b", "65 bytes, at most 64"},
 		{strings.Repeat("x", 10000), "10000 bytes, at most 64"},
 		{"abc\x00", "byte 0x00 at position 3 is not allowed (allowed: A-Z a-z 0-9 . _ -)"},

@@ -109,6 +109,10 @@ type Exit struct {
 	// leader and the descendants it waited for).
 	CPUMS           int64 `json:"cpu_ms,omitempty"`
 	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
+	// PidsMaxHit counts the forks and clones the run's cgroup refused at
+	// its pids cap (pids.events "max"), read by the supervisor at the
+	// exit: a run that failed for it says so.
+	PidsMaxHit int64 `json:"pids_max_hit,omitempty"`
 }
 
 // Limits are a run's resource caps, enforced by a cgroup of its own (see
@@ -149,6 +153,26 @@ type Spec struct {
 	MaxLogBytes int64 `json:"max_log_bytes,omitempty" jsonschema:"Log size cap (output is still drained). Default 1 GiB."`
 	// Limits are the caps the run was started under; nil: none.
 	Limits *Limits `json:"limits,omitempty" jsonschema:"Caps, in a cgroup; refused where not enforceable. Unset: the server's defaults."`
+	// Ready, if set, makes process_start return only once the probe
+	// passes, the run ends, or ReadyTimeoutS (nil: the wait policy's
+	// default) passes; process_restart probes the new run again so.
+	Ready         *ReadyProbe `json:"ready,omitempty" jsonschema:"Return once this one probe passes, the run ends, or ready_timeout_s."`
+	ReadyTimeoutS *int64      `json:"ready_timeout_s,omitempty" jsonschema:"Default 30; over 50 needs a progress token."`
+}
+
+// ReadyProbe says when a run counts as ready. Exactly one of its fields
+// is set. Probes run in agent-box, for the call only (process_start's,
+// process_restart's): the run never depends on them. A record's probe is
+// checked as a request's before a restart runs it (runs).
+type ReadyProbe struct {
+	// Log: RE2, a line of output matches.
+	Log string `json:"log,omitempty" jsonschema:"RE2 matching a line"`
+	// TCPPort: a process of the run listens on TCPPort, and a TCP
+	// connection to localhost:TCPPort is accepted.
+	TCPPort int `json:"tcp_port,omitempty"`
+	// HTTP: a GET of this http(s) URL gets a response with a status below
+	// 500; a local URL's port is the run's (as TCPPort).
+	HTTP string `json:"http,omitempty" jsonschema:"URL answering below 500"`
 }
 
 // Record is one run. Fields written at start by agent-box: everything up to
@@ -201,12 +225,22 @@ type Record struct {
 // '.', '_' and '-'.
 const NamePattern = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
+// errNameRequired is ValidName's error for an empty name: in the words
+// of a missing argument, which is what it is to the caller, and an
+// ErrInvalidName all the same.
+var errNameRequired error = nameRequired{}
+
+type nameRequired struct{}
+
+func (nameRequired) Error() string        { return "name is required" }
+func (nameRequired) Is(target error) bool { return target == ErrInvalidName }
+
 // ValidName checks a run name against NamePattern.
 // Errors wrap ErrInvalidName and say what is wrong (empty, too long, which
 // character at which position). Names are never rewritten.
 func ValidName(name string) error {
 	if name == "" {
-		return fmt.Errorf("%w: empty", ErrInvalidName)
+		return errNameRequired
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %s: %s", ErrInvalidName, quoteShort(name), fmt.Sprintf(format, args...))

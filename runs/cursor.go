@@ -136,6 +136,11 @@ func (c *cursor) changed(r Run, boot uint32) bool {
 		return r.Ended()
 	case c.Done[k]:
 		return false
+	case r.FinishedAt != nil && r.FinishedAt.Before(c.At):
+		// It ended before the cursor was issued: whether or not the
+		// listing showed it, its end is not news (the lag below is for
+		// runs not yet visible then, which have not ended by then).
+		return false
 	case c.Full:
 		// Not known at all, so not visible at At: new (changes reads only
 		// the runs it holds and the recent ones).

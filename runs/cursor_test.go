@@ -114,3 +114,34 @@ func TestUnreadableRunIsNewsOnce(t *testing.T) {
 		assert.Empty(t, p.Runs, "still unreadable: no news")
 	}
 }
+
+// changed_since is exact: a run that ended before the cursor was issued is
+// not news, though a listing filtered by name did not show it, and it
+// ended within the lag that covers runs not yet visible.
+func TestChangedSinceNeverReportsARunThatEndedBefore(t *testing.T) {
+	store := newStore(t)
+	ended := record(store, "boot")
+	ended.Name = "other"
+	code := 0
+	ended.StartedAt = time.Now().UTC().Add(-2 * time.Second)
+	ended.RunID = runrecord.NewRunID(ended.StartedAt)
+	ended.LogPath = store.LogPath(ended.Name, ended.RunID)
+	at := ended.StartedAt.Add(time.Second)
+	ended.Exit = &runrecord.Exit{Code: &code, At: at}
+	ended.FinishedAt, ended.OutputClosed = &at, true
+	require.NoError(t, store.Create(ended))
+	mine := record(store, "boot")
+	mine.Name = "mine"
+	mine.RunID = runrecord.NewRunID(time.Now().UTC())
+	mine.LogPath = store.LogPath(mine.Name, mine.RunID)
+	require.NoError(t, store.Create(mine))
+	m := goneManager(store)
+	p, err := m.ListPage(ListQuery{Name: "mine"})
+	require.NoError(t, err)
+	require.Len(t, p.Runs, 1)
+	p, err = m.ListPage(ListQuery{ChangedSince: p.Cursor})
+	require.NoError(t, err)
+	for _, r := range p.Runs {
+		assert.NotEqual(t, "other", r.Name, "%s ended before the cursor was issued: %+v", r.Name, r)
+	}
+}

@@ -239,6 +239,20 @@ func memoryLimit(rec *runrecord.Record) string {
 	return fmt.Sprintf(" (limit %d MiB)", rec.Limits.MemoryMB)
 }
 
+// pidsCapHits says that the run's pids cap refused forks, and how many:
+// a run that failed for it (a fork that failed with EAGAIN) then says why.
+func pidsCapHits(rec *runrecord.Record) string {
+	n := rec.Exit.PidsMaxHit
+	forks := "forks"
+	if n == 1 {
+		forks = "fork"
+	}
+	if rec.Limits == nil || rec.Limits.Pids <= 0 {
+		return fmt.Sprintf("%d %s refused at its pids cap", n, forks)
+	}
+	return fmt.Sprintf("%d %s refused at its pids cap of %d", n, forks, rec.Limits.Pids)
+}
+
 // removeGroup removes the cgroup a removed run's supervisor left behind
 // when it died before the run's end (it removes the group itself at the
 // end). Only a group of the run's own name, under this process's own

@@ -32,6 +32,9 @@ func TestDescribeOutOfMemory(t *testing.T) {
 		{runrecord.Exit{Signal: "SIGKILL", OOMKilled: true}, nil, "killed by SIGKILL: out of memory"},
 		{runrecord.Exit{Signal: "SIGTERM", OOMKilled: true}, limited, "killed by SIGTERM; out of memory: the kernel killed a process of the run (limit 64 MiB)"},
 		{runrecord.Exit{Signal: "SIGKILL", OOMKilled: true, TimedOut: true}, limited, "killed by SIGKILL (timed out after 0s); out of memory: the kernel killed a process of the run (limit 64 MiB)"},
+		{runrecord.Exit{Code: &code, PidsMaxHit: 3}, &runrecord.Limits{Pids: 8}, "exit code 137; 3 forks refused at its pids cap of 8"},
+		{runrecord.Exit{Code: &code, PidsMaxHit: 1}, nil, "exit code 137; 1 fork refused at its pids cap"},
+		{runrecord.Exit{Code: &code, PidsMaxHit: -5}, nil, "exit code 137"},
 	} {
 		rec := &runrecord.Record{Exit: &tc.exit, OutputClosed: true, Spec: runrecord.Spec{Limits: tc.limits}}
 		assert.Equal(t, tc.want, describe(outcome.ReasonExited, rec, nil, &Words{}))

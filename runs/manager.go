@@ -116,6 +116,7 @@ type Run struct {
 	Signal      string            `json:"signal,omitempty" jsonschema:"signal that killed it, e.g. SIGKILL"`
 	TimedOut    bool              `json:"timed_out,omitempty" jsonschema:"the run's timeout_s killed it"`
 	OOMKilled   bool              `json:"oom_killed,omitempty" jsonschema:"the kernel killed a process of the run at its memory limit"`                                                        // its cgroup's count
+	PidsMaxHit  int64             `json:"pids_max_hit,omitempty" jsonschema:"forks refused at its pids limit"`                                                                                 // its cgroup's count
 	StatusOf    string            `json:"status_of,omitempty" jsonschema:"whose pid and exit status these are: program, or shell (/bin/sh's, for a compound command: pipes, lists, builtins)"` // StatusOfProgram or StatusOfShell
 	Survivors   []int             `json:"survivors,omitempty" jsonschema:"pids of the run's processes still alive after its leader exited (its group's members, and any that left the group)"`
 	Command     string            `json:"command,omitempty"`
@@ -210,6 +211,7 @@ func (m *Manager) view(e runrecord.Entry, idx *procIndex) Run {
 		run.Signal = rec.Exit.Signal
 		run.TimedOut = rec.Exit.TimedOut
 		run.OOMKilled = rec.Exit.OOMKilled
+		run.PidsMaxHit = max(rec.Exit.PidsMaxHit, 0)
 	}
 	run.Command = rec.Command
 	run.Argv = rec.Argv
@@ -262,6 +264,9 @@ func describe(r outcome.Reason, rec *runrecord.Record, survivors []int, w *Words
 		}
 		if rec.Exit.OOMKilled && !outOfMemory(rec.Exit) {
 			s += "; out of memory: the kernel killed a process of the run" + memoryLimit(rec)
+		}
+		if rec.Exit.PidsMaxHit > 0 {
+			s += "; " + pidsCapHits(rec)
 		}
 		if len(survivors) > 0 {
 			s += fmt.Sprintf("; %d process(es) of the run still running: %s", len(survivors), joinInts(survivors))

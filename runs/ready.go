@@ -17,22 +17,17 @@ import (
 	"github.com/agent-box/agent-box/logread"
 	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/proc"
+	"github.com/agent-box/agent-box/runrecord"
 )
 
-// ReadyProbe says when a run started by process_start counts as ready.
-// Exactly one of its fields is set. Probes run in agent-box, for the call
-// only: the run never depends on them, and a later connection does not
-// see them.
-type ReadyProbe struct {
-	// Log: RE2, a line of output matches.
-	Log string `json:"log,omitempty" jsonschema:"RE2 matching a line"`
-	// TCPPort: a process of the run listens on TCPPort, and a TCP
-	// connection to localhost:TCPPort is accepted.
-	TCPPort int `json:"tcp_port,omitempty"`
-	// HTTP: a GET of this http(s) URL gets a response with a status below
-	// 500; a local URL's port is the run's (as TCPPort).
-	HTTP string `json:"http,omitempty" jsonschema:"URL answering below 500"`
+// ReadyProbe says when a run started by process_start counts as ready;
+// it is recorded with the run, and process_restart probes the new run
+// with it again.
+type ReadyProbe = runrecord.ReadyProbe
 
+// readyProbe is a ReadyProbe that check passed, its parts parsed.
+type readyProbe struct {
+	ReadyProbe
 	re  *regexp.Regexp
 	url *url.URL // HTTP, parsed
 }
@@ -70,7 +65,15 @@ const MaxReadyTimeout = 10 * time.Minute
 // log's writes instead.
 const readyPoll = 100 * time.Millisecond
 
-func (p *ReadyProbe) check() error {
+// checkProbe checks a probe of a request or a record (which anyone who
+// can write the state dir may have edited): every part is bounded, and a
+// probe reaches nothing but what a request's could.
+func checkProbe(probe ReadyProbe) (*readyProbe, error) {
+	p := &readyProbe{ReadyProbe: probe}
+	return p, p.check()
+}
+
+func (p *readyProbe) check() error {
 	n := 0
 	if p.Log != "" {
 		n++
@@ -91,6 +94,9 @@ func (p *ReadyProbe) check() error {
 	}
 	if p.HTTP != "" {
 		n++
+		if len(p.HTTP) > MaxPathBytes {
+			return invalid("ready.http is %d bytes, at most %d", len(p.HTTP), MaxPathBytes)
+		}
 		u, err := url.Parse(p.HTTP)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return invalid("ready.http %s is not an http:// or https:// URL", quoteShort(p.HTTP))
@@ -112,7 +118,10 @@ func (p *ReadyProbe) check() error {
 // awaitReady runs the probe until it passes, the run ends, the bound
 // (reckoned from began) passes or ctx is done.
 func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest, began time.Time) ReadyResult {
-	p := req.Ready
+	p, err := checkProbe(*req.Ready) // checked in normalize: this parses it
+	if err != nil {
+		return ReadyResult{Why: err.Error()}
+	}
 	pol := m.waitPolicy()
 	bound, shortened, _ := pol.bound(req.readyTimeout(), req.Watched) // checked in normalize
 	clock := newProgressClock(req.Progress, pol.ProgressEvery)
@@ -158,7 +167,7 @@ func (m *Manager) awaitReady(ctx context.Context, run Run, req *StartRequest, be
 }
 
 // probe1 tries the probe once.
-func (m *Manager) probe1(ctx context.Context, run Run, p *ReadyProbe, scanned *int64, final bool, deadline time.Time) (bool, *int64) {
+func (m *Manager) probe1(ctx context.Context, run Run, p *readyProbe, scanned *int64, final bool, deadline time.Time) (bool, *int64) {
 	switch {
 	case p.re != nil:
 		return logMatch(ctx, run, p.re, scanned, final, deadline)

@@ -35,14 +35,15 @@ func supervisedManager(t *testing.T) *Manager {
 // the rest of its last second ago.
 func readyWithin(probe *ReadyProbe, d time.Duration) (*StartRequest, time.Time) {
 	secs := int64((d + time.Second - 1) / time.Second)
-	return &StartRequest{Ready: probe, ReadyTimeoutS: &secs}, time.Now().Add(d - time.Duration(secs)*time.Second)
+	return &StartRequest{Spec: Spec{Ready: probe, ReadyTimeoutS: &secs}}, time.Now().Add(d - time.Duration(secs)*time.Second)
 }
 
 // awaitProbe runs probe against run for at most d.
 func awaitProbe(t *testing.T, m *Manager, run Run, probe ReadyProbe, d time.Duration) ReadyResult {
 	t.Helper()
 	req, began := readyWithin(&probe, d)
-	require.NoError(t, req.Ready.check())
+	_, err := checkProbe(*req.Ready)
+	require.NoError(t, err)
 	return m.awaitReady(context.Background(), run, req, began)
 }
 
@@ -112,13 +113,14 @@ func TestReadyPortsAreChecked(t *testing.T) {
 		{ReadyProbe{HTTP: "http://[::1]:0/health"}, "ready.http port 0 is not a port (1..65535)"},
 		{ReadyProbe{HTTP: "https://localhost:123456789012345678901/"}, "ready.http port 123456789012345678901 is not a port (1..65535)"},
 	} {
-		err := c.probe.check()
+		_, err := checkProbe(c.probe)
 		if assert.Error(t, err, "%+v", c.probe) {
 			assert.True(t, errors.Is(err, ErrInvalid), "%v", err)
 			assert.True(t, strings.HasSuffix(err.Error(), c.want), "%+v: %v", c.probe, err)
 		}
 	}
 	for _, ok := range []ReadyProbe{{TCPPort: 1}, {TCPPort: 65535}, {HTTP: "http://localhost:65535/"}, {HTTP: "https://example.com/"}} {
-		assert.NoError(t, ok.check(), "%+v", ok)
+		_, err := checkProbe(ok)
+		assert.NoError(t, err, "%+v", ok)
 	}
 }

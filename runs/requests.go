@@ -134,10 +134,10 @@ func (m *Manager) Once(ctx context.Context, r Repeatable, apply func(context.Con
 }
 
 // waitsAgain are the tools whose repeat does a cut wait again: those
-// whose call goes to Start or Write, which honour try.again. Any other
+// whose call goes to Start, Restart or Write, which honour try.again. Any other
 // tool's cut answer (a planted one: no other call is ever cut) is kept
 // as it is, so that nothing but these is ever run twice.
-var waitsAgain = map[string]bool{"process_start": true, "process_write": true}
+var waitsAgain = map[string]bool{"process_start": true, "process_restart": true, "process_write": true}
 
 // waitAgain is the try that does again the wait of res, a repeat's
 // answer, if it is cut: nil when it is final.
@@ -195,6 +195,9 @@ type cut struct {
 	From    int64 `json:"from,omitempty"`
 	Written int   `json:"written,omitempty"`
 	Closed  bool  `json:"closed,omitempty"`
+	// Restart: the run it stopped or found ended, and whether it stopped it.
+	Previous string `json:"previous,omitempty"`
+	Stopped  bool   `json:"stopped,omitempty"`
 }
 
 type tryKey struct{}

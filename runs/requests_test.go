@@ -137,8 +137,8 @@ func TestRepeatOfACutStartProbesAgain(t *testing.T) {
 	r := Repeatable{ID: "s", Tool: "process_start", Args: map[string]any{"name": "srv"}}
 	n := 0
 	apply := onceJSON(t, &n, func(ctx context.Context) (any, error) {
-		return m.Start(ctx, StartRequest{Name: "srv", Ready: &ReadyProbe{Log: "^ready"},
-			Spec: Spec{Argv: []string{"sh", "-c", "echo starting; read go; echo ready; exec sleep 30"}, Cwd: "/", Stdin: "pipe"},
+		return m.Start(ctx, StartRequest{Name: "srv",
+			Spec: Spec{Argv: []string{"sh", "-c", "echo starting; read go; echo ready; exec sleep 30"}, Cwd: "/", Stdin: "pipe", Ready: &ReadyProbe{Log: "^ready"}},
 		})
 	})
 	b, _, err := m.Once(cancelled(), r, apply)

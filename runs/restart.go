@@ -30,6 +30,10 @@ type RestartRequest struct {
 	SecretEnv map[string]string
 	// RequestID goes into the new run's record, as StartRequest's.
 	RequestID string
+	// Watched and Progress are as in StartRequest, for the wait of the
+	// readiness probe the run was started with (recorded in its spec).
+	Watched  bool
+	Progress func(elapsed time.Duration, running []string)
 }
 
 // RestartResult is the new run, and the old one as it ended.
@@ -40,9 +44,16 @@ type RestartResult struct {
 }
 
 // Restart stops the newest run of a name if it is running (TERM, grace,
-// KILL: as Kill) and starts its spec again as a new run of the same name.
-// The old run's record and log stay.
+// KILL: as Kill) and starts its spec again as a new run of the same name,
+// waiting for its readiness probe as process_start did. The old run's
+// record and log stay.
+//
+// A repeat (Once) whose first try's ready wait was cut stops and starts
+// nothing: it probes the run that try started again (restartedBefore).
 func (m *Manager) Restart(ctx context.Context, req RestartRequest) (RestartResult, error) {
+	if c, began := resumed(ctx); c != nil {
+		return m.restartedBefore(ctx, req, c, began)
+	}
 	grace := DefaultRestartGrace
 	if req.Grace != nil {
 		grace = *req.Grace
@@ -70,7 +81,7 @@ func (m *Manager) Restart(ctx context.Context, req RestartRequest) (RestartResul
 	if err != nil {
 		return RestartResult{}, maskSecrets(fmt.Errorf("run %s of %q cannot be started again as it was: %w", prev.RunID, prev.Name, err), req.SecretEnv)
 	}
-	spec.RequestID = req.RequestID
+	spec.RequestID, spec.Watched, spec.Progress = req.RequestID, req.Watched, req.Progress
 	res := RestartResult{Previous: prev}
 	if prev.Verdict.MayBeAlive {
 		if _, err := m.Kill(req.Name, prev.RunID, unix.SIGTERM, grace); err != nil {
@@ -82,7 +93,51 @@ func (m *Manager) Restart(ctx context.Context, req RestartRequest) (RestartResul
 	if res.StartResult, err = m.Start(ctx, spec); err != nil {
 		return RestartResult{}, fmt.Errorf("starting %q again: %w", req.Name, err)
 	}
+	res.noteCut(ctx)
 	return res, nil
+}
+
+// noteCut adds to the cut that Start noted on ctx's try, if its ready
+// wait was cut, what a repeat needs to answer as the whole restart would
+// have: the previous run, and whether it was stopped.
+func (res *RestartResult) noteCut(ctx context.Context) {
+	if t := tryOf(ctx); t != nil && t.cut != nil {
+		t.cut.Previous, t.cut.Stopped = res.Previous.RunID, res.Stopped
+	}
+}
+
+// restartedBefore answers a repeat of a restart whose first try, which
+// began then, was cut in its ready wait: the run that try started is
+// probed again, with the probe its record holds, for what is left of the
+// call's bound.
+func (m *Manager) restartedBefore(ctx context.Context, req RestartRequest, c *cut, began time.Time) (RestartResult, error) {
+	run, err := m.Get(req.Name, c.RunID)
+	if err != nil {
+		return RestartResult{}, err
+	}
+	res := RestartResult{StartResult: StartResult{Run: run}, Stopped: c.Stopped}
+	if c.Previous != "" {
+		if res.Previous, err = m.Get(req.Name, c.Previous); err != nil {
+			return RestartResult{}, err
+		}
+	}
+	if run.rec == nil || run.rec.Ready == nil {
+		return res, nil
+	}
+	spec := StartRequest{Name: req.Name, Spec: run.rec.Spec, Watched: req.Watched, Progress: req.Progress}
+	if err := spec.checkReady(); err != nil {
+		return RestartResult{}, err
+	}
+	m.ready(ctx, &res.StartResult, &spec, began)
+	res.noteCut(ctx)
+	return res, nil
+}
+
+// RestartWaits reports whether a restart of name waits for a readiness
+// probe: its newest run was started with one.
+func (m *Manager) RestartWaits(name string) bool {
+	prev, err := m.Get(name, "")
+	return err == nil && prev.rec != nil && prev.rec.Ready != nil
 }
 
 // respec is the StartRequest that runs prev's spec again.
@@ -110,7 +165,7 @@ func respec(prev Run, secretEnv map[string]string) (StartRequest, error) {
 			return s
 		})
 		if held {
-			return StartRequest{}, invalid("run %s of %q held a secret's value in its command, argv, cwd or env, recorded as %s; start it again with process_start",
+			return StartRequest{}, invalid("run %s of %q held a secret's value in its command, argv, cwd, env or ready probe, recorded as %s; start it again with process_start",
 				prev.RunID, prev.Name, capture.Mask)
 		}
 	}

@@ -70,10 +70,6 @@ type StartRequest struct {
 	// "error", the name is in use; "reuse", that run is the answer when
 	// it runs the same command or argv, in the same cwd with the same env.
 	IfRunning string `json:"if_running,omitempty" jsonschema:"reuse: if this name runs with the same command/argv, cwd and env, return that run (reused)."`
-	// Ready, if set, makes Start return only once the probe passes, the
-	// run ends, or ReadyTimeoutS (nil: the wait policy's default) passes.
-	Ready         *ReadyProbe `json:"ready,omitempty" jsonschema:"Return once this one probe passes, the run ends, or ready_timeout_s."`
-	ReadyTimeoutS *int64      `json:"ready_timeout_s,omitempty" jsonschema:"Default 30; over 50 needs a progress token."`
 	// Watched and Progress are as in WaitRequest, for the ready wait.
 	Watched  bool                                          `json:"-"`
 	Progress func(elapsed time.Duration, running []string) `json:"-"`
@@ -369,7 +365,8 @@ func (req *StartRequest) checkReady() error {
 	}
 	switch {
 	case req.Ready != nil:
-		return req.Ready.check()
+		_, err := checkProbe(*req.Ready)
+		return err
 	case req.ReadyTimeoutS != nil:
 		return invalid("ready_timeout_s bounds the ready probe; give ready too")
 	}
@@ -688,12 +685,17 @@ func masked(spec runrecord.Spec, red *capture.Redactor) runrecord.Spec {
 }
 
 // mapSecretPlaces is spec with f applied to every string a secret's value
-// may be in: the command, cwd, argv and env values. It is the one list of
-// them, for masking (masked) and for finding a mask (respec): an option of
-// Spec that can hold a secret is added here. spec's argv and env are
-// copied, not changed.
+// may be in: the command, cwd, argv and env values, the ready probe's
+// pattern and URL. It is the one list of them, for masking (masked) and
+// for finding a mask (respec): an option of Spec that can hold a secret
+// is added here. spec's argv, env and probe are copied, not changed.
 func mapSecretPlaces(spec runrecord.Spec, f func(string) string) runrecord.Spec {
 	spec.Command, spec.Cwd = f(spec.Command), f(spec.Cwd)
+	if spec.Ready != nil {
+		p := *spec.Ready
+		p.Log, p.HTTP = f(p.Log), f(p.HTTP)
+		spec.Ready = &p
+	}
 	argv := spec.Argv
 	spec.Argv = nil
 	for _, a := range argv {

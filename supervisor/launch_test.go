@@ -225,6 +225,9 @@ func TestReportRoundTrip(t *testing.T) {
 
 func TestSpecRoundTrip(t *testing.T) {
 	in := Spec{Name: "build", RunID: "r", Path: "/bin/sh", Argv: []string{"sh", "-c", "x"}, Env: []string{"A=1"}, Secrets: []string{"s"}, KillGraceMS: 250}
+	// Every recorded option reaches the supervisor, which refuses a field
+	// it does not know: the ready probe too, though only agent-box runs it.
+	in.Run = runrecord.Spec{Command: "x", Limits: &runrecord.Limits{Pids: 8}, Ready: &runrecord.ReadyProbe{Log: "^up"}, ReadyTimeoutS: new(int64(5))}
 	var b strings.Builder
 	require.NoError(t, encodeSpec(&b, &in))
 	var out Spec

@@ -108,6 +108,7 @@ func (s *supervisor) measure(exit *runrecord.Exit, ru *unix.Rusage) {
 		// The kernel killed in the group, and the group's own cap was
 		// reached: not the box's OOM killer, nor a parent group's cap.
 		exit.OOMKilled = u.OOMKills > 0 && u.LimitHits > 0
+		exit.PidsMaxHit = u.PidsMaxHit
 		return
 	}
 	exit.CPUMS = (ru.Utime.Nano() + ru.Stime.Nano()) / 1e6

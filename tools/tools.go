@@ -267,8 +267,20 @@ func (h *Handlers) restart(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	id, _, _ := requestID(req) // checked by once
-	res, err := h.M.Restart(ctx, runs.RestartRequest{Name: a.Name, Grace: optDuration(a.GraceMS, time.Millisecond), SecretEnv: a.SecretEnv, RequestID: id})
+	rr := runs.RestartRequest{Name: a.Name, Grace: optDuration(a.GraceMS, time.Millisecond), SecretEnv: a.SecretEnv}
+	if h.M.RestartWaits(a.Name) {
+		// The run was started with a readiness probe: the restart waits
+		// for it as process_start did.
+		var done func()
+		var err error
+		if ctx, done, err = h.blockingCall(ctx, true); err != nil {
+			return fail(err), nil
+		}
+		defer done()
+		rr.Watched, rr.Progress = progress(ctx, req)
+	}
+	rr.RequestID, _, _ = requestID(req) // checked by once
+	res, err := h.M.Restart(ctx, rr)
 	if err != nil {
 		return fail(err), nil
 	}

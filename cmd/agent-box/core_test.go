@@ -197,7 +197,7 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{"process_start", map[string]any{"name": "../x", "command": "true"}, "start with a letter or digit"},
-		{"process_start", map[string]any{"name": "", "command": "true"}, "empty"},
+		{"process_start", map[string]any{"name": "", "command": "true"}, "name is required"},
 		{"process_start", map[string]any{"name": strings.Repeat("a", 65), "command": "true"}, "65"},
 		{"process_start", map[string]any{"name": "a\x00b", "command": "true"}, "0x00"},
 		{"process_start", map[string]any{"name": "a b", "command": "true"}, "0x20"},

@@ -89,6 +89,11 @@ func TestLimitPidsStopsAForkLoop(t *testing.T) {
 	w := s.OK("process_wait", map[string]any{"name": "forker", "timeout_ms": 30000})
 	require.Contains(t, w.Text, "fork failed: Resource temporarily unavailable", w.Text)
 	require.Contains(t, w.Text, "forked 19", "the leader and 19 sleepers make the 20 the cap allows")
+	// The run says that its cap refused a fork: the cgroup's count.
+	run := w.Data["run"].(map[string]any)
+	assert.GreaterOrEqual(t, abtest.Num(run["pids_max_hit"]), int64(1), w.Text)
+	assert.Contains(t, run["reason"], " refused at its pids cap of 20", w.Text)
+	assert.Contains(t, w.Text, " refused at its pids cap of 20", w.Text)
 	kill := s.OK("process_kill", map[string]any{"name": "forker", "signal": "KILL"})
 	assert.NotContains(t, kill.Text, "still alive", kill.Text)
 }

@@ -388,6 +388,11 @@ func TestStartUntilReady(t *testing.T) {
 		assert.GreaterOrEqual(t, abtest.Num(r.Data["ready_after_ms"]), int64(900))
 		assert.Equal(t, "running", r.Data["state"])
 		assert.Contains(t, r.Text, "ready after")
+		// A restart probes the new run as the start did.
+		r = s.OK("process_restart", map[string]any{"name": "printer", "grace_ms": 0})
+		assert.Equal(t, true, r.Data["ready"], r.Text)
+		assert.EqualValues(t, len("booting\n"), r.Data["ready_offset"])
+		assert.Contains(t, r.Text, "ready after")
 		s.OK("process_kill", map[string]any{"name": "printer", "signal": "KILL"})
 	})
 	t.Run("exits first", func(t *testing.T) {

@@ -137,6 +137,10 @@ func TestHostileNamesAreRefusedEverywhere(t *testing.T) {
 				continue // no name means every run there; not a bad name
 			}
 			bad("name")
+			if name == "" {
+				refused(t, s, call.tool, call.args, frag) // a missing argument
+				continue
+			}
 			refused(t, s, call.tool, call.args, "invalid run name", frag)
 		}
 	}
@@ -193,7 +197,7 @@ func TestHostileArgumentValues(t *testing.T) {
 		args map[string]any
 		want string
 	}{
-		{"process_start", map[string]any{}, "invalid run name: empty"},
+		{"process_start", map[string]any{}, "name is required"},
 		{"process_start", st(map[string]any{"command": nil}), "give command"},
 		{"process_start", st(map[string]any{"argv": []any{"true"}}), "not both"},
 		{"process_start", st(map[string]any{"command": "true\x00rm -rf /"}), "NUL"},
