@@ -41,8 +41,8 @@ func TestRestartWaitsForTheRecordedProbe(t *testing.T) {
 	if assert.NotNil(t, res.Offset) {
 		assert.EqualValues(t, len("starting\n"), *res.Offset)
 	}
-	assert.NotEqual(t, first.RunID, res.RunID)
-	assert.Equal(t, first.RunID, res.Previous.RunID)
+	assert.NotEqual(t, first.Run.RunID, res.Run.RunID)
+	assert.Equal(t, first.Run.RunID, res.Previous.RunID)
 	assert.True(t, m.RestartWaits("srv"))
 }
 
@@ -76,8 +76,8 @@ func TestRepeatOfACutRestartRestartsOnce(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &again))
 	require.NotNil(t, again.ReadyResult)
 	assert.True(t, again.Ready, "%+v", again.ReadyResult)
-	assert.Equal(t, first.RunID, again.RunID)
-	assert.Equal(t, orig.RunID, again.Previous.RunID)
+	assert.Equal(t, first.Run.RunID, again.Run.RunID)
+	assert.Equal(t, orig.Run.RunID, again.Previous.RunID)
 	assert.True(t, again.Stopped)
 	ents, err := m.Store.List("srv", nil)
 	require.NoError(t, err)
