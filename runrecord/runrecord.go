@@ -157,7 +157,7 @@ type Spec struct {
 	// passes, the run ends, or ReadyTimeoutS (nil: the wait policy's
 	// default) passes; process_restart probes the new run again so.
 	Ready         *ReadyProbe `json:"ready,omitempty" jsonschema:"Return once this one probe passes, the run ends, or ready_timeout_s."`
-	ReadyTimeoutS *int64      `json:"ready_timeout_s,omitempty" jsonschema:"Default 30; over 50 needs a progress token."`
+	ReadyTimeoutS *int64      `json:"ready_timeout_s,omitempty" jsonschema:"Over 50 needs a progress token."`
 }
 
 // ReadyProbe says when a run counts as ready. Exactly one of its fields

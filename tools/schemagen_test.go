@@ -284,8 +284,10 @@ func startInput() json.RawMessage {
 		within(l["pids"], fptr(1), fptr(runs.MaxPids))
 		p["if_running"].Enum, p["if_running"].Default = enum(runs.IfRunningError, runs.IfRunningReuse), def(runs.IfRunningError)
 		within(p["ready_timeout_s"], fptr(0), fptr(int64(runs.MaxReadyTimeout/time.Second)))
+		p["ready_timeout_s"].Default = def(int64(runs.DefaultWaitPolicy.Default / time.Second))
 		r := p["ready"].Properties
 		r["log"].MaxLength = new(runs.MaxGrepBytes)
+		r["http"].MaxLength = new(runs.MaxPathBytes)
 		within(r["tcp_port"], fptr(1), fptr(runs.MaxPort))
 	})
 }
