@@ -25,13 +25,12 @@ import (
 // server announces once per connection: the initialize instructions and
 // tools/list.
 //
-// The script uses only arguments the binary's own tools/list describes, so
-// the same scenario measures an old build and a new one
-// (--binary). It makes the calls the tools described before issue 33
-// ask for, everywhere; where the build offers a one-call path it takes it,
-// and it learns that from the input schemas: a process_start with wait_ms
-// runs a short command and answers with its end, where an older build
-// needs process_start then process_wait.
+// The script uses only the arguments the binary's own tools/list
+// describes, so that one script measures an old build and a new one
+// (--binary). It makes the calls the tools asked for before issue 33, and
+// takes a one-call path only where the input schemas offer it: process_start
+// with wait_ms runs a short command and answers with its end, where an
+// older build needs process_start then process_wait.
 //
 // The runs use a state dir of their own, so that process_list answers the
 // same whether other scenarios ran before or not, and the server an
@@ -575,9 +574,10 @@ func (t *tokenBench) reconnect() error {
 	return err
 }
 
-// bigOutput: an install that prints 2 MB, progress bars and all, waited
-// for, then its log read as a model first reads it, tail_log {name}. The
-// wait comes first so that the read sees the whole log in every build.
+// bigOutput: an install that prints bigOutputBytes, progress bars and
+// all, waited for, then its log read as a model first reads it, tail_log
+// {name}. The wait comes first so that the read sees the whole log in
+// every build.
 func (t *tokenBench) bigOutput() error {
 	if _, err := t.mustCall("process_start", map[string]any{"name": "install", "command": "cat pip-install.log", "cwd": t.dir}); err != nil {
 		return err
