@@ -32,7 +32,10 @@ func TestPlumbing(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	b := &bench{binary: bin, cfg: config{
+	// Quick, as make bench-quick: the scenarios that count bytes rather
+	// than time (tokens: a real go test with a cold build cache, python3)
+	// run only when named, go run ./test/bench --only tokens.
+	b := &bench{binary: bin, mode: "quick", cfg: config{
 		spawnN: 2, startN: 2,
 		captureBytes: 1 << 20, captureReps: 1,
 		drainBytes: 3 << 20,
@@ -90,5 +93,34 @@ func TestNewBench(t *testing.T) {
 				t.Errorf("mode %q, list sizes %v, binary %s; want %q, %v, %s", b.mode, b.cfg.listSizes, b.binary, tc.mode, tc.listSizes, bin)
 			}
 		})
+	}
+}
+
+// TestSelected: --only picks what it names, tokens too; with no --only the
+// full mode runs every scenario and the quick mode all but tokens.
+func TestSelected(t *testing.T) {
+	for _, tc := range []struct {
+		mode, only string
+		name       string
+		want       bool
+	}{
+		{"full", "", "tokens", true},
+		{"full", "", "list", true},
+		{"quick", "", "tokens", false},
+		{"quick", "", "list", true},
+		{"quick", "tokens", "tokens", true},
+		{"quick", "tokens", "list", false},
+		{"full", "list,drain", "tokens", false},
+	} {
+		want := map[string]bool{}
+		for s := range strings.SplitSeq(tc.only, ",") {
+			if s != "" {
+				want[s] = true
+			}
+		}
+		b := &bench{mode: tc.mode}
+		if got := b.selected(tc.name, want); got != tc.want {
+			t.Errorf("%s mode, --only %q: %s selected %v, want %v", tc.mode, tc.only, tc.name, got, tc.want)
+		}
 	}
 }

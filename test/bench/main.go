@@ -6,6 +6,7 @@
 //
 //	go run ./test/bench --binary bin/agent-box           full run
 //	go run ./test/bench --binary bin/agent-box --quick   tiny sizes, for CI
+//	go run ./test/bench --binary OLD --only tokens       bytes a model reads per task (tokens.go)
 //
 // It prints a Markdown table and writes the figures as JSON (test/bench/results.json
 // by default). It asserts nothing about timings: a missed target is a row
@@ -82,11 +83,17 @@ type bench struct {
 	files    string // baseline output files
 	stateDir string
 	store    *runrecord.Store
-	seq      int // makes run names unique
+	// extraStores are the state dirs of scenarios that keep their runs
+	// apart (tokens), for killLeftovers.
+	extraStores []*runrecord.Store
+	seq         int // makes run names unique
 	// listDurable creates the process_list records with Store.Create
 	// (fsynced) instead of plain writes of the same bytes.
 	listDurable bool
 	keep        bool // leave the work dir behind
+	// transcript, if set, is where the token scenario writes every
+	// counted call and its reply, to see where the bytes go.
+	transcript string
 
 	mu          sync.Mutex
 	clients     []*client
@@ -96,8 +103,8 @@ type bench struct {
 
 // options are the command line's.
 type options struct {
-	binary, out, parent, only, listSizes string
-	quick, keep, durable                 bool
+	binary, out, parent, only, listSizes, transcript string
+	quick, keep, durable                             bool
 }
 
 func parseFlags() options {
@@ -106,10 +113,11 @@ func parseFlags() options {
 	flag.BoolVar(&o.quick, "quick", false, "tiny sizes (64 MiB capture, 16 MiB drain, 1k runs): finishes in under a minute")
 	flag.StringVar(&o.out, "out", "test/bench/results.json", "where to write the results as JSON")
 	flag.StringVar(&o.parent, "work-dir", "", "directory for the temporary state dir and baseline files (default: $TMPDIR); pick the filesystem to measure")
-	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (startup,start,follow,wait,capture,drain,list,decode,limits,connect); default all")
+	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (startup,start,follow,wait,capture,drain,list,decode,limits,connect,tokens); default all (but tokens in --quick)")
 	flag.StringVar(&o.listSizes, "list-sizes", "", "comma-separated run counts for process_list, overriding the mode's (e.g. 10000)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work dir (state dirs, generated records) for profiling; runs are still killed")
 	flag.BoolVar(&o.durable, "durable-records", false, "create process_list's records with runrecord.Store.Create (fsync per record: minutes for 50k) instead of plain writes of the same bytes")
+	flag.StringVar(&o.transcript, "transcript", "", "write the token scenario's calls and the replies a model reads to this file")
 	flag.Parse()
 	return o
 }
@@ -158,7 +166,7 @@ func newBench(o options) (*bench, error) {
 	if _, err := os.Stat(abs); err != nil {
 		return nil, fmt.Errorf("%v (run make build first)", err)
 	}
-	b := &bench{cfg: fullConfig, binary: abs, listDurable: o.durable, keep: o.keep}
+	b := &bench{cfg: fullConfig, binary: abs, listDurable: o.durable, keep: o.keep, transcript: o.transcript}
 	b.mode = "full"
 	if o.quick {
 		b.cfg, b.mode = quickConfig, "quick"
@@ -249,28 +257,13 @@ func (b *bench) setup(parent string) error {
 	return nil
 }
 
-// runScenarios runs the scenarios named in want (all when want is empty)
-// and returns their rows; a scenario that fails returns rows with Error set
-// and the others still run.
+// runScenarios runs the scenarios selected by want and returns their rows;
+// a scenario that fails returns rows with Error set and the others still
+// run.
 func (b *bench) runScenarios(want map[string]bool) []metric {
-	scenarios := []struct {
-		name string
-		fn   func() []metric
-	}{
-		{"startup", b.benchSpawn},
-		{"start", b.benchStart},
-		{"follow", b.benchFollow},
-		{"wait", b.benchWait},
-		{"capture", b.benchCapture},
-		{"drain", b.benchDrain},
-		{"limits", b.benchLimits},
-		{"list", b.benchList},
-		{"decode", b.benchDecode},
-		{"connect", b.benchConnect},
-	}
 	var out []metric
-	for _, s := range scenarios {
-		if len(want) > 0 && !want[s.name] {
+	for _, s := range b.scenarios() {
+		if !b.selected(s.name, want) {
 			continue
 		}
 		t0 := time.Now()
@@ -285,6 +278,43 @@ func (b *bench) runScenarios(want map[string]bool) []metric {
 		fmt.Fprintf(os.Stderr, "bench: %s done in %s\n", s.name, time.Since(t0).Round(time.Millisecond))
 	}
 	return out
+}
+
+// selected: want names the scenario, or want is empty and the mode runs
+// it (quick mode not the fullOnly ones).
+func (b *bench) selected(name string, want map[string]bool) bool {
+	if len(want) > 0 {
+		return want[name]
+	}
+	return b.mode != "quick" || !fullOnly[name]
+}
+
+// scenario is one of --only's names and what it measures.
+type scenario struct {
+	name string
+	fn   func() []metric
+}
+
+// fullOnly are the scenarios quick mode (CI's make bench-quick) runs only
+// when --only names them. The token scenario's figures are bytes, the
+// same in both modes, and it needs go and python3 on the machine.
+var fullOnly = map[string]bool{"tokens": true}
+
+// scenarios are all of them, in the order they run.
+func (b *bench) scenarios() []scenario {
+	return []scenario{
+		{"startup", b.benchSpawn},
+		{"start", b.benchStart},
+		{"follow", b.benchFollow},
+		{"wait", b.benchWait},
+		{"capture", b.benchCapture},
+		{"drain", b.benchDrain},
+		{"limits", b.benchLimits},
+		{"list", b.benchList},
+		{"decode", b.benchDecode},
+		{"connect", b.benchConnect},
+		{"tokens", b.benchTokens},
+	}
 }
 
 // connect dials a server on stateDir and remembers it for cleanup.
@@ -330,10 +360,22 @@ func (b *bench) cleanup() {
 // killLeftovers SIGKILLs the process group of every run whose child is
 // still alive, and every supervisor still alive, after checking that the
 // pid still belongs to the recorded process (its start time): a pid may
-// have been reused by now. Only the real state dir is visited; the
-// process_list store holds made-up pids.
+// have been reused by now. Only the real state dirs are visited (the
+// bench's and the token scenario's); the process_list store holds made-up
+// pids.
 func (b *bench) killLeftovers() {
-	ents, err := b.store.List("", nil)
+	b.mu.Lock()
+	stores := append([]*runrecord.Store{b.store}, b.extraStores...)
+	b.mu.Unlock()
+	for _, s := range stores {
+		if s != nil {
+			b.killLeftoversIn(s)
+		}
+	}
+}
+
+func (b *bench) killLeftoversIn(store *runrecord.Store) {
+	ents, err := store.List("", nil)
 	if err != nil {
 		return
 	}

@@ -1,0 +1,3 @@
+module example.com/tokenbench
+
+go 1.21
