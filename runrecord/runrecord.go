@@ -133,9 +133,9 @@ func (l Limits) Zero() bool { return l == Limits{} }
 // schema says of them (jsonschema: the description; bounds are set where
 // the schema is built, from the constants that enforce them).
 type Spec struct {
-	Command string   `json:"command,omitempty" jsonschema:"Shell command (/bin/sh -c); a lone simple command is exec'd, so pid and exit status are the program's (status_of). Give this or argv."`
+	Command string   `json:"command,omitempty" jsonschema:"Shell command (/bin/sh -c); a lone simple command is exec'd: pid and exit status are the program's, else the shell's (status_of). Give this or argv."`
 	Argv    []string `json:"argv,omitempty" jsonschema:"Program and arguments, run without a shell. Give this or command."`
-	Cwd     string   `json:"cwd" jsonschema:"Working directory: absolute, or from the home directory (the default; ~ works)."`
+	Cwd     string   `json:"cwd" jsonschema:"Absolute, or from the home directory (the default; ~ works)."`
 	// Env: overrides of the inherited environment; the record holds them
 	// redacted.
 	Env         map[string]string `json:"env,omitempty" jsonschema:"Variables set over the inherited environment."`
@@ -146,7 +146,7 @@ type Spec struct {
 	Pty      bool `json:"pty,omitempty" jsonschema:"On a terminal (TERM=xterm-256color), stdin its input; combined only."`
 	Cols     int  `json:"cols,omitempty"`
 	Rows     int  `json:"rows,omitempty"`
-	TimeoutS int  `json:"timeout_s,omitempty" jsonschema:"After this many seconds TERM, and 5 s later KILL, every process of the run. 0: none."`
+	TimeoutS int  `json:"timeout_s,omitempty" jsonschema:"Then TERM, and KILL 5 s later, every process of the run. 0: none."`
 	// Nice lowers the CPU priority of the run's processes below the
 	// server's, as nice(1) does: up to 19 (the kernel's lowest is 19).
 	Nice        int   `json:"nice,omitempty" jsonschema:"As nice(1): up to 19 lower its processes' CPU priority below others'."`

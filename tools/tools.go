@@ -102,7 +102,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
 		h.once("process_restart", h.restart))
 	add("process_list", "List processes",
-		"List runs, newest first, with their true state (running, exited with code or signal, or unknown and why) and usage, also runs of earlier connections. Only the newest run of each name unless all; at most limit (default 100), older with before = next_before. Keep the cursor: changed_since=cursor lists only the runs that started or ended since, also after a reconnect.",
+		"List runs, newest first, with their true state (running, exited with code or signal, or unknown and why) and usage, also runs of earlier connections; the newest of each name unless all. Keep the cursor: changed_since=cursor lists only the runs that started or ended since, also after a reconnect.",
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.list)
 	add("process_kill", "Signal a run's processes",
