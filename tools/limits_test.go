@@ -102,7 +102,12 @@ func boundsOf(path string, p *jsonschema.Schema) []bound {
 		out = append(out, b)
 	}
 	if p.MaxLength != nil {
-		out = append(out, bound{"maxLength", strings.Repeat("a", *p.MaxLength+1), strings.Repeat("a", *p.MaxLength)})
+		text := func(n int) string { return strings.Repeat("a", n) }
+		if path == "ready.http" {
+			// At its bound, the value must be valid otherwise: a URL.
+			text = func(n int) string { return "http://h/" + strings.Repeat("a", n-len("http://h/")) }
+		}
+		out = append(out, bound{"maxLength", text(*p.MaxLength + 1), text(*p.MaxLength)})
 	}
 	if p.MaxItems != nil {
 		items := func(n int) []string {
