@@ -98,7 +98,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
 		h.once("process_start", h.start))
 	add("process_restart", "Restart a run",
-		"Stop the newest run of name if running (TERM, grace_ms, KILL) and start it again with the same spec as a new run; the old run's record and log stay.",
+		"Stop the newest run of name if running (TERM, grace_ms, KILL) and start its spec again as a new run, waiting for its ready probe as process_start; the old run's record and log stay.",
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
 		h.once("process_restart", h.restart))
 	add("process_list", "List processes",
