@@ -59,7 +59,7 @@ type Spec = runrecord.Spec
 // StartRequest is process_start's arguments, as the tool takes them: its
 // tags are the tool's schema (tools/schemagen_test.go adds the bounds).
 type StartRequest struct {
-	Name string `json:"name" jsonschema:"Your name for the run; a finished run's name may be reused (the old run stays)."`
+	Name string `json:"name" jsonschema:"Reusable once the run has finished (the old run stays)."`
 	// Spec is what is recorded of the run and run again by a restart.
 	// Pty runs the child on a terminal of Cols×Rows (0: the defaults),
 	// whose input is the run's stdin. Limits cap the run, field by field

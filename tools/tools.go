@@ -106,7 +106,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.list)
 	add("process_kill", "Signal a run's processes",
-		"Send a signal (default TERM) to every process of a run: its process group and any process that left it (setsid); with grace_ms, SIGKILL follows for those still alive. Refuses when the pid cannot be proven the run's. An exited run with no process left: does nothing and says so.",
+		"Signal (default TERM) every process of a run: its process group and any that left it (setsid); with grace_ms, SIGKILL follows for those still alive. Refuses when they cannot be proven the run's.",
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.once("process_kill", h.kill))
 	add("tail_log", "Read a run's log",
@@ -126,7 +126,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.once("process_resize", h.resize))
 	add("process_remove", "Remove finished runs",
-		"Delete the records and logs of finished runs: one (name, optional run_id) or, with all_finished, every finished run. Refuses running ones. A run whose record cannot be read is removed only when named by its run_id.",
+		"Delete finished runs' records and logs: one (name, run_id), or with all_finished every finished one. Refuses running ones; a run whose record cannot be read, unless named by run_id.",
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.once("process_remove", h.remove))
 }
@@ -322,7 +322,7 @@ type killArgs struct {
 	Name    string `json:"name"`
 	RunID   string `json:"run_id" jsonschema:"Default: the newest run of name."`
 	Signal  string `json:"signal"`
-	GraceMS int64  `json:"grace_ms" jsonschema:"If the group is still alive this long after the signal, send SIGKILL."`
+	GraceMS int64  `json:"grace_ms" jsonschema:"SIGKILL after this long."`
 }
 
 func (h *Handlers) kill(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
