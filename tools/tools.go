@@ -126,7 +126,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.once("process_resize", h.resize))
 	add("process_remove", "Remove finished runs",
-		"Delete finished runs' records and logs: one (name, run_id), or with all_finished every finished one. Refuses running ones; a run whose record cannot be read, unless named by run_id.",
+		"Delete finished runs' records and logs: one (name, run_id), or with all_finished every finished one. Refuses running ones, and a run whose record cannot be read unless named by run_id.",
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.once("process_remove", h.remove))
 }
