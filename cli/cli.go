@@ -427,7 +427,7 @@ func (c *cmd) start(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	fmt.Fprintf(c.out, "started %s run_id=%s pid=%d log=%s\n", r.Name, r.RunID, r.PID, r.LogPath)
+	fmt.Fprintf(c.out, "started %s run_id=%s pid=%d log=%s\n", r.Run.Name, r.Run.RunID, r.Run.PID, r.Run.LogPath)
 	return 0
 }
 

@@ -167,7 +167,7 @@ func (m *Manager) lostStart(r Repeatable, lost *journal.LostError) *try {
 	if !ok {
 		return nil
 	}
-	return &try{again: &cut{RunID: res.RunID}, began: lost.At}
+	return &try{again: &cut{RunID: res.Run.RunID}, began: lost.At}
 }
 
 // A try is one go of a repeatable call (Once) at the runs call that

@@ -157,7 +157,7 @@ func TestRepeatOfACutStartProbesAgain(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &again))
 	require.NotNil(t, again.ReadyResult)
 	assert.True(t, again.Ready, "%+v", again.ReadyResult)
-	assert.Equal(t, first.RunID, again.RunID)
+	assert.Equal(t, first.Run.RunID, again.Run.RunID)
 	ents, err := m.Store.List("srv", nil)
 	require.NoError(t, err)
 	assert.Len(t, ents, 1, "one run started")
@@ -172,7 +172,7 @@ func TestWaitAgainWithNoTimeLeftAnswersAtOnce(t *testing.T) {
 	res, err := m.Start(context.Background(), StartRequest{Name: "piped", Spec: Spec{Argv: []string{"cat"}, Cwd: "/", Stdin: "pipe"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Kill("piped", "", unix.SIGKILL, 0) })
-	tr := &try{again: &cut{RunID: res.RunID, Written: 3}, began: time.Now().Add(-time.Hour)}
+	tr := &try{again: &cut{RunID: res.Run.RunID, Written: 3}, began: time.Now().Add(-time.Hour)}
 	ctx := context.WithValue(context.Background(), tryKey{}, tr)
 	w, err := m.Write(ctx, WriteRequest{Name: "piped", Data: []byte("x\n"), Wait: time.Minute, Await: Await{Until: "never"}})
 	require.NoError(t, err)

@@ -89,7 +89,7 @@ type StartRequest struct {
 // StartResult is process_start's answer: the run, and how its readiness
 // probe ended if one was given.
 type StartResult struct {
-	Run
+	Run Run `json:"run"`
 	// Reused: the run was running already with the same spec
 	// (IfRunning "reuse"), and is returned instead of a new one.
 	Reused bool `json:"reused,omitempty" jsonschema:"if_running reuse: the run was running already"`
@@ -575,11 +575,11 @@ func (m *Manager) ready(ctx context.Context, res *StartResult, req *StartRequest
 	ready := m.awaitReady(ctx, res.Run, req, began)
 	after := ready.After.Milliseconds()
 	res.ReadyResult, res.ReadyAfterMS = &ready, &after
-	if again, err := m.Get(res.Name, res.RunID); err == nil {
+	if again, err := m.Get(res.Run.Name, res.Run.RunID); err == nil {
 		res.Run = again // as of the answer: it may have ended
 	}
 	if ready.cut {
-		cutShort(ctx, cut{RunID: res.RunID, Reused: res.Reused})
+		cutShort(ctx, cut{RunID: res.Run.RunID, Reused: res.Reused})
 	}
 }
 

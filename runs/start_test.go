@@ -205,7 +205,7 @@ func TestRunDirHoldsTheNamedFiles(t *testing.T) {
 	res, err := m.Start(context.Background(), StartRequest{Name: "files", Spec: Spec{Argv: []string{"/bin/cat"}, Cwd: "/", Stdin: "pipe"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Kill("files", "", unix.SIGKILL, 0) })
-	dir := m.Store.RunDir("files", res.RunID)
+	dir := m.Store.RunDir("files", res.Run.RunID)
 	entries := func() []string {
 		ents, err := os.ReadDir(dir)
 		require.NoError(t, err)
@@ -216,12 +216,12 @@ func TestRunDirHoldsTheNamedFiles(t *testing.T) {
 		return names
 	}
 	require.ElementsMatch(t, []string{runrecord.RecordFile, runrecord.LogFile, supervisor.StderrFile, supervisor.ReserveFile, supervisor.StdinSocket, supervisor.ControlSocket}, entries(), "while it runs")
-	require.Equal(t, filepath.Join(dir, runrecord.LogFile), res.LogPath)
+	require.Equal(t, filepath.Join(dir, runrecord.LogFile), res.Run.LogPath)
 
 	_, err = m.Kill("files", "", unix.SIGKILL, 0)
 	require.NoError(t, err)
-	m.waitRecorded("files", res.RunID, 10*time.Second)
-	run, err := m.Get("files", res.RunID)
+	m.waitRecorded("files", res.Run.RunID, 10*time.Second)
+	run, err := m.Get("files", res.Run.RunID)
 	require.NoError(t, err)
 	require.True(t, run.LogFinal(), "%s/%s", run.State, run.Reason)
 	// The reserve is given back; the sockets stay, unlistened (listenUnix
@@ -281,14 +281,14 @@ func TestStartSaysALeaderThatRunsAnotherProgram(t *testing.T) {
 	m := &Manager{Store: store, Sys: fakeSys(alive)}
 	res, err := m.started(rec.Name, rec.RunID, asked{argv: []string{"make", "test"}}, redactorOf(map[string]string{"S": "60"}))
 	require.NoError(t, err)
-	assert.Contains(t, res.Reason, `its command line now reads "sleep [redacted]"`, res.Reason)
-	assert.NotContains(t, res.Reason, "sleep 60", "the secret")
+	assert.Contains(t, res.Run.Reason, `its command line now reads "sleep [redacted]"`, res.Run.Reason)
+	assert.NotContains(t, res.Run.Reason, "sleep 60", "the secret")
 
 	// A secret in what was asked is no mismatch: the comparison is with
 	// what was exec'd, not with the record's masked words.
 	res, err = m.started(rec.Name, rec.RunID, asked{argv: []string{"sleep", "60"}}, redactorOf(map[string]string{"S": "60"}))
 	require.NoError(t, err)
-	assert.Equal(t, "running", res.Reason)
+	assert.Equal(t, "running", res.Run.Reason)
 }
 
 // TestNiceIsTheRunsAndNotTheSupervisors: a run started with nice runs its
@@ -321,9 +321,9 @@ func TestNiceIsTheRunsAndNotTheSupervisors(t *testing.T) {
 	} {
 		res, err := start()
 		require.NoError(t, err, "start %d", i)
-		t.Cleanup(func() { m.Kill("low", res.RunID, unix.SIGKILL, 0) })
-		assert.Equal(t, want, niceOf(fmt.Sprintf("/proc/%d/stat", res.PID)), "start %d: the run's program", i)
-		rec, err := m.Store.Read("low", res.RunID)
+		t.Cleanup(func() { m.Kill("low", res.Run.RunID, unix.SIGKILL, 0) })
+		assert.Equal(t, want, niceOf(fmt.Sprintf("/proc/%d/stat", res.Run.PID)), "start %d: the run's program", i)
+		rec, err := m.Store.Read("low", res.Run.RunID)
 		require.NoError(t, err)
 		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", rec.SupervisorPID))
 		require.NoError(t, err)
@@ -373,5 +373,5 @@ func TestRestartRefusesARecordedMask(t *testing.T) {
 	assert.Contains(t, err.Error(), "held a secret's value")
 	newest, err := m.Get("m", "")
 	require.NoError(t, err)
-	assert.Equal(t, first.RunID, newest.RunID, "a run was started")
+	assert.Equal(t, first.Run.RunID, newest.RunID, "a run was started")
 }

@@ -92,7 +92,7 @@ func usageMatchesProc(t *testing.T, limits *runrecord.Limits, from string) {
 
 	var run Run
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		out, _ := os.ReadFile(res.LogPath)
+		out, _ := os.ReadFile(res.Run.LogPath)
 		page, err := m.ListPage(ListQuery{})
 		require.NoError(t, err)
 		run = page.Runs[0]
@@ -104,7 +104,7 @@ func usageMatchesProc(t *testing.T, limits *runrecord.Limits, from string) {
 		}
 		require.True(t, time.Now().Before(deadline), "usage %+v, log %q", run.Usage, out)
 	}
-	rec, err := m.Store.Read("mem", res.RunID)
+	rec, err := m.Store.Read("mem", res.Run.RunID)
 	require.NoError(t, err)
 	pids := treePids(t, rec.SupervisorPID)
 	require.Len(t, pids, 3, "the test's own count of the run's processes")

@@ -37,13 +37,13 @@ func TestLoneCommandIsTheProgram(t *testing.T) {
 	r := s.OK("process_start", map[string]any{"name": "sleeper", "command": "sleep 30"})
 	// The shell may not have exec'd sleep yet when process_start answers;
 	// the pid must become sleep's, where a wrong one would stay the shell's.
-	pid := abtest.Num(r.Data["pid"])
+	pid := abtest.Num(r.Run()["pid"])
 	abtest.WaitFor(t, "the reported pid to be sleep's", 10*time.Second, func() bool { return comm(t, pid) == "sleep" })
-	assert.Equal(t, "program", r.Data["status_of"])
+	assert.Equal(t, "program", r.Run()["status_of"])
 
 	r = s.OK("process_start", map[string]any{"name": "compound", "command": "sleep 30; true"})
-	assert.Equal(t, "sh", comm(t, abtest.Num(r.Data["pid"])))
-	assert.Equal(t, "shell", r.Data["status_of"])
+	assert.Equal(t, "sh", comm(t, abtest.Num(r.Run()["pid"])))
+	assert.Equal(t, "shell", r.Run()["status_of"])
 	assert.Contains(t, r.Text, "status_of=shell")
 	for _, name := range []string{"sleeper", "compound"} {
 		s.OK("process_kill", map[string]any{"name": name, "signal": "KILL"})
@@ -357,7 +357,7 @@ func TestRelativeCwdIsFromHome(t *testing.T) {
 	for i, cwd := range []string{"src/app", "~/src/app", "./src/app/"} {
 		name := fmt.Sprintf("pwd%d", i)
 		r := s.OK("process_start", map[string]any{"name": name, "argv": []any{"pwd"}, "cwd": cwd})
-		assert.Equal(t, home+"/src/app", r.Data["cwd"], cwd)
+		assert.Equal(t, home+"/src/app", r.Run()["cwd"], cwd)
 		s.OK("process_wait", map[string]any{"name": name})
 		assert.Equal(t, home+"/src/app\n", s.OK("tail_log", map[string]any{"name": name}).Data["content"])
 	}
@@ -386,7 +386,7 @@ func TestStartUntilReady(t *testing.T) {
 		assert.Equal(t, true, r.Data["ready"], r.Text)
 		assert.EqualValues(t, len("booting\n"), r.Data["ready_offset"])
 		assert.GreaterOrEqual(t, abtest.Num(r.Data["ready_after_ms"]), int64(900))
-		assert.Equal(t, "running", r.Data["state"])
+		assert.Equal(t, "running", r.Run()["state"])
 		assert.Contains(t, r.Text, "ready after")
 		s.OK("process_kill", map[string]any{"name": "printer", "signal": "KILL"})
 	})
@@ -396,14 +396,14 @@ func TestStartUntilReady(t *testing.T) {
 		assert.Equal(t, false, r.Data["ready"], r.Text)
 		assert.Contains(t, r.Data["ready_error"], "exit code 2")
 		assert.Equal(t, "boom\n", r.Data["output_tail"])
-		assert.Equal(t, "exited", r.Data["state"])
+		assert.Equal(t, "exited", r.Run()["state"])
 	})
 	t.Run("times out", func(t *testing.T) {
 		r := s.OK("process_start", map[string]any{"name": "mute", "argv": []any{"sleep", "30"},
 			"ready": map[string]any{"tcp_port": freeTCPPort(t)}, "ready_timeout_s": 1})
 		assert.Equal(t, false, r.Data["ready"], r.Text)
 		assert.Contains(t, r.Data["ready_error"], "left running")
-		assert.Equal(t, "running", r.Data["state"])
+		assert.Equal(t, "running", r.Run()["state"])
 		s.OK("process_kill", map[string]any{"name": "mute", "signal": "KILL"})
 	})
 	t.Run("http", func(t *testing.T) {
@@ -459,7 +459,7 @@ func TestReuseAndRestart(t *testing.T) {
 	}
 	r := s.OK("process_start", with("", nil))
 	assert.Equal(t, true, r.Data["reused"])
-	assert.Equal(t, first.Data["run_id"], r.Data["run_id"])
+	assert.Equal(t, first.Run()["run_id"], r.Run()["run_id"])
 	assert.Contains(t, r.Text, "reused")
 
 	r = s.Call("process_start", with("cwd", "/tmp"))
@@ -477,11 +477,11 @@ func TestReuseAndRestart(t *testing.T) {
 	r = s.OK("process_restart", map[string]any{"name": "srv", "grace_ms": 1000})
 	assert.Equal(t, true, r.Data["stopped"])
 	prev := runOf(t, r.Data["previous"])
-	assert.Equal(t, first.Data["run_id"], prev["run_id"])
+	assert.Equal(t, first.Run()["run_id"], prev["run_id"])
 	assert.Equal(t, "exited", prev["state"], r.Text)
-	assert.NotEqual(t, first.Data["run_id"], r.Data["run_id"])
-	assert.Equal(t, "running", r.Data["state"])
-	assert.Equal(t, []any{"sleep", "30"}, r.Data["argv"])
+	assert.NotEqual(t, first.Run()["run_id"], r.Run()["run_id"])
+	assert.Equal(t, "running", r.Run()["state"])
+	assert.Equal(t, []any{"sleep", "30"}, r.Run()["argv"])
 	l := s.OK("process_list", map[string]any{"name": "srv", "all": true})
 	require.Len(t, l.Data["runs"], 2, "the old run's record stays")
 	old := runOf(t, l.Data["runs"].([]any)[1])
