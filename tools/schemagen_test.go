@@ -240,6 +240,7 @@ func startInput() json.RawMessage {
 		within(l["pids"], fptr(1), fptr(runs.MaxPids))
 		p["if_running"].Enum, p["if_running"].Default = enum(runs.IfRunningError, runs.IfRunningReuse), def(runs.IfRunningError)
 		within(p["ready_timeout_s"], fptr(0), fptr(int64(runs.MaxReadyTimeout/time.Second)))
+		within(p["wait_ms"], fptr(0), ms(runs.MaxWaitTimeout))
 		r := p["ready"].Properties
 		r["log"].MaxLength = new(runs.MaxGrepBytes)
 		within(r["tcp_port"], fptr(1), fptr(runs.MaxPort))

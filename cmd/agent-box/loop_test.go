@@ -153,7 +153,8 @@ func TestWaitForTheFirstOfSeveral(t *testing.T) {
 	require.Len(t, others, 1)
 	assert.Equal(t, "slow", runOf(t, others[0])["name"])
 	assert.Equal(t, "running", runOf(t, others[0])["state"])
-	assert.Contains(t, w.Text, "also waited on: slow")
+	assert.Equal(t, []any{"slow"}, w.Data["running"], "named, so that a wait again drops quick")
+	assert.Contains(t, w.Text, "still running: slow")
 
 	// Nothing ends in time: wait_timed_out, every run reported.
 	s.OK("process_start", map[string]any{"name": "slow2", "argv": []any{"sleep", "30"}})
@@ -174,6 +175,74 @@ func TestWaitForTheFirstOfSeveral(t *testing.T) {
 	for _, name := range []string{"slow", "slow2"} {
 		s.OK("process_kill", map[string]any{"name": name, "signal": "KILL"})
 	}
+}
+
+// names with all: true waits for every run and answers each end, with its
+// output; on the bound, those ended and those still running (issue 33).
+func TestWaitForAllOfSeveral(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "a", "command": "echo from-a; exit 1"})
+	s.OK("process_start", map[string]any{"name": "b", "command": "sleep 0.3; echo from-b; exit 2"})
+	w := s.OK("process_wait", map[string]any{"names": []any{"a", "b"}, "all": true, "timeout_ms": 20000})
+	assert.Equal(t, false, w.Data["wait_timed_out"], w.Text)
+	assert.Equal(t, "a", w.Run()["name"], w.Text)
+	assert.Equal(t, "from-a\n", w.Data["output_tail"])
+	ends := w.Data["ends"].([]any)
+	require.Len(t, ends, 1, w.Text)
+	end := ends[0].(map[string]any)
+	assert.Equal(t, "b", runOf(t, end["run"])["name"])
+	assert.EqualValues(t, 2, runOf(t, end["run"])["exit_code"])
+	assert.Equal(t, "from-b\n", end["output_tail"])
+	assert.Nil(t, w.Data["running"])
+	assert.Contains(t, w.Text, "from-a")
+	assert.Contains(t, w.Text, "from-b")
+
+	s.OK("process_start", map[string]any{"name": "long", "argv": []any{"sleep", "30"}})
+	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "long", "signal": "KILL"}) })
+	w = s.OK("process_wait", map[string]any{"names": []any{"long", "b"}, "all": true, "timeout_ms": 300})
+	assert.Equal(t, true, w.Data["wait_timed_out"], w.Text)
+	assert.Equal(t, "b", w.Run()["name"], "the one that ended: %s", w.Text)
+	assert.Equal(t, []any{"long"}, w.Data["running"])
+	assert.Contains(t, w.Text, "still running: long")
+}
+
+// process_start with wait_ms answers a short command's end in the same
+// call, as process_wait would: its status and output (issue 33: "echo hi"
+// took two calls, a command not found a second one to say so).
+func TestStartWaitsForShortCommands(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	r := s.OK("process_start", map[string]any{"name": "hi", "command": "echo hi", "wait_ms": 20000})
+	assert.Equal(t, "exited", r.Run()["state"], r.Text)
+	assert.EqualValues(t, 0, r.Run()["exit_code"])
+	assert.Equal(t, "hi\n", r.Data["output_tail"])
+	assert.Equal(t, false, r.Data["wait_timed_out"])
+	assert.NotNil(t, r.Data["duration_ms"])
+	assert.Contains(t, r.Text, "hi\n")
+
+	r = s.OK("process_start", map[string]any{"name": "nosuch", "command": "no-such-binary-33", "wait_ms": 20000})
+	assert.EqualValues(t, 127, r.Run()["exit_code"], r.Text)
+	assert.Contains(t, r.Text, "not found")
+
+	// Still running at wait_ms: said so, and the run goes on.
+	r = s.OK("process_start", map[string]any{"name": "long", "command": "echo started; exec sleep 30", "wait_ms": 300})
+	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "long", "signal": "KILL"}) })
+	assert.Equal(t, "running", r.Run()["state"], r.Text)
+	assert.Equal(t, true, r.Data["wait_timed_out"])
+	assert.Contains(t, r.Text, "still running")
+
+	// A ready probe returns once the run is ready, wait_ms once it ends:
+	// not both.
+	r = s.Call("process_start", map[string]any{"name": "both", "command": "true", "wait_ms": 1000, "ready": map[string]any{"log": "x"}})
+	require.True(t, r.IsError, r.Text)
+	assert.Contains(t, r.Text, "not both")
+
+	// Without wait_ms a running run's answer has no end.
+	r = s.OK("process_start", map[string]any{"name": "idle", "argv": []any{"sleep", "30"}})
+	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "idle", "signal": "KILL"}) })
+	assert.NotContains(t, r.Data, "output_tail")
+	assert.NotContains(t, r.Data, "wait_timed_out")
 }
 
 // since_offset: the tail starts no earlier than what the caller has read,
