@@ -354,7 +354,7 @@ func TestMutationsCutByADropHappenOnce(t *testing.T) {
 	require.Equal(t, true, r.Data["ready"], "the start waited for its probe: %s", r.Text)
 	runs := b.OK("process_list", map[string]any{"name": "server", "all": true}).Data["runs"].([]any)
 	require.Len(t, runs, 1, "one run started")
-	require.Equal(t, runs[0].(map[string]any)["run_id"], r.Data["run_id"], "the answer is the run's")
+	require.Equal(t, runs[0].(map[string]any)["run_id"], r.Run()["run_id"], "the answer is the run's")
 
 	b.OK("process_write", map[string]any{"name": "cat", "close": true})
 	w := b.OK("process_wait", map[string]any{"name": "cat", "timeout_ms": 60000})

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/outcome"
 	"github.com/agent-box/agent-box/runrecord"
 )
 
@@ -162,6 +163,38 @@ func TestRepeatOfACutStartProbesAgain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, ents, 1, "one run started")
 	assert.Equal(t, 2, n)
+}
+
+// TestRepeatOfACutStartWaitsAgain: a start whose wait_ms wait its ctx
+// cut is stored cut; its repeat starts no other run, and waits for the
+// first one's end for what is left of wait_ms.
+func TestRepeatOfACutStartWaitsAgain(t *testing.T) {
+	m := supervisedManager(t)
+	t.Cleanup(func() { m.Kill("job", "", unix.SIGKILL, 0) })
+	r := Repeatable{ID: "j", Tool: "process_start", Args: map[string]any{"name": "job"}}
+	n := 0
+	apply := onceJSON(t, &n, func(ctx context.Context) (any, error) {
+		return m.Start(ctx, StartRequest{Name: "job", WaitMS: 60000,
+			Spec: Spec{Argv: []string{"sh", "-c", "read go; echo done"}, Cwd: "/", Stdin: "pipe"}})
+	})
+	b, _, err := m.Once(cancelled(), r, apply)
+	require.NoError(t, err)
+	var first StartResult
+	require.NoError(t, json.Unmarshal(b, &first))
+	assert.Equal(t, outcome.Running, first.Run.State)
+
+	_, err = m.Write(context.Background(), WriteRequest{Name: "job", Data: []byte("go\n")})
+	require.NoError(t, err)
+	b, ran, err := m.Once(context.Background(), r, apply)
+	require.NoError(t, err)
+	assert.True(t, ran, "the repeat waited again")
+	var again StartResult
+	require.NoError(t, json.Unmarshal(b, &again))
+	assert.Equal(t, first.Run.RunID, again.Run.RunID)
+	assert.Equal(t, outcome.Exited, again.Run.State, "the end, waited for by the repeat")
+	ents, err := m.Store.List("job", nil)
+	require.NoError(t, err)
+	assert.Len(t, ents, 1, "one run started")
 }
 
 // TestWaitAgainWithNoTimeLeftAnswersAtOnce: a repeat whose call's bound

@@ -70,6 +70,10 @@ type StartRequest struct {
 	// "error", the name is in use; "reuse", that run is the answer when
 	// it runs the same command or argv, in the same cwd with the same env.
 	IfRunning string `json:"if_running,omitempty" jsonschema:"reuse: if this name runs with the same command/argv, cwd and env, return that run (reused)."`
+	// WaitMS, if not 0, makes Start wait that long for the run's end, and
+	// answer it as process_wait does (StartResult.Waited), bounded as
+	// process_wait's timeout_ms.
+	WaitMS int64 `json:"wait_ms,omitempty" jsonschema:"Wait this long for the end."`
 	// Watched and Progress are as in WaitRequest, for the ready wait.
 	Watched  bool                                          `json:"-"`
 	Progress func(elapsed time.Duration, running []string) `json:"-"`
@@ -91,6 +95,9 @@ type StartResult struct {
 	Reused bool `json:"reused,omitempty" jsonschema:"if_running reuse: the run was running already"`
 	*ReadyResult
 	ReadyAfterMS *int64 `json:"ready_after_ms,omitempty"`
+	// Waited is the wait for the run's end: with WaitMS, or when the run
+	// had ended by the answer (a quick command, a command not found).
+	Waited *WaitResult `json:"-"`
 }
 
 func invalid(format string, a ...any) error {
@@ -364,6 +371,8 @@ func (req *StartRequest) checkReady() error {
 		}
 	}
 	switch {
+	case req.Ready != nil && req.WaitMS != 0:
+		return invalid("give ready or wait_ms, not both: ready returns once the run is ready, wait_ms once it ends")
 	case req.Ready != nil:
 		_, err := checkProbe(*req.Ready)
 		return err
@@ -557,13 +566,53 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (StartResult, err
 	if c, began := resumed(ctx); c != nil {
 		return m.startedBefore(ctx, req, c, began)
 	}
+	if req.WaitMS != 0 {
+		// Checked before the start: a wait_ms out of range must not leave
+		// a run behind.
+		if _, _, err := m.waitPolicy().waitBound("wait_ms", new(Duration(req.WaitMS, time.Millisecond)), req.Watched); err != nil {
+			return StartResult{}, err
+		}
+	}
 	res, err := m.start(ctx, &req)
 	err = maskSecrets(err, req.SecretEnv)
-	if err != nil || req.Ready == nil {
+	if err != nil {
 		return res, err
 	}
-	m.ready(ctx, &res, &req, time.Now())
+	began := time.Now()
+	if req.Ready != nil {
+		m.ready(ctx, &res, &req, began)
+	}
+	m.waitEnd(ctx, &res, &req, began)
 	return res, nil
+}
+
+// waitEnd waits for res's run to end, wait_ms from began at most, and
+// answers its end as process_wait does. Without wait_ms it answers the
+// end only of a run that has ended already: a command that fails at once
+// says why in the same answer. Best effort: the run is started, and a
+// record that cannot be read now is the next call's to report.
+func (m *Manager) waitEnd(ctx context.Context, res *StartResult, req *StartRequest, began time.Time) {
+	if req.WaitMS == 0 {
+		run, err := m.Get(res.Run.Name, res.Run.RunID)
+		if err != nil || !run.Ended() {
+			return
+		}
+	}
+	bound, shortened, err := m.waitPolicy().waitBound("wait_ms", new(Duration(req.WaitMS, time.Millisecond)), req.Watched)
+	if err != nil {
+		return
+	}
+	w, err := m.wait(ctx, WaitRequest{Names: []string{res.Run.Name}, RunID: res.Run.RunID, Watched: req.Watched, Progress: req.Progress},
+		timeLeft(bound, began, time.Now()), shortened)
+	if err != nil {
+		return
+	}
+	res.Run, res.Waited = w.Run, &w
+	if w.WaitTimedOut && ctx.Err() != nil {
+		// The client went away under the wait: a repeat of the call
+		// waits what is left of it (startedBefore).
+		cutShort(ctx, cut{RunID: res.Run.RunID, Reused: res.Reused})
+	}
 }
 
 // ready runs req's ready probe on res's run from began on, and notes a
@@ -596,6 +645,7 @@ func (m *Manager) startedBefore(ctx context.Context, req StartRequest, c *cut, b
 	if req.Ready != nil {
 		m.ready(ctx, &res, &req, began)
 	}
+	m.waitEnd(ctx, &res, &req, began)
 	return res, nil
 }
 

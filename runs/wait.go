@@ -125,12 +125,14 @@ const outputSettle = 500 * time.Millisecond
 // WaitRequest is process_wait's arguments.
 type WaitRequest struct {
 	// Name is the run waited on (its newest run), or Names several: the
-	// wait ends when the first of them ends. RunID picks an older run of
-	// the only name.
+	// wait ends when the first of them ends, or with All when every one
+	// has. RunID picks an older run of the only name.
 	Name  string
 	Names []string
+	All   bool
 	RunID string
-	// Timeout is timeout_ms; nil means the policy's default.
+	// Timeout is timeout_ms; nil means the policy's default, or its Max
+	// for a watched call.
 	Timeout *time.Duration
 	// Watched says progress notifications reach the client (it sent a
 	// progress token), so that its request timeout does not fire while
@@ -148,23 +150,38 @@ type WaitRequest struct {
 	Clean *bool
 }
 
+// End is a run as a wait answers it: the run, how long it ran, and the
+// end of its output.
+type End struct {
+	Run      Run
+	Duration time.Duration // run time so far, or until its exit; see DurationKnown
+	// DurationKnown is false for a run whose end is unknown (no exit
+	// recorded, and not running): its duration cannot be told.
+	DurationKnown bool
+	Tail
+}
+
 // WaitResult is what process_wait answers.
 type WaitResult struct {
-	Run Run
-	// Others are the other runs waited on, as of the answer.
+	// End is the first of the runs to end (in the order named), or the
+	// first named when none has.
+	End
+	// Ends are, with All, the other runs that ended, each with its tail.
+	Ends []End
+	// Others are the other runs waited on, as of the answer (with All,
+	// those still going).
 	Others []Run
-	// WaitTimedOut: the wait's bound passed with every run still going
-	// (not the run's own timeout_s, which is Run.TimedOut).
+	// Running names, when several runs were waited on, those still going:
+	// a caller that waits again drops the others.
+	Running []string
+	// WaitTimedOut: the wait's bound passed with every run still going,
+	// or with All, with any (not the run's own timeout_s, which is
+	// Run.TimedOut).
 	WaitTimedOut bool
 	// Shortened: the asked timeout was cut to the bound for clients
 	// without progress notifications; Bound is what was waited at most.
 	Shortened bool
 	Bound     time.Duration
-	Duration  time.Duration // run time so far, or until its exit; see DurationKnown
-	// DurationKnown is false for a run whose end is unknown (no exit
-	// recorded, and not running): its duration cannot be told.
-	DurationKnown bool
-	Tail
 }
 
 func (req *WaitRequest) check() error {
@@ -200,17 +217,59 @@ func (req *WaitRequest) over(run Run) bool {
 	return run.Ended()
 }
 
-// Wait blocks until the first of the runs ends, the bound passes or ctx
-// is done (cancel, client gone, shutdown).
+// done reports whether the wait for rs is over: one of them is, or with
+// All every one.
+func (req *WaitRequest) done(rs []Run) bool {
+	if req.All {
+		return !slices.ContainsFunc(rs, func(r Run) bool { return !req.over(r) })
+	}
+	return slices.ContainsFunc(rs, req.over)
+}
+
+// running names the runs of rs not over.
+func (req *WaitRequest) running(rs []Run) []string {
+	var names []string
+	for _, r := range rs {
+		if !req.over(r) {
+			names = append(names, r.Name)
+		}
+	}
+	return names
+}
+
+// Wait blocks until the first of the runs ends (with All, the last), the
+// bound passes or ctx is done (cancel, client gone, shutdown).
 func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error) {
 	if err := req.check(); err != nil {
 		return WaitResult{}, err
 	}
-	pol := m.waitPolicy()
-	bound, shortened, err := pol.bound(req.Timeout, req.Watched)
+	bound, shortened, err := m.waitPolicy().waitBound("timeout_ms", req.Timeout, req.Watched)
 	if err != nil {
 		return WaitResult{}, err
 	}
+	return m.wait(ctx, req, bound, shortened)
+}
+
+// waitBound is how long a wait for a run's end (process_wait's
+// timeout_ms, process_start's wait_ms, named arg) may block: as bound,
+// but a watched call that asks no timeout waits up to Max, as
+// process_wait's description promises.
+func (p WaitPolicy) waitBound(arg string, asked *time.Duration, watched bool) (d time.Duration, shortened bool, err error) {
+	switch {
+	case asked != nil:
+		if err := inRange(arg, *asked, time.Millisecond, p.Max); err != nil {
+			return 0, false, err
+		}
+	case watched:
+		asked = &p.Max
+	}
+	return p.bound(asked, watched)
+}
+
+// wait is Wait past its checks, blocking bound at most.
+func (m *Manager) wait(ctx context.Context, req WaitRequest, bound time.Duration, shortened bool) (WaitResult, error) {
+	pol := m.waitPolicy()
+	var err error
 	rs := make([]Run, len(req.Names))
 	dirs := make([]string, len(req.Names))
 	for i, name := range req.Names {
@@ -223,8 +282,7 @@ func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
 	deadline := clock.start.Add(bound)
 	var watch *live.Watch
 	defer func() { watch.Close() }()
-	ended := slices.IndexFunc(rs, req.over)
-	for ended < 0 {
+	for !req.done(rs) {
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
 			break
@@ -234,49 +292,90 @@ func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
 		} else {
 			watch.Wait(ctx, clock.sleep(left))
 		}
-		clock.tick(req.Names)
+		clock.tick(req.running(rs))
 		for i := range rs {
 			if rs[i], err = m.Get(rs[i].Name, rs[i].RunID); err != nil {
 				return WaitResult{}, err
 			}
 		}
-		ended = slices.IndexFunc(rs, req.over)
 	}
-	res := WaitResult{WaitTimedOut: ended < 0, Shortened: shortened, Bound: bound}
-	if ended < 0 {
-		ended = 0
-	}
-	run := rs[ended]
+	watch.Close()
+	watch = nil
+	res := WaitResult{WaitTimedOut: !req.done(rs), Shortened: shortened, Bound: bound}
+	first := max(0, slices.IndexFunc(rs, req.over))
+	// The runs whose tails are answered: the first to end, and with All
+	// every other that ended.
+	tailed := func(i int) bool { return i == first || req.All && req.over(rs[i]) }
 	// The exit is recorded before the output is drained; give the
-	// supervisor a moment so that the answer can say the log is complete.
-	// A descendant that keeps the output open does not hold us longer.
-	for settle := time.Now().Add(outputSettle); run.Ended() && !run.LogFinal() && time.Now().Before(settle) && ctx.Err() == nil; {
-		if watch == nil {
-			watch = live.WatchDirs(live.WatchRecord, dirs[ended])
-		}
-		watch.Wait(ctx, time.Until(settle))
-		if run, err = m.Get(run.Name, run.RunID); err != nil {
-			return WaitResult{}, err
+	// supervisors a moment so that the answer can say the log is
+	// complete. A descendant that keeps the output open does not hold us
+	// longer.
+	settle := time.Now().Add(outputSettle)
+	for i := range rs {
+		if tailed(i) {
+			if rs[i], err = m.logSettled(ctx, rs[i], dirs[i], settle); err != nil {
+				return WaitResult{}, err
+			}
 		}
 	}
-	res.Run, res.Others = run, slices.Delete(slices.Clone(rs), ended, ended+1)
-	m.withUsages(&res.Run, res.Others)
+	if len(rs) > 1 {
+		res.Running = req.running(rs)
+	}
+	for i, r := range rs {
+		if !tailed(i) {
+			res.Others = append(res.Others, r)
+		}
+	}
+	m.withUsages(&rs[first], res.Others)
+	res.End = m.endOf(rs[first], req.SinceOffset, req.Clean)
+	for i := range rs {
+		if i != first && tailed(i) {
+			m.withUsages(&rs[i], nil)
+			res.Ends = append(res.Ends, m.endOf(rs[i], 0, req.Clean))
+		}
+	}
+	return res, nil
+}
+
+// logSettled is run once its log is final, or as it is at until: an ended
+// run's supervisor records the exit before it has drained the output.
+func (m *Manager) logSettled(ctx context.Context, run Run, dir string, until time.Time) (Run, error) {
+	var watch *live.Watch
+	defer func() { watch.Close() }()
+	for run.Ended() && !run.LogFinal() && time.Now().Before(until) && ctx.Err() == nil {
+		if watch == nil {
+			watch = live.WatchDirs(live.WatchRecord, dir)
+		} else {
+			watch.Wait(ctx, time.Until(until))
+		}
+		var err error
+		if run, err = m.Get(run.Name, run.RunID); err != nil {
+			return run, err
+		}
+	}
+	return run, nil
+}
+
+// endOf is run's end as a wait answers it: its duration and the tail of
+// its output past since.
+func (m *Manager) endOf(run Run, since int64, clean *bool) End {
+	e := End{Run: run}
 	if run.StartedAt != nil && (run.FinishedAt != nil || run.State == outcome.Running) {
 		end := time.Now()
 		if run.FinishedAt != nil {
 			end = *run.FinishedAt
 		}
-		res.Duration, res.DurationKnown = end.Sub(*run.StartedAt), true
+		e.Duration, e.DurationKnown = end.Sub(*run.StartedAt), true
 	}
 	if run.rec != nil {
-		res.Tail = outputTail(run, req.SinceOffset)
-		if cleanFor(req.Clean, run) {
+		e.Tail = outputTail(run, since)
+		if cleanFor(clean, run) {
 			var b logread.Before // a framed tail's chunks are of a window read from a frame before them
-			if res.Tail.OutputChunks == nil {
-				b = before(run, res.Tail.OutputFrom)
+			if e.Tail.OutputChunks == nil {
+				b = before(run, e.Tail.OutputFrom)
 			}
-			res.Cleaned, res.CleanedBytes = true, res.Tail.clean(b)
+			e.Cleaned, e.CleanedBytes = true, e.Tail.clean(b)
 		}
 	}
-	return res, nil
+	return e
 }

@@ -274,8 +274,9 @@ func setMeta(p map[string]json.RawMessage, key, value string) {
 }
 
 // timeLeft rewrites a wait's bound to what is left of it after elapsed:
-// process_wait's timeout_ms (the box's default when not given, cut as the
-// box cuts a wait without progress token), tail_log's wait_ms.
+// process_wait's timeout_ms (the box's default when not given, its most
+// with a progress token, cut as the box cuts a wait without one),
+// tail_log's wait_ms.
 func timeLeft(p map[string]json.RawMessage, tool string, elapsed time.Duration, watched bool) {
 	args := map[string]json.RawMessage{}
 	_ = json.Unmarshal(p["arguments"], &args)
@@ -287,6 +288,8 @@ func timeLeft(p map[string]json.RawMessage, tool string, elapsed time.Duration, 
 	// null is "not given", as the box reads it.
 	given := string(args[field]) != "null" && json.Unmarshal(args[field], &ms) == nil
 	switch {
+	case tool == "process_wait" && !given && watched:
+		ms = wire.WaitMaxMS
 	case tool == "process_wait" && !given:
 		ms = wire.WaitDefaultMS
 	case !given:

@@ -19,11 +19,12 @@ func TestTimeLeft(t *testing.T) {
 	}{
 		{"process_wait", `{"name":"a","timeout_ms":120000}`, 20 * time.Second, true, `{"name":"a","timeout_ms":100000}`},
 		{"process_wait", `{"name":"a","timeout_ms":120000}`, 20 * time.Second, false, `{"name":"a","timeout_ms":30000}`},
-		{"process_wait", `{"name":"a"}`, 12 * time.Second, true, `{"name":"a","timeout_ms":18000}`},
+		{"process_wait", `{"name":"a"}`, 12 * time.Second, false, `{"name":"a","timeout_ms":18000}`},
+		{"process_wait", `{"name":"a"}`, 12 * time.Second, true, `{"name":"a","timeout_ms":588000}`}, // a token alone: the most
 		{"process_wait", `{"name":"a","timeout_ms":1000}`, 5 * time.Second, true, `{"name":"a","timeout_ms":0}`},
 		{"tail_log", `{"name":"a","wait_ms":5000}`, 2 * time.Second, false, `{"name":"a","wait_ms":3000}`},
 		{"tail_log", `{"name":"a","offset":7}`, 2 * time.Second, false, `{"name":"a","offset":7}`},
-		{"process_wait", `{"name":"a","timeout_ms":null}`, 12 * time.Second, true, `{"name":"a","timeout_ms":18000}`},
+		{"process_wait", `{"name":"a","timeout_ms":null}`, 12 * time.Second, false, `{"name":"a","timeout_ms":18000}`},
 		{"tail_log", `{"name":"a","wait_ms":1000,"until":"x"}`, 2 * time.Second, false, `{"name":"a","wait_ms":1,"until":"x"}`},
 		{"tail_log", `{"name":"a","wait_ms":1000,"idle_ms":5}`, 2 * time.Second, false, `{"name":"a","wait_ms":1,"idle_ms":5}`},
 		{"tail_log", `{"name":"a","wait_ms":1000}`, 2 * time.Second, false, `{"name":"a","wait_ms":0}`},

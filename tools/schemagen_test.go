@@ -285,6 +285,7 @@ func startInput() json.RawMessage {
 		p["if_running"].Enum, p["if_running"].Default = enum(runs.IfRunningError, runs.IfRunningReuse), def(runs.IfRunningError)
 		within(p["ready_timeout_s"], fptr(0), fptr(int64(runs.MaxReadyTimeout/time.Second)))
 		p["ready_timeout_s"].Default = def(int64(runs.DefaultWaitPolicy.Default / time.Second))
+		within(p["wait_ms"], fptr(0), ms(runs.MaxWaitTimeout))
 		r := p["ready"].Properties
 		r["log"].MaxLength = new(runs.MaxGrepBytes)
 		r["http"].MaxLength = new(runs.MaxPathBytes)

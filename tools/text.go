@@ -2,6 +2,7 @@ package tools
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -211,6 +212,9 @@ func startText(res runs.StartResult) string {
 		verb = "reused the running "
 	}
 	s := verb + runBrief(res.Run)
+	if w := res.Waited; w != nil {
+		s += afterText(w.End)
+	}
 	// What the run got that the call may not have said: the terminal's
 	// size, the server's default limits.
 	if r := res.Run; r.Pty {
@@ -227,7 +231,7 @@ func startText(res runs.StartResult) string {
 			s += fmt.Sprintf("\nready after %dms", *res.ReadyAfterMS)
 		default:
 			s += "\nnot ready: " + r.Why
-			if r.Output != "" {
+			if r.Output != "" && res.Waited == nil { // else the end's tail shows it
 				s += fmt.Sprintf("\n[last lines of output; %d bytes follow]\n%s", len(r.Output), r.Output)
 			}
 		}
@@ -502,27 +506,58 @@ func waitText(res runs.WaitResult, waited time.Duration) string {
 	if h := waitHint(res, waited); h != "" {
 		b.WriteString(h + "\n")
 	}
-	duration := ""
-	if res.DurationKnown {
-		duration = " after " + res.Duration.Round(time.Millisecond).String()
+	for i, e := range append([]runs.End{res.End}, res.Ends...) {
+		// An output that ends without a newline (a prompt) must not run
+		// into the next run's line.
+		if i > 0 && !strings.HasSuffix(b.String(), "\n") {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "%s%s\n", runBrief(e.Run), afterText(e))
+		b.WriteString(endText(e))
 	}
-	fmt.Fprintf(&b, "%s%s%s\n", runBrief(res.Run), duration, usageText(res.Run.Usage))
+	if len(res.Others) > 0 || len(res.Running) > 0 {
+		if !strings.HasSuffix(b.String(), "\n") {
+			b.WriteByte('\n')
+		}
+	}
 	for _, o := range res.Others {
-		fmt.Fprintf(&b, "also waited on: %s\n", runBrief(o))
+		if !slices.Contains(res.Running, o.Name) {
+			fmt.Fprintf(&b, "also waited on: %s\n", runBrief(o))
+		}
 	}
+	// Named, so that a caller that waits again drops the runs that ended
+	// (or it is answered the same end at once).
+	if len(res.Running) > 0 {
+		fmt.Fprintf(&b, "still running: %s\n", strings.Join(res.Running, ", "))
+	}
+	return b.String()
+}
+
+// afterText is how long e's run ran (so far), and what it used.
+func afterText(e runs.End) string {
+	s := ""
+	if e.DurationKnown {
+		s = " after " + e.Duration.Round(time.Millisecond).String()
+	}
+	return s + usageText(e.Run.Usage)
+}
+
+// endText is the end of e's output as a wait answers it.
+func endText(e runs.End) string {
+	var b strings.Builder
 	// A capped log kept the start of the output: its last lines are not
 	// the last the process wrote, which may be the ones that matter.
 	capped := ""
-	if res.Run.LogCapped {
-		capped = fmt.Sprintf(" (the log was capped at %d bytes: output past the cap was not kept, so these are not the last lines written)", res.Run.LogBytes)
+	if e.Run.LogCapped {
+		capped = fmt.Sprintf(" (the log was capped at %d bytes: output past the cap was not kept, so these are not the last lines written)", e.Run.LogBytes)
 	}
 	// Say what the tail leaves out, and where to read it: from where the
 	// caller is (since_offset), not from the start it already has.
 	from := func(at int64) string {
-		if res.OutputWhole {
+		if e.OutputWhole {
 			return ""
 		}
-		return fmt.Sprintf(", from log offset %d of %d (tail_log from offset %d for the rest)", at, res.Run.LogBytes, res.Since)
+		return fmt.Sprintf(", from log offset %d of %d (tail_log from offset %d for the rest)", at, e.Run.LogBytes, e.Since)
 	}
 	cut := func(c bool) string {
 		if c {
@@ -530,19 +565,32 @@ func waitText(res runs.WaitResult, waited time.Duration) string {
 		}
 		return ""
 	}
-	if res.Stderr != "" {
-		fmt.Fprintf(&b, "[last lines of stderr%s%s%s; %d bytes follow]\n%s", capped, from(res.StderrFrom), cut(res.StderrCut), len(res.Stderr), res.Stderr)
+	if e.Stderr != "" {
+		fmt.Fprintf(&b, "[last lines of stderr%s%s%s; %d bytes follow]\n%s", capped, from(e.StderrFrom), cut(e.StderrCut), len(e.Stderr), e.Stderr)
 	}
-	if res.Output != "" {
-		out := res.Output
-		if res.OutputChunks != nil {
-			out = markStderr(res.OutputChunks)
+	if e.Output != "" {
+		out := e.Output
+		if e.OutputChunks != nil {
+			out = markStderr(e.OutputChunks)
 		}
 		cleaned := ""
-		if res.CleanedBytes > 0 {
-			cleaned = fmt.Sprintf(", clean: %d bytes of escapes and redrawn text left out", res.CleanedBytes)
+		if e.CleanedBytes > 0 {
+			cleaned = fmt.Sprintf(", clean: %d bytes of escapes and redrawn text left out", e.CleanedBytes)
 		}
-		fmt.Fprintf(&b, "[last lines of output%s%s%s%s; %d bytes follow]\n%s", capped, from(res.OutputFrom), cut(res.OutputCut), cleaned, len(out), out)
+		fmt.Fprintf(&b, "[last lines of output%s%s%s%s; %d bytes follow]\n%s", capped, from(e.OutputFrom), cut(e.OutputCut), cleaned, len(out), out)
+	}
+	return b.String()
+}
+
+// startWaitText is what process_start's text adds for the wait for its
+// run's end (w).
+func startWaitText(w runs.WaitResult, waited time.Duration) string {
+	var b strings.Builder
+	if h := waitHint(w, waited); h != "" {
+		b.WriteString("\n" + h)
+	}
+	if t := endText(w.End); t != "" {
+		b.WriteString("\n" + t)
 	}
 	return b.String()
 }

@@ -112,7 +112,7 @@ func TestFramedTextMarksStderr(t *testing.T) {
 	text := tailText(o)
 	assert.True(t, strings.HasSuffix(text, fmt.Sprintf("; %d bytes of text follow]\n%s", len(want), want)), text)
 
-	res := runs.WaitResult{Run: runs.Run{Name: "t", State: "exited"}}
+	res := runs.WaitResult{End: runs.End{Run: runs.Run{Name: "t", State: "exited"}}}
 	res.Output, res.OutputChunks, res.OutputWhole = o.Content, chunks, true
 	assert.Contains(t, waitText(res, 0), fmt.Sprintf("[last lines of output; %d bytes follow]\n%s", len(want), want))
 }
@@ -138,4 +138,24 @@ func TestUsageText(t *testing.T) {
 	line := runLine(runs.Run{Name: "web", RunID: "x", State: "running", PID: 5,
 		Usage: &runs.Usage{MemoryBytes: 1 << 20, CPUMS: 20, Procs: 2, From: runs.UsageFromProc}})
 	assert.Contains(t, line, "pid=5 mem=1.0M cpu=20ms procs=2 ")
+}
+
+// A wait for several runs says each end, each on lines of its own (an
+// output without its newline does not run into the next), and names the
+// runs still running.
+func TestWaitTextOfSeveral(t *testing.T) {
+	end := func(name, out string) runs.End {
+		e := runs.End{Run: runs.Run{Name: name, State: "exited"}}
+		e.Output, e.OutputWhole = out, true
+		return e
+	}
+	res := runs.WaitResult{End: end("a", "prompt>"), Ends: []runs.End{end("b", "done\n")}, Running: []string{"c"},
+		Others: []runs.Run{{Name: "c", State: "running"}}}
+	text := waitText(res, 0)
+	assert.Contains(t, text, "prompt>\nb ", text)
+	assert.True(t, strings.HasSuffix(text, "done\nstill running: c\n"), text)
+	assert.NotContains(t, text, "also waited on: c", "a running one is named, not described")
+
+	res = runs.WaitResult{End: end("a", "prompt>"), Running: []string{"c"}}
+	assert.True(t, strings.HasSuffix(waitText(res, 0), "prompt>\nstill running: c\n"))
 }

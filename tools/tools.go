@@ -94,7 +94,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		s.AddTool(t, fn)
 	}
 	add("process_start", "Start a process",
-		"Start a process (build, tests, server) that keeps running and logging when the connection drops; later connections see it in process_list. Returns at once with its pid; process_wait blocks until it ends, tail_log reads output.",
+		"Start a process (build, tests, server) that keeps running and logging when the connection drops; later connections see it in process_list. Returns its pid at once, or with wait_ms its end as process_wait.",
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(true)},
 		h.once("process_start", h.start))
 	add("process_restart", "Restart a run",
@@ -114,7 +114,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.tail)
 	add("process_wait", "Wait for a process to end",
-		"Block until a run ends and return its exit code or signal, duration, usage and last lines of output; no polling. Send a progress token to wait up to 10 min (progress every few s); without one a call waits at most 50 s. On wait_timed_out call again.",
+		"Block until a run ends; return its exit code or signal, duration, usage and last lines of output. A progress token lets it wait up to 10 min; without one, 50 s at most. On wait_timed_out call again.",
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.wait)
 	add("process_write", "Write to a process's stdin",
@@ -239,7 +239,7 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if err := decode(req, &sr); err != nil {
 		return fail(err), nil
 	}
-	if sr.Ready != nil {
+	if sr.Ready != nil || sr.WaitMS > 0 {
 		var done func()
 		var err error
 		if ctx, done, err = h.blockingCall(ctx, true); err != nil {
@@ -249,11 +249,29 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		sr.Watched, sr.Progress = progress(ctx, req)
 	}
 	sr.RequestID, _, _ = requestID(req) // checked by once
+	began := time.Now()
 	res, err := h.M.Start(ctx, sr)
 	if err != nil {
 		return fail(err), nil
 	}
-	return result(res, startText(res)), nil
+	out := startReply{StartResult: res}
+	if w := res.Waited; w != nil {
+		// What was waited, not what was asked, as process_wait says it.
+		waited := time.Since(began).Round(time.Millisecond)
+		r := waitResult(*w, waited)
+		out.Waited, out.RunEnd, out.Hint = &r.Waited, &r.RunEnd, r.Hint
+		return result(out, startText(res)+startWaitText(*w, waited)), nil
+	}
+	return result(out, startText(res)), nil
+}
+
+// startReply is process_start's structured result: with wait_ms, or when
+// the run had ended by the answer, its end as process_wait answers it.
+type startReply struct {
+	runs.StartResult
+	*Waited
+	*RunEnd
+	Hint string `json:"hint,omitempty"`
 }
 
 type restartArgs struct {
@@ -285,6 +303,9 @@ func (h *Handlers) restart(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 		return fail(err), nil
 	}
 	text := "previous: " + runBrief(res.Previous) + "\n" + startText(res.StartResult)
+	if w := res.Waited; w != nil {
+		text += startWaitText(*w, 0) // no wait_ms: a run that ended at once
+	}
 	return result(res, text), nil
 }
 
@@ -462,12 +483,13 @@ func tailOutput(res runs.TailResult, encoding string, raw bool) TailOutput {
 
 type waitArgs struct {
 	Name        string   `json:"name"`
-	Names       []string `json:"names" jsonschema:"Instead of name: return when the first of these runs ends."`
+	Names       []string `json:"names" jsonschema:"Instead of name: the first of these to end."`
+	All         bool     `json:"all" jsonschema:"With names: wait for each."`
 	RunID       string   `json:"run_id"`
-	TimeoutMS   *int64   `json:"timeout_ms" jsonschema:"Without a progress token at most 50000."`
+	TimeoutMS   *int64   `json:"timeout_ms"` // bounded as the description says
 	SinceOffset int64    `json:"since_offset" jsonschema:"Log offset read to: the tail starts no earlier."`
-	Survivors   bool     `json:"survivors" jsonschema:"Also wait for processes that outlive the leader."`
-	Clean       *bool    `json:"clean" jsonschema:"The tail without terminal escapes, \\r redraws collapsed."`
+	Survivors   bool     `json:"survivors" jsonschema:"Also wait for the leader's survivors."`
+	Clean       *bool    `json:"clean" jsonschema:"Tail without escapes, \\r redraws collapsed."`
 }
 
 // untilGone returns ctx, cancelled also when the client goes away.
@@ -490,7 +512,7 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err := decode(req, &a); err != nil {
 		return fail(err), nil
 	}
-	wr := runs.WaitRequest{Name: a.Name, Names: a.Names, RunID: a.RunID, SinceOffset: a.SinceOffset, Survivors: a.Survivors, Clean: a.Clean}
+	wr := runs.WaitRequest{Name: a.Name, Names: a.Names, All: a.All, RunID: a.RunID, SinceOffset: a.SinceOffset, Survivors: a.Survivors, Clean: a.Clean}
 	wr.Timeout = optDuration(a.TimeoutMS, time.Millisecond)
 	wr.Watched, wr.Progress = progress(ctx, req)
 	ctx, done, err := h.blockingCall(ctx, a.TimeoutMS == nil || *a.TimeoutMS > 0)
@@ -510,36 +532,64 @@ func (h *Handlers) wait(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 
 // waitReply is process_wait's structured result.
 type waitReply struct {
-	Run              runs.Run   `json:"run"`
-	Others           []runs.Run `json:"others,omitempty" jsonschema:"with names: the other runs, still going"`
-	WaitTimedOut     bool       `json:"wait_timed_out" jsonschema:"this wait's bound passed with the run still going (the run's own timeout is run.timed_out)"`
-	WaitShortened    bool       `json:"wait_shortened,omitempty" jsonschema:"timeout_ms was cut to the bound for calls without a progress token"`
-	DurationMS       *int64     `json:"duration_ms,omitempty" jsonschema:"Run time so far, or until the exit; absent when the run's end is unknown."`
-	OutputTail       string     `json:"output_tail" jsonschema:"The last lines of output (framed runs: stdout and stderr interleaved), at most 20 lines and 8 KiB, none before since_offset."`
-	StderrTail       string     `json:"stderr_tail,omitempty" jsonschema:"Framed runs: the last lines of stderr alone."`
-	OutputTailOffset *int64     `json:"output_tail_offset,omitempty" jsonschema:"Where output_tail begins in the log (framed: the frame holding its first byte)."`
-	StderrTailOffset *int64     `json:"stderr_tail_offset,omitempty" jsonschema:"Framed runs: the frame holding stderr_tail's first byte."`
-	OutputTailWhole  *bool      `json:"output_tail_whole,omitempty" jsonschema:"output_tail is all of the output past since_offset: nothing was left out."`
-	OutputTailCut    bool       `json:"output_tail_cut,omitempty" jsonschema:"The tail's first line is longer than the bound: only its end is shown."`
-	CleanedBytes     int        `json:"cleaned_bytes,omitempty" jsonschema:"clean: bytes of escapes and redrawn text left out"`
-	Hint             string     `json:"hint,omitempty"`
+	Run     runs.Run   `json:"run"`
+	Others  []runs.Run `json:"others,omitempty" jsonschema:"with names: the other runs, still going"`
+	Running []string   `json:"running,omitempty" jsonschema:"with names: those still running"`
+	Waited
+	RunEnd
+	Ends []EndedRun `json:"ends,omitempty" jsonschema:"with all: the other runs that ended"`
+	Hint string     `json:"hint,omitempty"`
+}
+
+// Waited is what a wait for a run's end says of itself (process_wait,
+// process_start's wait_ms).
+type Waited struct {
+	WaitTimedOut  bool `json:"wait_timed_out" jsonschema:"this wait's bound passed with the run still going (the run's own timeout is run.timed_out)"`
+	WaitShortened bool `json:"wait_shortened,omitempty" jsonschema:"timeout_ms was cut to the bound for calls without a progress token"`
+}
+
+// RunEnd is a run's end beside the run, as a wait answers it.
+type RunEnd struct {
+	DurationMS       *int64 `json:"duration_ms,omitempty" jsonschema:"Run time so far, or until the exit; absent when the run's end is unknown."`
+	OutputTail       string `json:"output_tail" jsonschema:"The last lines of output (framed runs: stdout and stderr interleaved), at most 20 lines and 8 KiB, none before since_offset."`
+	StderrTail       string `json:"stderr_tail,omitempty" jsonschema:"Framed runs: the last lines of stderr alone."`
+	OutputTailOffset *int64 `json:"output_tail_offset,omitempty" jsonschema:"Where output_tail begins in the log (framed: the frame holding its first byte)."`
+	StderrTailOffset *int64 `json:"stderr_tail_offset,omitempty" jsonschema:"Framed runs: the frame holding stderr_tail's first byte."`
+	OutputTailWhole  *bool  `json:"output_tail_whole,omitempty" jsonschema:"output_tail is all of the output past since_offset: nothing was left out."`
+	OutputTailCut    bool   `json:"output_tail_cut,omitempty" jsonschema:"The tail's first line is longer than the bound: only its end is shown."`
+	CleanedBytes     int    `json:"cleaned_bytes,omitempty" jsonschema:"clean: bytes of escapes and redrawn text left out"`
+}
+
+// EndedRun is a run and its end (process_wait's ends).
+type EndedRun struct {
+	Run runs.Run `json:"run"`
+	RunEnd
 }
 
 // waitResult is process_wait's structured result for res.
 func waitResult(res runs.WaitResult, waited time.Duration) waitReply {
 	out := waitReply{
-		Run: res.Run, Others: res.Others, WaitTimedOut: res.WaitTimedOut, WaitShortened: res.Shortened,
-		OutputTail: res.Output, OutputTailCut: res.OutputCut || res.StderrCut, CleanedBytes: res.CleanedBytes,
-		Hint: waitHint(res, waited),
+		Run: res.Run, Others: res.Others, Running: res.Running,
+		Waited: Waited{WaitTimedOut: res.WaitTimedOut, WaitShortened: res.Shortened},
+		RunEnd: runEnd(res.End), Hint: waitHint(res, waited),
 	}
-	if res.DurationKnown {
-		out.DurationMS = new(res.Duration.Milliseconds())
+	for _, e := range res.Ends {
+		out.Ends = append(out.Ends, EndedRun{Run: e.Run, RunEnd: runEnd(e)})
 	}
-	if res.Output != "" || res.Stderr != "" {
-		out.OutputTailOffset, out.OutputTailWhole = new(res.OutputFrom), new(res.OutputWhole)
+	return out
+}
+
+// runEnd is e past its run.
+func runEnd(e runs.End) RunEnd {
+	out := RunEnd{OutputTail: e.Output, OutputTailCut: e.OutputCut || e.StderrCut, CleanedBytes: e.CleanedBytes}
+	if e.DurationKnown {
+		out.DurationMS = new(e.Duration.Milliseconds())
 	}
-	if res.Stderr != "" {
-		out.StderrTail, out.StderrTailOffset = res.Stderr, new(res.StderrFrom)
+	if e.Output != "" || e.Stderr != "" {
+		out.OutputTailOffset, out.OutputTailWhole = new(e.OutputFrom), new(e.OutputWhole)
+	}
+	if e.Stderr != "" {
+		out.StderrTail, out.StderrTailOffset = e.Stderr, new(e.StderrFrom)
 	}
 	return out
 }

@@ -81,11 +81,12 @@ type Error struct {
 	Retryable bool   `json:"retryable"`
 }
 
-// The box's bounds on a process_wait that gives no timeout_ms (Default),
-// and on any without a progress token (Unwatched). connect re-sends a wait
-// cut short by a drop with the time it has left, which it reckons from
-// these when the call gave none.
+// The box's bounds on a process_wait that gives no timeout_ms (Default;
+// Max with a progress token), and on any without a progress token
+// (Unwatched). connect re-sends a wait cut short by a drop with the time
+// it has left, which it reckons from these when the call gave none.
 const (
 	WaitDefaultMS   = 30_000
 	WaitUnwatchedMS = 50_000
+	WaitMaxMS       = 600_000
 )

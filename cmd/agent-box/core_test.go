@@ -43,10 +43,10 @@ func TestStartListTailKill(t *testing.T) {
 			s := connect(t, state)
 			const n = 300
 			r := s.OK("process_start", map[string]any{"name": "writer", "command": writerScript(n), "capture_mode": mode})
-			assert.Equal(t, "writer", r.Data["name"])
-			assert.Greater(t, abtest.Num(r.Data["pid"]), int64(0))
-			assert.Equal(t, mode, r.Data["capture_mode"])
-			assert.NotEmpty(t, r.Data["run_id"])
+			assert.Equal(t, "writer", r.Run()["name"])
+			assert.Greater(t, abtest.Num(r.Run()["pid"]), int64(0))
+			assert.Equal(t, mode, r.Run()["capture_mode"])
+			assert.NotEmpty(t, r.Run()["run_id"])
 			s.OK("process_wait", map[string]any{"name": "writer", "timeout_ms": 30000})
 
 			l := s.OK("process_list", nil)

@@ -71,7 +71,7 @@ func TestProcessInASessionOfItsOwnIsReportedAndKilled(t *testing.T) {
 	k := s.OK("process_kill", map[string]any{"name": "d"})
 	assert.Equal(t, []any{float64(pid)}, k.Data["signalled_pids"], k.Text)
 	abtest.WaitFor(t, "the setsid'd process to die of the kill", 10*time.Second, func() bool { return dead(pid) })
-	rec, err := (&runrecord.Store{Root: state}).Read("d", abtest.Str(st.Data["run_id"]))
+	rec, err := (&runrecord.Store{Root: state}).Read("d", abtest.Str(st.Run()["run_id"]))
 	require.NoError(t, err)
 	abtest.WaitFor(t, "the supervisor to leave with the run's last process", 10*time.Second, func() bool { return dead(rec.SupervisorPID) })
 	l := abtest.RunOf(t, s.OK("process_list", nil), "d")

@@ -112,7 +112,7 @@ func TestLeanSupervisorIsUsed(t *testing.T) {
 	r := s.OK("process_start", map[string]any{"name": "lean", "argv": []any{"sleep", "30"}})
 	store, _, err := runrecord.Open(state)
 	require.NoError(t, err)
-	rec, err := store.Read("lean", abtest.Str(r.Data["run_id"]))
+	rec, err := store.Read("lean", abtest.Str(r.Run()["run_id"]))
 	require.NoError(t, err)
 	argv, err := proc.Cmdline(rec.SupervisorPID)
 	require.NoError(t, err)

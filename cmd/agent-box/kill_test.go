@@ -32,7 +32,7 @@ func TestKillEscalatesWhenTheServerDiesDuringTheGrace(t *testing.T) {
 	// waits for dies of it and is started again.
 	st := a.OK("process_start", map[string]any{"name": "stubborn",
 		"command": `trap 'echo > ` + termed + `' TERM; while :; do sleep 100 & wait; done`})
-	runID := abtest.Str(st.Data["run_id"])
+	runID := abtest.Str(st.Run()["run_id"])
 
 	// The kill's answer never comes: the server is killed while it waits.
 	// The grace is long enough that the server, were it the one to escalate,
@@ -87,7 +87,7 @@ func TestKillEscalatesWhenTheSupervisorDiesDuringTheGrace(t *testing.T) {
 	s := connect(t, state)
 	st := s.OK("process_start", map[string]any{"name": "stubborn",
 		"command": `trap 'echo > ` + termed + `' TERM; while :; do sleep 100 & wait; done`})
-	rec, err := (&runrecord.Store{Root: state}).Read("stubborn", abtest.Str(st.Data["run_id"]))
+	rec, err := (&runrecord.Store{Root: state}).Read("stubborn", abtest.Str(st.Run()["run_id"]))
 	require.NoError(t, err)
 	t.Cleanup(func() { syscall.Kill(-rec.PID, syscall.SIGKILL) })
 

@@ -110,10 +110,10 @@ func TestSystemdScopeLaunchRunsSupervisorInPlace(t *testing.T) {
 
 	st := s.OK("process_start", map[string]any{"name": "scoped", "stdin": "pipe",
 		"command": `echo "hello from the scope"; read line; echo "got $line"; exit 7`})
-	runID := abtest.Str(st.Data["run_id"])
+	runID := abtest.Str(st.Run()["run_id"])
 	require.Len(t, runID, len("20261202T141701.123456789Z-3f9a1c"), st.Text)
 	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "scoped", "signal": "KILL"}) })
-	require.Equal(t, "running", st.Data["state"], st.Text)
+	require.Equal(t, "running", st.Run()["state"], st.Text)
 
 	calls := fake.Calls(t)
 	require.Len(t, calls, 1, "systemd-run is called once per start")
@@ -133,7 +133,7 @@ func TestSystemdScopeLaunchRunsSupervisorInPlace(t *testing.T) {
 	rec, err := store.Read("scoped", runID)
 	require.NoError(t, err)
 	assert.Equal(t, c.PID, rec.SupervisorPID, "the recorded supervisor is the process systemd-run was")
-	assert.Equal(t, abtest.Num(st.Data["pid"]), int64(rec.PID))
+	assert.Equal(t, abtest.Num(st.Run()["pid"]), int64(rec.PID))
 	// The process systemd-run was is now the supervisor itself, still
 	// leading the session agent-box made for it, with the start time the
 	// record vouches for.
@@ -203,7 +203,7 @@ func TestSystemdRunFailureFailsStartAndFreesName(t *testing.T) {
 
 	require.NoError(t, os.Remove(fake.Fail))
 	st := s.OK("process_start", map[string]any{"name": "scoped", "command": "echo hi"})
-	assert.NotEqual(t, failedID, st.Data["run_id"])
+	assert.NotEqual(t, failedID, st.Run()["run_id"])
 	w := s.OK("process_wait", map[string]any{"name": "scoped", "timeout_ms": 30000})
 	run := w.Data["run"].(map[string]any)
 	assert.Equal(t, "exited", run["state"], w.Text)

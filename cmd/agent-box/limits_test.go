@@ -36,7 +36,7 @@ func TestLimitMemoryOutOfMemory(t *testing.T) {
 	s := connect(t, t.TempDir())
 	st := s.OK("process_start", map[string]any{"name": "hog", "argv": []string{"python3", "-c", allocate500MB},
 		"limits": map[string]any{"memory_mb": 64}})
-	assert.Equal(t, map[string]any{"memory_mb": float64(64)}, st.Data["limits"], st.Text)
+	assert.Equal(t, map[string]any{"memory_mb": float64(64)}, st.Run()["limits"], st.Text)
 	w := s.OK("process_wait", map[string]any{"name": "hog", "timeout_ms": 30000})
 	run := w.Data["run"].(map[string]any)
 	require.Equal(t, "SIGKILL", run["signal"], w.Text)
@@ -106,13 +106,13 @@ func TestLimitDefaults(t *testing.T) {
 	s := connect(t, t.TempDir(), "AGENT_BOX_DEFAULT_LIMITS=memory_mb=256,pids=64")
 	assert.Contains(t, s.Session().InitializeResult().Instructions, "capped by default at memory_mb=256,pids=64")
 	st := s.OK("process_start", map[string]any{"name": "d", "argv": []string{"sleep", "60"}})
-	assert.Equal(t, map[string]any{"memory_mb": float64(256), "pids": float64(64)}, st.Data["limits"], st.Text)
+	assert.Equal(t, map[string]any{"memory_mb": float64(256), "pids": float64(64)}, st.Run()["limits"], st.Text)
 	assert.Contains(t, st.Text, " limits=memory_mb=256,pids=64")
 	st = s.OK("process_start", map[string]any{"name": "own", "argv": []string{"sleep", "60"}, "limits": map[string]any{"pids": 10, "cpu_percent": 50}})
-	assert.Equal(t, map[string]any{"memory_mb": float64(256), "pids": float64(10), "cpu_percent": float64(50)}, st.Data["limits"], st.Text)
-	cg, err := os.ReadFile(filepath.Join("/proc", strconv.FormatInt(abtest.Num(st.Data["pid"]), 10), "cgroup"))
+	assert.Equal(t, map[string]any{"memory_mb": float64(256), "pids": float64(10), "cpu_percent": float64(50)}, st.Run()["limits"], st.Text)
+	cg, err := os.ReadFile(filepath.Join("/proc", strconv.FormatInt(abtest.Num(st.Run()["pid"]), 10), "cgroup"))
 	require.NoError(t, err)
-	assert.Contains(t, string(cg), "/"+cgroup.Leaf("own", abtest.Str(st.Data["run_id"]))+"\n", "the leader is in the run's group:\n%s", cg)
+	assert.Contains(t, string(cg), "/"+cgroup.Leaf("own", abtest.Str(st.Run()["run_id"]))+"\n", "the leader is in the run's group:\n%s", cg)
 }
 
 // A limit this machine cannot enforce is refused, with why and what would
@@ -175,7 +175,7 @@ func TestLimitSupervisorCrash(t *testing.T) {
 	state := t.TempDir()
 	s := connect(t, state)
 	st := s.OK("process_start", map[string]any{"name": "orphan", "argv": []string{"sleep", "60"}, "limits": map[string]any{"pids": 10}})
-	pid, runID := int(abtest.Num(st.Data["pid"])), abtest.Str(st.Data["run_id"])
+	pid, runID := int(abtest.Num(st.Run()["pid"])), abtest.Str(st.Run()["run_id"])
 	rec, err := os.ReadFile(filepath.Join(state, "runs", "orphan", runID, "record.json"))
 	require.NoError(t, err)
 	var r struct {
@@ -259,10 +259,10 @@ func TestLimitsThatDoNotHoldAreSaid(t *testing.T) {
 	state := t.TempDir()
 	s := connect(t, state)
 	st := s.OK("process_start", map[string]any{"name": "moved", "argv": []string{"sleep", "60"}, "limits": map[string]any{"pids": 10}})
-	pid := int(abtest.Num(st.Data["pid"]))
+	pid := int(abtest.Num(st.Run()["pid"]))
 	assert.NotContains(t, st.Text, "do not hold", st.Text)
 	// Into the group the supervisor is in: out of the run's.
-	runID := abtest.Str(st.Data["run_id"])
+	runID := abtest.Str(st.Run()["run_id"])
 	rec, err := os.ReadFile(filepath.Join(state, "runs", "moved", runID, "record.json"))
 	require.NoError(t, err)
 	var r struct {
@@ -281,7 +281,7 @@ func TestLimitsThatDoNotHoldAreSaid(t *testing.T) {
 
 	// A record of an uncapped run, edited to claim a cap.
 	st = s.OK("process_start", map[string]any{"name": "claims", "argv": []string{"sleep", "60"}})
-	runID = abtest.Str(st.Data["run_id"])
+	runID = abtest.Str(st.Run()["run_id"])
 	path := filepath.Join(state, "runs", "claims", runID, "record.json")
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)

@@ -37,13 +37,13 @@ func TestLoneCommandIsTheProgram(t *testing.T) {
 	r := s.OK("process_start", map[string]any{"name": "sleeper", "command": "sleep 30"})
 	// The shell may not have exec'd sleep yet when process_start answers;
 	// the pid must become sleep's, where a wrong one would stay the shell's.
-	pid := abtest.Num(r.Data["pid"])
+	pid := abtest.Num(r.Run()["pid"])
 	abtest.WaitFor(t, "the reported pid to be sleep's", 10*time.Second, func() bool { return comm(t, pid) == "sleep" })
-	assert.Equal(t, "program", r.Data["status_of"])
+	assert.Equal(t, "program", r.Run()["status_of"])
 
 	r = s.OK("process_start", map[string]any{"name": "compound", "command": "sleep 30; true"})
-	assert.Equal(t, "sh", comm(t, abtest.Num(r.Data["pid"])))
-	assert.Equal(t, "shell", r.Data["status_of"])
+	assert.Equal(t, "sh", comm(t, abtest.Num(r.Run()["pid"])))
+	assert.Equal(t, "shell", r.Run()["status_of"])
 	assert.Contains(t, r.Text, "status_of=shell")
 	for _, name := range []string{"sleeper", "compound"} {
 		s.OK("process_kill", map[string]any{"name": name, "signal": "KILL"})
@@ -153,7 +153,8 @@ func TestWaitForTheFirstOfSeveral(t *testing.T) {
 	require.Len(t, others, 1)
 	assert.Equal(t, "slow", runOf(t, others[0])["name"])
 	assert.Equal(t, "running", runOf(t, others[0])["state"])
-	assert.Contains(t, w.Text, "also waited on: slow")
+	assert.Equal(t, []any{"slow"}, w.Data["running"], "named, so that a wait again drops quick")
+	assert.Contains(t, w.Text, "still running: slow")
 
 	// Nothing ends in time: wait_timed_out, every run reported.
 	s.OK("process_start", map[string]any{"name": "slow2", "argv": []any{"sleep", "30"}})
@@ -174,6 +175,74 @@ func TestWaitForTheFirstOfSeveral(t *testing.T) {
 	for _, name := range []string{"slow", "slow2"} {
 		s.OK("process_kill", map[string]any{"name": name, "signal": "KILL"})
 	}
+}
+
+// names with all: true waits for every run and answers each end, with its
+// output; on the bound, those ended and those still running (issue 33).
+func TestWaitForAllOfSeveral(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	s.OK("process_start", map[string]any{"name": "a", "command": "echo from-a; exit 1"})
+	s.OK("process_start", map[string]any{"name": "b", "command": "sleep 0.3; echo from-b; exit 2"})
+	w := s.OK("process_wait", map[string]any{"names": []any{"a", "b"}, "all": true, "timeout_ms": 20000})
+	assert.Equal(t, false, w.Data["wait_timed_out"], w.Text)
+	assert.Equal(t, "a", w.Run()["name"], w.Text)
+	assert.Equal(t, "from-a\n", w.Data["output_tail"])
+	ends := w.Data["ends"].([]any)
+	require.Len(t, ends, 1, w.Text)
+	end := ends[0].(map[string]any)
+	assert.Equal(t, "b", runOf(t, end["run"])["name"])
+	assert.EqualValues(t, 2, runOf(t, end["run"])["exit_code"])
+	assert.Equal(t, "from-b\n", end["output_tail"])
+	assert.Nil(t, w.Data["running"])
+	assert.Contains(t, w.Text, "from-a")
+	assert.Contains(t, w.Text, "from-b")
+
+	s.OK("process_start", map[string]any{"name": "long", "argv": []any{"sleep", "30"}})
+	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "long", "signal": "KILL"}) })
+	w = s.OK("process_wait", map[string]any{"names": []any{"long", "b"}, "all": true, "timeout_ms": 300})
+	assert.Equal(t, true, w.Data["wait_timed_out"], w.Text)
+	assert.Equal(t, "b", w.Run()["name"], "the one that ended: %s", w.Text)
+	assert.Equal(t, []any{"long"}, w.Data["running"])
+	assert.Contains(t, w.Text, "still running: long")
+}
+
+// process_start with wait_ms answers a short command's end in the same
+// call, as process_wait would: its status and output (issue 33: "echo hi"
+// took two calls, a command not found a second one to say so).
+func TestStartWaitsForShortCommands(t *testing.T) {
+	t.Parallel()
+	s := connect(t, t.TempDir())
+	r := s.OK("process_start", map[string]any{"name": "hi", "command": "echo hi", "wait_ms": 20000})
+	assert.Equal(t, "exited", r.Run()["state"], r.Text)
+	assert.EqualValues(t, 0, r.Run()["exit_code"])
+	assert.Equal(t, "hi\n", r.Data["output_tail"])
+	assert.Equal(t, false, r.Data["wait_timed_out"])
+	assert.NotNil(t, r.Data["duration_ms"])
+	assert.Contains(t, r.Text, "hi\n")
+
+	r = s.OK("process_start", map[string]any{"name": "nosuch", "command": "no-such-binary-33", "wait_ms": 20000})
+	assert.EqualValues(t, 127, r.Run()["exit_code"], r.Text)
+	assert.Contains(t, r.Text, "not found")
+
+	// Still running at wait_ms: said so, and the run goes on.
+	r = s.OK("process_start", map[string]any{"name": "long", "command": "echo started; exec sleep 30", "wait_ms": 300})
+	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "long", "signal": "KILL"}) })
+	assert.Equal(t, "running", r.Run()["state"], r.Text)
+	assert.Equal(t, true, r.Data["wait_timed_out"])
+	assert.Contains(t, r.Text, "still running")
+
+	// A ready probe returns once the run is ready, wait_ms once it ends:
+	// not both.
+	r = s.Call("process_start", map[string]any{"name": "both", "command": "true", "wait_ms": 1000, "ready": map[string]any{"log": "x"}})
+	require.True(t, r.IsError, r.Text)
+	assert.Contains(t, r.Text, "not both")
+
+	// Without wait_ms a running run's answer has no end.
+	r = s.OK("process_start", map[string]any{"name": "idle", "argv": []any{"sleep", "30"}})
+	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "idle", "signal": "KILL"}) })
+	assert.NotContains(t, r.Data, "output_tail")
+	assert.NotContains(t, r.Data, "wait_timed_out")
 }
 
 // since_offset: the tail starts no earlier than what the caller has read,
@@ -357,7 +426,7 @@ func TestRelativeCwdIsFromHome(t *testing.T) {
 	for i, cwd := range []string{"src/app", "~/src/app", "./src/app/"} {
 		name := fmt.Sprintf("pwd%d", i)
 		r := s.OK("process_start", map[string]any{"name": name, "argv": []any{"pwd"}, "cwd": cwd})
-		assert.Equal(t, home+"/src/app", r.Data["cwd"], cwd)
+		assert.Equal(t, home+"/src/app", r.Run()["cwd"], cwd)
 		s.OK("process_wait", map[string]any{"name": name})
 		assert.Equal(t, home+"/src/app\n", s.OK("tail_log", map[string]any{"name": name}).Data["content"])
 	}
@@ -386,7 +455,7 @@ func TestStartUntilReady(t *testing.T) {
 		assert.Equal(t, true, r.Data["ready"], r.Text)
 		assert.EqualValues(t, len("booting\n"), r.Data["ready_offset"])
 		assert.GreaterOrEqual(t, abtest.Num(r.Data["ready_after_ms"]), int64(900))
-		assert.Equal(t, "running", r.Data["state"])
+		assert.Equal(t, "running", r.Run()["state"])
 		assert.Contains(t, r.Text, "ready after")
 		// A restart probes the new run as the start did.
 		r = s.OK("process_restart", map[string]any{"name": "printer", "grace_ms": 0})
@@ -401,14 +470,14 @@ func TestStartUntilReady(t *testing.T) {
 		assert.Equal(t, false, r.Data["ready"], r.Text)
 		assert.Contains(t, r.Data["ready_error"], "exit code 2")
 		assert.Equal(t, "boom\n", r.Data["output_tail"])
-		assert.Equal(t, "exited", r.Data["state"])
+		assert.Equal(t, "exited", r.Run()["state"])
 	})
 	t.Run("times out", func(t *testing.T) {
 		r := s.OK("process_start", map[string]any{"name": "mute", "argv": []any{"sleep", "30"},
 			"ready": map[string]any{"tcp_port": freeTCPPort(t)}, "ready_timeout_s": 1})
 		assert.Equal(t, false, r.Data["ready"], r.Text)
 		assert.Contains(t, r.Data["ready_error"], "left running")
-		assert.Equal(t, "running", r.Data["state"])
+		assert.Equal(t, "running", r.Run()["state"])
 		s.OK("process_kill", map[string]any{"name": "mute", "signal": "KILL"})
 	})
 	t.Run("http", func(t *testing.T) {
@@ -464,7 +533,7 @@ func TestReuseAndRestart(t *testing.T) {
 	}
 	r := s.OK("process_start", with("", nil))
 	assert.Equal(t, true, r.Data["reused"])
-	assert.Equal(t, first.Data["run_id"], r.Data["run_id"])
+	assert.Equal(t, first.Run()["run_id"], r.Run()["run_id"])
 	assert.Contains(t, r.Text, "reused")
 
 	r = s.Call("process_start", with("cwd", "/tmp"))
@@ -482,11 +551,11 @@ func TestReuseAndRestart(t *testing.T) {
 	r = s.OK("process_restart", map[string]any{"name": "srv", "grace_ms": 1000})
 	assert.Equal(t, true, r.Data["stopped"])
 	prev := runOf(t, r.Data["previous"])
-	assert.Equal(t, first.Data["run_id"], prev["run_id"])
+	assert.Equal(t, first.Run()["run_id"], prev["run_id"])
 	assert.Equal(t, "exited", prev["state"], r.Text)
-	assert.NotEqual(t, first.Data["run_id"], r.Data["run_id"])
-	assert.Equal(t, "running", r.Data["state"])
-	assert.Equal(t, []any{"sleep", "30"}, r.Data["argv"])
+	assert.NotEqual(t, first.Run()["run_id"], r.Run()["run_id"])
+	assert.Equal(t, "running", r.Run()["state"])
+	assert.Equal(t, []any{"sleep", "30"}, r.Run()["argv"])
 	l := s.OK("process_list", map[string]any{"name": "srv", "all": true})
 	require.Len(t, l.Data["runs"], 2, "the old run's record stays")
 	old := runOf(t, l.Data["runs"].([]any)[1])

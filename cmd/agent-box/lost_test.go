@@ -28,7 +28,7 @@ func TestLostRunSurvivorsAreReportedAndKilled(t *testing.T) {
 		"command": `sleep 1001 & echo $! > ` + pidFile + `; exec sleep 1000`})
 	job := readPID(t, pidFile)
 	t.Cleanup(func() { syscallKill(job) })
-	rec, err := (&runrecord.Store{Root: state}).Read("lost", abtest.Str(st.Data["run_id"]))
+	rec, err := (&runrecord.Store{Root: state}).Read("lost", abtest.Str(st.Run()["run_id"]))
 	require.NoError(t, err)
 
 	syscallKill(rec.SupervisorPID)

@@ -44,7 +44,7 @@ func TestPtyRunIsOnATerminalThatResizes(t *testing.T) {
 	s := connect(t, state)
 	r := s.OK("process_start", map[string]any{"name": "term", "pty": true,
 		"command": `tty; stty size; echo "term=$TERM"; while read x; do stty size; done`})
-	assert.Equal(t, true, r.Data["pty"], r.Text)
+	assert.Equal(t, true, r.Run()["pty"], r.Text)
 	assert.Contains(t, r.Text, "pty=120x40")
 	out, off := ptyOutput(t, s, "term", 0, `term=xterm-256color`)
 	assert.Regexp(t, `^/dev/pts/\d+\r\n40 120\r\n`, out)
@@ -68,7 +68,7 @@ func TestPtyCtrlCInterruptsTheForegroundJob(t *testing.T) {
 	t.Parallel()
 	s := connect(t, t.TempDir())
 	r := s.OK("process_start", map[string]any{"name": "sh", "pty": true, "argv": []any{"bash", "--norc", "--noprofile", "-i"}})
-	bash := int(abtest.Num(r.Data["pid"]))
+	bash := int(abtest.Num(r.Run()["pid"]))
 	s.OK("process_write", map[string]any{"name": "sh", "data": "sleep 100\n"})
 	sleeps := func() []int {
 		procs, err := proc.Processes()
@@ -180,8 +180,8 @@ func TestPtySupervisorDeathHangsUp(t *testing.T) {
 	state := t.TempDir()
 	s := connect(t, state)
 	r := s.OK("process_start", map[string]any{"name": "hup", "pty": true, "argv": []any{"sleep", "300"}})
-	pid := int(abtest.Num(r.Data["pid"]))
-	rec, err := (&runrecord.Store{Root: state}).Read("hup", abtest.Str(r.Data["run_id"]))
+	pid := int(abtest.Num(r.Run()["pid"]))
+	rec, err := (&runrecord.Store{Root: state}).Read("hup", abtest.Str(r.Run()["run_id"]))
 	require.NoError(t, err)
 	require.NoError(t, unix.Kill(rec.SupervisorPID, unix.SIGKILL))
 	abtest.WaitFor(t, "the hangup to end the sleep", 30*time.Second, func() bool {

@@ -70,7 +70,7 @@ func TestRepeatedStartStartsOneRun(t *testing.T) {
 	b := s2.CallMeta("process_start", args, reqMeta("start-1"))
 	assert.Equal(t, a, b)
 	assert.Equal(t, 1, runsOf(t, s2, "once"))
-	rec, err := (&runrecord.Store{Root: state}).Read("once", abtest.Str(a.Data["run_id"]))
+	rec, err := (&runrecord.Store{Root: state}).Read("once", abtest.Str(a.Run()["run_id"]))
 	require.NoError(t, err)
 	assert.Equal(t, "start-1", rec.RequestID)
 
@@ -175,8 +175,8 @@ func TestRepeatOfALostStartFindsItsRun(t *testing.T) {
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	r := s2.CallMeta("process_start", args, reqMeta("start-lost"))
 	require.False(t, r.IsError, r.Text)
-	assert.Equal(t, runID, abtest.Str(r.Data["run_id"]))
-	assert.Equal(t, "running", r.Data["state"], r.Text)
+	assert.Equal(t, runID, abtest.Str(r.Run()["run_id"]))
+	assert.Equal(t, "running", r.Run()["state"], r.Text)
 	assert.Equal(t, true, r.Data["ready"], r.Text)
 	assert.Equal(t, 1, runsOf(t, s2, "slow"))
 }

@@ -21,7 +21,7 @@ func TestTextDoesNotEchoLongCommands(t *testing.T) {
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
 		r := s.OK("process_start", map[string]any{"name": n, "command": script})
 		assert.Less(t, len(r.Text), 1024, "process_start text")
-		assert.Equal(t, script, r.Data["command"], "structured content has the whole command")
+		assert.Equal(t, script, r.Run()["command"], "structured content has the whole command")
 		w := s.OK("process_wait", map[string]any{"name": n, "timeout_ms": 30000})
 		assert.Less(t, len(w.Text), 1024, "process_wait text")
 	}

@@ -423,3 +423,10 @@ func SameBytes(t testing.TB, want, got []byte, format string, args ...any) bool 
 		len(got), len(want), i, got[i:min(len(got), i+40)], want[i:min(len(want), i+40)])
 	return false
 }
+
+// Run is the run a result holds under "run" (process_start, process_wait,
+// process_kill ...), or nil.
+func (r Result) Run() map[string]any {
+	m, _ := r.Data["run"].(map[string]any)
+	return m
+}

@@ -39,7 +39,7 @@ func TestConnectCmdReapsRuns(t *testing.T) {
 	var pid int
 	t.Run("leaves a run behind", func(t *testing.T) {
 		s := ConnectCmd(t, exec.Command("env", bin, "--state-dir", t.TempDir()))
-		pid = int(Num(s.OK("process_start", map[string]any{"name": "left", "command": "sleep 300"}).Data["pid"]))
+		pid = int(Num(s.OK("process_start", map[string]any{"name": "left", "command": "sleep 300"}).Run()["pid"]))
 		require.Greater(t, pid, 1)
 	})
 	if st, err := proc.ReadStat(pid); err == nil && !st.Dead() {

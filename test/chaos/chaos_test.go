@@ -297,7 +297,7 @@ func (c *chaos) round(r int, dir string, allowLong bool) {
 				p.startErr = res.Text
 			default:
 				p.startOK = true
-				p.runID, _ = res.Data["run_id"].(string)
+				p.runID, _ = res.Run()["run_id"].(string)
 			}
 			ok := p.startOK
 			p.mu.Unlock()

@@ -89,7 +89,7 @@ func raceTrial(t *testing.T, ss []*server, dir, me string, trial int, st *raceSt
 			t.Errorf("trial %d: starting the first run: %v %s", trial, err, res.Text)
 			return false
 		}
-		oldRunID = abtest.Str(res.Data["run_id"])
+		oldRunID = abtest.Str(res.Run()["run_id"])
 		w, err := ss[1].call("process_wait", map[string]any{"name": name, "timeout_ms": 30000}, time.Minute)
 		if err != nil || w.IsError || abtest.Num(waitRun(w)["exit_code"]) != 3 {
 			t.Errorf("trial %d: waiting for the first run: %v %s", trial, err, w.Text)
@@ -145,7 +145,7 @@ func raceTrial(t *testing.T, ss []*server, dir, me string, trial int, st *raceSt
 		t.Errorf("trial %d: %d of %d racing process_start calls started a run, want exactly 1", trial, wins, len(ss))
 		return false
 	}
-	runID := abtest.Str(winner.Data["run_id"])
+	runID := abtest.Str(winner.Run()["run_id"])
 	for i, a := range answers {
 		// A loser that got past the lock saw the winner's record: it must
 		// name the winner's run, not some other.

@@ -101,6 +101,7 @@ func TestConnectTSClientThroughDrops(t *testing.T) {
 	c.connect(srv.connectCommand(fwd.port(), state), nil)
 	run := c.call("process_start", map[string]any{"name": "gated",
 		"command": fmt.Sprintf(`echo before; while [ ! -e %s ]; do sleep 0.05; done; echo after; exit 3`, shellQuote(gate))})
+	run = run["run"].(map[string]any) // process_start answers its run under "run"
 	require.Equal(t, "running", run["state"])
 	killAtCleanup(t, int(run["pid"].(float64)))
 
@@ -157,7 +158,7 @@ func TestConnectDockerThroughDrops(t *testing.T) {
 	s := connect(t, exec.Command(binary, "connect", "--exec", b.execLine()))
 	var started runInfo
 	s.ok("process_start", map[string]any{"name": "grow",
-		"command": `i=0; while [ ! -e /tmp/stop ]; do i=$((i+1)); echo "line $i of the growing log"; [ $((i % 20)) -eq 0 ] && sleep 0.01; done`}, &started)
+		"command": `i=0; while [ ! -e /tmp/stop ]; do i=$((i+1)); echo "line $i of the growing log"; [ $((i % 20)) -eq 0 ] && sleep 0.01; done`}, underRun(&started))
 
 	const drops = 5
 	ctx := t.Context()

@@ -23,7 +23,7 @@ func TestDockerExec(t *testing.T) {
 	require.Len(t, box.serverPIDs(), 1, "agent-box servers in the container")
 
 	var started runInfo
-	s.ok("process_start", map[string]any{"name": "hi", "command": "echo hi"}, &started)
+	s.ok("process_start", map[string]any{"name": "hi", "command": "echo hi"}, underRun(&started))
 	require.NotEmpty(t, started.RunID)
 	var wr waitOut
 	s.ok("process_wait", map[string]any{"name": "hi", "timeout_ms": 30000}, &wr)
@@ -119,7 +119,7 @@ func TestDockerExecReconnect(t *testing.T) {
 	}
 
 	s := dial()
-	s.ok("process_start", map[string]any{"name": "gated", "command": script, "stdin": "pipe"}, &started)
+	s.ok("process_start", map[string]any{"name": "gated", "command": script, "stdin": "pipe"}, underRun(&started))
 	require.Positive(t, started.PID)
 	waitLog(s, "one\n")
 	drop(s.kill) // the test's own docker exec client

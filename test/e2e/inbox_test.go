@@ -44,8 +44,8 @@ func TestSSHExitInbox(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "end-brief")
 	reapAtCleanup(t, state) // brief too, if the test fails before it opens the gate
 	s.ok("process_start", map[string]any{"name": "brief", "env": map[string]any{"GATE": gate},
-		"command": `until [ -e "$GATE" ]; do sleep 0.05; done`}, &runInfo{})
-	s.ok("process_start", map[string]any{"name": "server", "argv": []any{"sleep", "60"}}, &runInfo{})
+		"command": `until [ -e "$GATE" ]; do sleep 0.05; done`}, underRun(&runInfo{}))
+	s.ok("process_start", map[string]any{"name": "server", "argv": []any{"sleep", "60"}}, underRun(&runInfo{}))
 	s.ok("process_list", map[string]any{}, &out)
 	c0 := out.Cursor
 	require.NotEmpty(t, c0)

@@ -153,6 +153,7 @@ func TestInspectorCLI(t *testing.T) {
 
 	run := toolResult(t, inspector(t, env, state, "--method", "tools/call", "--tool-name", "process_start",
 		"--tool-arg", "name=smoke", "--tool-arg", "command=echo hello"))
+	run = run["run"].(map[string]any) // process_start answers its run under "run"
 	require.Equal(t, "smoke", run["name"])
 	require.Greater(t, run["pid"], float64(0))
 	runID := run["run_id"]

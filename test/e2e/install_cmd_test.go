@@ -76,7 +76,7 @@ func TestInstallCommand(t *testing.T) {
 	// and go on serving.
 	s := connect(t, b.local(prefix, "ssh", "box", "--", ".local/bin/agent-box"))
 	var sleeper runInfo
-	s.ok("process_start", map[string]any{"name": "sleeper", "argv": []any{"sleep", "300"}}, &sleeper)
+	s.ok("process_start", map[string]any{"name": "sleeper", "argv": []any{"sleep", "300"}}, underRun(&sleeper))
 	killAtCleanup(t, sleeper.PID)
 	_, _, sup, err := procStat(sleeper.PID)
 	require.NoError(t, err)

@@ -120,7 +120,7 @@ func testReadmeInstall(t *testing.T, readme readmeInstall, prefix string, u *use
 	s := connect(t, cmd)
 
 	var sleeper runInfo
-	s.ok("process_start", map[string]any{"name": "sleeper", "argv": []any{"sleep", "300"}}, &sleeper)
+	s.ok("process_start", map[string]any{"name": "sleeper", "argv": []any{"sleep", "300"}}, underRun(&sleeper))
 	killAtCleanup(t, sleeper.PID)
 	// agent-box found the supervisor agent-box install put beside it.
 	_, _, ppid, err := procStat(sleeper.PID)
@@ -135,7 +135,7 @@ func testReadmeInstall(t *testing.T, readme readmeInstall, prefix string, u *use
 		runInfo
 		LogPath string `json:"log_path"`
 	}
-	s.ok("process_start", map[string]any{"name": "whoami", "command": "id -un"}, &started)
+	s.ok("process_start", map[string]any{"name": "whoami", "command": "id -un"}, underRun(&started))
 	// The default state dir, in the user's home.
 	require.True(t, strings.HasPrefix(started.LogPath, b.remoteHome+"/.local/state/agent-box/"), "log_path %s", started.LogPath)
 	var w waitOut

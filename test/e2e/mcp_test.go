@@ -270,3 +270,11 @@ func unb64(t *testing.T, s string) []byte {
 	require.NoError(t, err, "not base64: %q", s)
 	return b
 }
+
+// underRun decodes into v the run of an answer that holds it under "run"
+// (process_start's).
+func underRun(v any) any {
+	return &struct {
+		Run any `json:"run"`
+	}{v}
+}

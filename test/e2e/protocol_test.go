@@ -131,6 +131,7 @@ func testRevision(t *testing.T, srv *sshServer, version string, stateless bool) 
 	}
 
 	run := call(map[string]any{"name": "process_start", "arguments": map[string]any{"name": "sleeper", "argv": []any{"sleep", "300"}}})
+	run = run["run"].(map[string]any) // process_start answers its run under "run"
 	require.Equal(t, "running", run["state"])
 	killAtCleanup(t, int(run["pid"].(float64)))
 

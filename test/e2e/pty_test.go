@@ -37,7 +37,7 @@ func TestSSHPtyAcrossConnections(t *testing.T) {
 
 	s := dial()
 	var started runInfo
-	s.ok("process_start", map[string]any{"name": "term", "pty": true, "command": `stty size; while read x; do stty size; done`}, &started)
+	s.ok("process_start", map[string]any{"name": "term", "pty": true, "command": `stty size; while read x; do stty size; done`}, underRun(&started))
 	off := until(s, 0, "40 120\r\n")
 	s.kill()
 	waitUntil(t, "the remote agent-box to exit after its ssh client was killed", 20*time.Second, func() bool {

@@ -114,7 +114,7 @@ func testSSHReconnect(t *testing.T, srv *sshServer, mode string) {
 
 	s := dial()
 	var started runInfo
-	s.ok("process_start", map[string]any{"name": "writer", "command": writerScript(), "capture_mode": mode, "stdin": "pipe"}, &started)
+	s.ok("process_start", map[string]any{"name": "writer", "command": writerScript(), "capture_mode": mode, "stdin": "pipe"}, underRun(&started))
 	require.Equal(t, "writer", started.Name)
 	require.Equal(t, mode, started.CaptureMode)
 	require.NotEmpty(t, started.RunID)

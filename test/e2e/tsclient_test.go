@@ -168,6 +168,7 @@ func TestTSClient(t *testing.T) {
 	c.connect(remote(), nil)
 	run := c.call("process_start", map[string]any{"name": "gate", "stdin": "pipe",
 		"command": `echo before; read line; echo "after $line"; exit 3`})
+	run = run["run"].(map[string]any) // process_start answers its run under "run"
 	require.Equal(t, "running", run["state"])
 	require.NotContains(t, run, "exit_code", "a running run has no exit code: the field is left out")
 	killAtCleanup(t, int(run["pid"].(float64)))
@@ -203,6 +204,7 @@ func TestTSClient(t *testing.T) {
 	// progress token, routes the notifications to this call, and on abort
 	// sends notifications/cancelled; the run goes on.
 	sleeper := c.call("process_start", map[string]any{"name": "sleeper", "argv": []any{"sleep", "300"}})
+	sleeper = sleeper["run"].(map[string]any) // process_start answers its run under "run"
 	killAtCleanup(t, int(sleeper["pid"].(float64)))
 	ans := c.do(false, map[string]any{"op": "call", "tool": "process_wait", "args": map[string]any{"name": "sleeper", "timeout_ms": 600000},
 		"cancelAfterProgress": 2})

@@ -573,7 +573,7 @@ func TestSupervisorOutlivesSignals(t *testing.T) {
 	state := t.TempDir()
 	s := connect(t, state)
 	r := s.OK("process_start", map[string]any{"name": "sig", "argv": []any{"sleep", "300"}})
-	rec, err := (&runrecord.Store{Root: state}).Read("sig", abtest.Str(r.Data["run_id"]))
+	rec, err := (&runrecord.Store{Root: state}).Read("sig", abtest.Str(r.Run()["run_id"]))
 	require.NoError(t, err)
 	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE, syscall.SIGXFSZ, syscall.SIGTTIN, syscall.SIGTTOU} {
 		require.NoError(t, syscall.Kill(rec.SupervisorPID, sig), "%v", sig)
