@@ -106,12 +106,7 @@ func runLine(r runs.Run) string {
 	if r.Limits != nil {
 		b.WriteString(" limits=" + runs.DescribeLimits(*r.Limits))
 	}
-	// An exited run's reason restates its exit unless it adds something
-	// (survivors, output still open).
-	restates := r.State == "exited" && !strings.Contains(r.Reason, ";")
-	if r.Reason != "" && r.Reason != string(r.State) && !restates {
-		fmt.Fprintf(&b, " reason=%s", clipped(r.Reason, 2*textFieldMax))
-	}
+	b.WriteString(reasonText(r))
 	fmt.Fprintf(&b, " log_bytes=%d", r.LogBytes)
 	b.WriteString(logText(r))
 	if r.StartedAt != nil {
@@ -178,17 +173,26 @@ func runBrief(r runs.Run) string {
 	if r.PID > 0 && r.State == "running" {
 		fmt.Fprintf(&b, " pid=%d", r.PID)
 		if r.StatusOf == runs.StatusOfShell {
-			b.WriteString(" (the shell's)")
+			b.WriteString(" status_of=shell")
 		}
 	}
 	if len(r.Survivors) > 0 {
 		fmt.Fprintf(&b, " survivors=%v", r.Survivors)
 	}
-	if r.State == "unknown" && r.Reason != "" {
-		fmt.Fprintf(&b, " reason=%s", clipped(r.Reason, 2*textFieldMax))
-	}
+	b.WriteString(reasonText(r))
 	b.WriteString(logText(r))
 	return b.String()
+}
+
+// reasonText is the run's reason, unless it only restates its state: an
+// exited run's restates its exit unless it adds something (survivors,
+// output still open, forks refused at its cap).
+func reasonText(r runs.Run) string {
+	restates := r.State == "exited" && !strings.Contains(r.Reason, ";")
+	if r.Reason == "" || r.Reason == string(r.State) || restates {
+		return ""
+	}
+	return " reason=" + clipped(r.Reason, 2*textFieldMax)
 }
 
 // logText says what is wrong with a run's log, if anything.

@@ -42,7 +42,7 @@ func TestLimitMemoryOutOfMemory(t *testing.T) {
 	require.Equal(t, "SIGKILL", run["signal"], w.Text)
 	assert.Equal(t, "killed by SIGKILL: out of memory (limit 64 MiB)", run["reason"], w.Text)
 	assert.Equal(t, true, run["oom_killed"], w.Text)
-	assert.Contains(t, w.Text, "state=exited (killed by SIGKILL: out of memory, limit 64 MiB)")
+	assert.Contains(t, w.Text, "hog exited (killed by SIGKILL: out of memory, limit 64 MiB)")
 	log := s.OK("tail_log", map[string]any{"name": "hog"})
 	assert.NotContains(t, log.Data["content"], "allocated", "it never got its 500 MB")
 
