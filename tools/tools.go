@@ -118,7 +118,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.wait)
 	add("process_write", "Write to a process's stdin",
-		"Write data to the stdin of a run started with stdin \"pipe\" or pty (e.g. an answer to a prompt, with its newline; on a pty \"\\u0003\" is Ctrl-C); close=true sends EOF (a pty's ^D). Works from any connection. With wait_ms (until, idle_ms as tail_log's) it returns the output that followed the write.",
+		"Write data to the stdin of a run started with stdin \"pipe\" or pty (e.g. an answer to a prompt, with its newline; on a pty \"\\u0003\" is Ctrl-C); close=true sends EOF (a pty's ^D). Works from any connection.",
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(false), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.once("process_write", h.write))
 	add("process_resize", "Resize a pty run's terminal",
@@ -600,9 +600,9 @@ type writeArgs struct {
 	Data     string `json:"data" jsonschema:"Bytes for the run's stdin."`
 	Encoding string `json:"encoding"`
 	Close    bool   `json:"close" jsonschema:"Close stdin after writing (EOF for the child)."`
-	WaitMS   int64  `json:"wait_ms"`
-	Until    string `json:"until"`
-	IdleMS   int64  `json:"idle_ms"`
+	WaitMS   int64  `json:"wait_ms" jsonschema:"Then wait up to this long, and return the output that followed."`
+	Until    string `json:"until" jsonschema:"RE2: return once a new line (or a prompt) matches."`
+	IdleMS   int64  `json:"idle_ms" jsonschema:"Return once output was quiet this long."`
 }
 
 // writeReply is process_write's structured result: with wait_ms, the
