@@ -270,7 +270,7 @@ func (m *Manager) Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
 	}
 	if run.rec != nil {
 		res.Tail = outputTail(run, req.SinceOffset)
-		if cleanFor(req.Clean, run) {
+		if cleanFor(req.Clean) {
 			var b logread.Before // a framed tail's chunks are of a window read from a frame before them
 			if res.Tail.OutputChunks == nil {
 				b = before(run, res.Tail.OutputFrom)
