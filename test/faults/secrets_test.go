@@ -348,7 +348,7 @@ func TestSecretPrefixIsHeldBack(t *testing.T) {
 			for i := 0; !strings.Contains(content, "MARK"); i++ {
 				require.Less(t, i, 30, "MARK never reached the log")
 				r := s.OK("tail_log", map[string]any{"name": "p", "wait_ms": 1000})
-				content = abtest.Str(r.Data["content"])
+				content = abtest.Str(r.Data["content"]) + abtest.Chunks(r.Data, "") // framed: chunks
 			}
 			logBytes, err := os.ReadFile(filepath.Join(runDirOf(t, state, "p"), "log"))
 			require.NoError(t, err)
