@@ -186,6 +186,7 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 	}
 	res.EOF = res.EOF && s.End == res.Window.EndOffset
 	res.Window = logread.Window{Offset: s.From, EndOffset: s.End, Size: s.End}
+	res.Run.LogBytes = max(res.Run.LogBytes, s.End)
 	res.Screen = s
 	return res, nil
 }

@@ -48,7 +48,13 @@ func Render(out []byte, cols, rows int) Screen {
 	e.Write(out)
 	lines := strings.Split(e.String(), "\n")
 	cur := e.CursorPosition()
-	e.Close()
+	// Closing the pipe's writer ends the drain; e.Close would write the
+	// emulator's closed flag, which its Read in the drain reads unlocked.
+	if c, ok := e.InputPipe().(io.Closer); ok {
+		c.Close()
+	} else {
+		e.Close()
+	}
 	<-drained
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(l, " \r")
