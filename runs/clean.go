@@ -6,14 +6,15 @@ import (
 )
 
 // cleanFor is whether text read from run is cleaned (logread.Clean):
-// what the caller asked, else the run's default: clean for a pty run,
-// whose output is a terminal's (colours, redraws, CRLF), the bytes as
-// written for the others.
-func cleanFor(asked *bool, run Run) bool {
+// what the caller asked, else clean, whatever the run: a progress bar
+// that redraws with \r (pip, npm, curl) writes one on a pipe too, and a
+// model reads its last state, not every one. The log keeps the bytes;
+// clean: false (or base64) returns them.
+func cleanFor(asked *bool) bool {
 	if asked != nil {
 		return *asked
 	}
-	return run.Pty
+	return true
 }
 
 // cleanWindow cleans the text of w in place and returns how many bytes of

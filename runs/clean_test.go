@@ -83,7 +83,7 @@ func TestCleanWindowBeginsAfterTheSequenceItStartsIn(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := cleanLog(t, []byte(c.log), false)
-			res, err := m.Tail(context.Background(), TailRequest{Name: "r", Offset: int64(len("before\n") + c.offset), MaxBytes: new(logread.MaxWindow), Clean: &yes})
+			res, err := m.Tail(context.Background(), TailRequest{Name: "r", Offset: new(int64(len("before\n") + c.offset)), MaxBytes: new(logread.MaxWindow), Clean: &yes})
 			require.NoError(t, err)
 			assert.Equal(t, c.want, res.Window.Content)
 		})
@@ -105,7 +105,7 @@ func TestCleanWindowBeginsAfterTheSequenceItStartsIn(t *testing.T) {
 		log = logframe.AppendFrames(log, logframe.Stderr, []byte("err\n"))
 		log = logframe.AppendFrames(log, logframe.Stdout, []byte("after\n"))
 		m := cleanLog(t, log, true)
-		res, err := m.Tail(context.Background(), TailRequest{Name: "r", Offset: -int64(len(log) / 2), MaxBytes: new(logread.MaxWindow), Clean: &yes})
+		res, err := m.Tail(context.Background(), TailRequest{Name: "r", Offset: new(-int64(len(log) / 2)), MaxBytes: new(logread.MaxWindow), Clean: &yes})
 		require.NoError(t, err)
 		assert.Equal(t, "err\nafter\n", res.Window.Content)
 	})

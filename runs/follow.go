@@ -103,14 +103,15 @@ func (f *follower) wait(ctx context.Context, look look) (TailResult, error) {
 // next reads the next window, waiting up to wait for output past its
 // start while the run can still write: the first window that progressed,
 // or the empty one at the deadline or once ctx is done. A window of the
-// last lines (TailLines) or from the end (a negative Offset) does not
-// wait; the next one goes on from where it ended.
+// last lines (TailLines) or from the end (a negative Offset) waits only
+// while the log has nothing to return, as one from its start would; the
+// next one goes on from where it ended.
 func (f *follower) next(ctx context.Context, wait time.Duration) (TailResult, error) {
 	deadline := time.Now().Add(wait)
 	return f.wait(ctx, func(s sight) (TailResult, bool, time.Duration, error) {
 		lr := f.req
 		lr.Final = s.final
-		w, err := logread.Read(s.r, s.size, lr)
+		w, err := readWindow(s.r, s.size, lr)
 		if err != nil {
 			return TailResult{}, true, 0, mapReadErr(err, f.run)
 		}
@@ -121,7 +122,7 @@ func (f *follower) next(ctx context.Context, wait time.Duration) (TailResult, er
 		// after the run ends, returns whatever is left.
 		progressed := w.EndOffset > w.Offset || len(w.Skipped) > 0
 		left := time.Until(deadline)
-		over := progressed || s.final || left <= 0 || f.req.TailLines > 0 || f.req.Offset < 0
+		over := progressed || s.final || left <= 0
 		if !over && ctx.Err() == nil {
 			return TailResult{}, false, left, nil
 		}

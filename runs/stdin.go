@@ -74,7 +74,7 @@ func (m *Manager) Write(ctx context.Context, req WriteRequest) (WriteResult, err
 	if err != nil {
 		return res, err
 	}
-	lr, err := TailRequest{Offset: from}.window()
+	lr, err := TailRequest{Offset: &from}.window()
 	if err != nil {
 		return res, err
 	}

@@ -17,8 +17,10 @@ import (
 // MaxWait bounds tail_log's wait_ms.
 const MaxWait = 60 * time.Second
 
-// DefaultTailBytes is tail_log's max_bytes when not given.
-const DefaultTailBytes = 64 << 10
+// DefaultTailBytes is tail_log's max_bytes when not given, from the end
+// or from an offset alike: no answer a model did not size floods its
+// context, and max_bytes asks for more.
+const DefaultTailBytes = 16 << 10
 
 // GrepLineBytes is how much of each line a grep answer in text returns:
 // a model reading a minified bundle or a byte dump needs the line's
@@ -31,9 +33,12 @@ const MaxGrepBytes = 4096
 
 // TailRequest is tail_log's arguments.
 type TailRequest struct {
-	Name      string
-	RunID     string
-	Offset    int64         // where to read from; negative: from the end
+	Name  string
+	RunID string
+	// Offset is where to read from; negative: from the end. nil: the
+	// last whole lines (at most MaxBytes), unless grep, until or idle_ms
+	// is given, which read on from the start.
+	Offset    *int64
 	MaxBytes  *int          // log bytes to read at most; nil: DefaultTailBytes
 	TailLines *int          // the last lines instead of from Offset
 	Grep      string        // an RE2 pattern: only the lines it matches
@@ -45,13 +50,25 @@ type TailRequest struct {
 	// Clean: text without terminal escapes, redraws collapsed
 	// (logread.Clean); nil: the run's default (cleanFor).
 	Clean *bool
+	// Screen: the terminal's screen as a pty run's log leaves it
+	// (TailResult.Screen), instead of the window's text.
+	Screen bool
 }
 
 // window checks req's arguments and turns them into a logread request,
 // before anything is opened: logread's Check owns the rules of a window,
 // this the ones of the arguments (a given tail_lines, the pattern).
 func (req TailRequest) window() (logread.Request, error) {
-	lr := logread.Request{Offset: req.Offset, MaxBytes: DefaultTailBytes, Exact: req.Exact, Raw: req.Raw, Context: req.Context}
+	lr := logread.Request{MaxBytes: DefaultTailBytes, Exact: req.Exact, Raw: req.Raw, Context: req.Context}
+	switch {
+	case req.Offset != nil:
+		lr.Offset = *req.Offset
+	case req.TailLines == nil && req.Grep == "" && !req.Await.given():
+		// The end, in whole lines: what a model reading a log wants
+		// first (how it ended, where it is now); the header says
+		// where the window starts, so earlier output is known to exist.
+		lr.TailLines = logread.MaxTailLines
+	}
 	if !req.Exact {
 		lr.LineMax = GrepLineBytes
 	}
@@ -75,7 +92,7 @@ func (req TailRequest) window() (logread.Request, error) {
 		}
 		lr.Grep = re
 	}
-	if req.Await.given() && (req.Grep != "" || req.TailLines != nil || req.Offset < 0) {
+	if req.Await.given() && (req.Grep != "" || req.TailLines != nil || lr.Offset < 0) {
 		return lr, invalid("until and idle_ms return the output from offset up to the answer: give offset >= 0, without grep or tail_lines")
 	}
 	if err := lr.Check(); err != nil {
@@ -95,6 +112,9 @@ type TailResult struct {
 	// Cleaned: the text is logread.Clean's; CleanedBytes it removed.
 	Cleaned      bool
 	CleanedBytes int
+	// Screen: asked for (TailRequest.Screen), the terminal's screen; the
+	// Window is then the log bytes replayed, without text.
+	Screen *Screen
 	// cut: the wait ended because its ctx did, before any end of its own
 	// (output, a match, quiet, the log's end, its time).
 	cut bool
@@ -132,6 +152,9 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 	if err := inRange("wait_ms", req.Wait, time.Millisecond, MaxWait); err != nil {
 		return TailResult{}, err
 	}
+	if err := req.checkScreen(); err != nil {
+		return TailResult{}, err
+	}
 	lr, err := req.window()
 	if err != nil {
 		return TailResult{}, err
@@ -145,7 +168,27 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 		return TailResult{}, err
 	}
 	defer f.close()
-	return f.read(ctx, req.Wait, req.Await, until, req.Clean)
+	if !req.Screen {
+		return f.read(ctx, req.Wait, req.Await, until, req.Clean)
+	}
+	if !f.run.Pty {
+		return TailResult{}, invalid("screen is a terminal's; run %s of %q has none (it was started without pty: true): read its output without screen", f.run.RunID, f.run.Name)
+	}
+	// The wait (wait_ms, until, idle_ms) is a window's, as without
+	// screen; its text is not shown, so not cleaned.
+	res, err := f.read(ctx, req.Wait, req.Await, until, new(false))
+	if err != nil {
+		return res, err
+	}
+	s, err := renderScreen(res.Run)
+	if err != nil {
+		return res, err
+	}
+	res.EOF = res.EOF && s.End == res.Window.EndOffset
+	res.Window = logread.Window{Offset: s.From, EndOffset: s.End, Size: s.End}
+	res.Run.LogBytes = max(res.Run.LogBytes, s.End)
+	res.Screen = s
+	return res, nil
 }
 
 // read is the follower's next window: waiting up to wait for the first
@@ -160,10 +203,39 @@ func (f *follower) read(ctx context.Context, wait time.Duration, a Await, until 
 	} else {
 		res, err = f.next(ctx, wait)
 	}
-	if err == nil && !f.req.Exact && !f.req.Raw && cleanFor(clean, res.Run) {
+	if err == nil && !f.req.Exact && !f.req.Raw && cleanFor(clean) {
 		res.Cleaned, res.CleanedBytes = true, cleanWindow(&res.Window, before(res.Run, res.Window.Offset))
 	}
 	return res, err
+}
+
+// readWindow cuts req's window out of a log, as logread.Read does, but
+// for the last lines of a framed log, whose MaxBytes here bounds their
+// text, as it does a combined log's: logread's bounds the log bytes, and
+// one frame of a busy stream (logframe.MaxPayload, encoded) is more than
+// the default, so the last lines would be one frame's.
+func readWindow(r io.ReaderAt, size int64, req logread.Request) (logread.Window, error) {
+	if req.TailLines == 0 || !req.Framed || req.Raw || req.MaxBytes >= logread.MaxWindow {
+		return logread.Read(r, size, req)
+	}
+	wide := req
+	wide.MaxBytes, wide.Exact = logread.MaxWindow, false
+	w, err := logread.Read(r, size, wide)
+	if err != nil {
+		return w, err
+	}
+	text, cut := lastLines(w.Content, req.TailLines, req.MaxBytes)
+	switch {
+	case cut:
+		// The last line alone is longer: its end, as logread answers.
+		return logread.Read(r, size, req)
+	case text == w.Content && !req.Exact:
+		return w, nil
+	}
+	// As many lines as fit: logread starts them at the frame holding
+	// the first one's first byte, and leaves out what it holds before.
+	wide.TailLines, wide.Exact = lineCount(text), req.Exact
+	return logread.Read(r, size, wide)
 }
 
 func mapReadErr(err error, run Run) error {

@@ -98,7 +98,7 @@ func TestTailUntilMatchesAcrossWrites(t *testing.T) {
 		wrote <- appendLog(store, rec, []byte(">> \nmore"))
 	}()
 	start := time.Now()
-	res, err := m.Tail(context.Background(), TailRequest{Name: rec.Name, Offset: 6, Wait: 10 * time.Second, Await: Await{Until: `^>>> $`}})
+	res, err := m.Tail(context.Background(), TailRequest{Name: rec.Name, Offset: new(int64(6)), Wait: 10 * time.Second, Await: Await{Until: `^>>> $`}})
 	require.NoError(t, err)
 	require.NoError(t, <-wrote)
 	assert.True(t, res.Matched)
@@ -165,7 +165,7 @@ func TestTailIdle(t *testing.T) {
 		t.Parallel()
 		m, _, rec := runningLog(t, false, []byte("old\n"))
 		start := time.Now()
-		res, err := m.Tail(context.Background(), TailRequest{Name: rec.Name, Offset: 4, Wait: 300 * time.Millisecond, Await: Await{Idle: 10 * time.Millisecond}})
+		res, err := m.Tail(context.Background(), TailRequest{Name: rec.Name, Offset: new(int64(4)), Wait: 300 * time.Millisecond, Await: Await{Idle: 10 * time.Millisecond}})
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "quiet with no new byte is not idle")
 		assert.Empty(t, res.Window.Content)
@@ -213,7 +213,7 @@ func TestAwaitChecks(t *testing.T) {
 		{TailRequest{Wait: time.Second, Await: Await{Idle: -time.Millisecond}}, "idle_ms -1 is out of range"},
 		{TailRequest{Wait: time.Second, Grep: "a", Await: Await{Until: "a"}}, "without grep or tail_lines"},
 		{TailRequest{Wait: time.Second, TailLines: &tl, Await: Await{Idle: time.Second}}, "without grep or tail_lines"},
-		{TailRequest{Wait: time.Second, Offset: -1, Await: Await{Until: "a"}}, "give offset >= 0"},
+		{TailRequest{Wait: time.Second, Offset: new(int64(-1)), Await: Await{Until: "a"}}, "give offset >= 0"},
 	} {
 		c.req.Name = rec.Name
 		_, err := m.Tail(context.Background(), c.req)
@@ -227,7 +227,7 @@ func TestTailUntilOffsetPastTheEnd(t *testing.T) {
 	t.Parallel()
 	m, _, rec := runningLog(t, false, []byte("a\n"))
 	start := time.Now()
-	_, err := m.Tail(context.Background(), TailRequest{Name: rec.Name, Offset: 10, Wait: 10 * time.Second, Await: Await{Until: "x"}})
+	_, err := m.Tail(context.Background(), TailRequest{Name: rec.Name, Offset: new(int64(10)), Wait: 10 * time.Second, Await: Await{Until: "x"}})
 	assert.ErrorIs(t, err, ErrInvalid)
 	assert.Less(t, time.Since(start), 5*time.Second)
 }

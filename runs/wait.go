@@ -369,7 +369,7 @@ func (m *Manager) endOf(run Run, since int64, clean *bool) End {
 	}
 	if run.rec != nil {
 		e.Tail = outputTail(run, since)
-		if cleanFor(clean, run) {
+		if cleanFor(clean) {
 			var b logread.Before // a framed tail's chunks are of a window read from a frame before them
 			if e.Tail.OutputChunks == nil {
 				b = before(run, e.Tail.OutputFrom)

@@ -400,6 +400,9 @@ func tailText(o TailOutput) string {
 	if o.CleanedBytes > 0 {
 		fmt.Fprintf(&b, " clean: %d bytes of escapes and redrawn text left out", o.CleanedBytes)
 	}
+	if sc := o.Screen; sc != nil {
+		return screenText(&b, sc, o.Offset)
+	}
 	body := o.Content
 	switch {
 	case o.grep:
@@ -417,6 +420,23 @@ func tailText(o TailOutput) string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "; %d bytes of %s follow]\n", len(body), o.Encoding)
+	b.WriteString(body)
+	return b.String()
+}
+
+// screenText ends tailText's header with the screen's size, cursor and
+// rows, and the rows follow, one a line: an empty row is an empty line,
+// so a row's number is its line's.
+func screenText(b *strings.Builder, sc *ScreenOutput, from int64) string {
+	fmt.Fprintf(b, " screen %dx%d cursor row %d col %d", sc.Cols, sc.Rows, sc.Cursor.Row, sc.Cursor.Col)
+	if sc.Partial {
+		fmt.Fprintf(b, " partial: replayed from offset %d, rows drawn before it may be missing", from)
+	}
+	body := strings.Join(sc.Lines, "\n")
+	if body != "" {
+		body += "\n"
+	}
+	fmt.Fprintf(b, "; rows 1..%d of %d follow (the rest empty), %d bytes]\n", len(sc.Lines), sc.Rows, len(body))
 	b.WriteString(body)
 	return b.String()
 }

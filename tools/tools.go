@@ -110,7 +110,7 @@ func (h *Handlers) Register(s *server.MCPServer) {
 		mcp.ToolAnnotation{ReadOnlyHint: hint(false), DestructiveHint: hint(true), IdempotentHint: hint(false), OpenWorldHint: hint(false)},
 		h.once("process_kill", h.kill))
 	add("tail_log", "Read a run's log",
-		"Read a window of a run's output by byte offset; continue from the returned end_offset. tail_lines gives the last lines, grep filters them. wait_ms waits for new output instead of you polling; to wait for the end use process_wait. Framed runs' text starts stderr lines with [stderr].",
+		"Read a run's output: its last lines (16 KB), or from a byte offset (continue from end_offset). grep filters lines. wait_ms waits for new output instead of you polling; to wait for the end use process_wait. Framed runs' text starts stderr lines with [stderr].",
 		mcp.ToolAnnotation{ReadOnlyHint: hint(true), DestructiveHint: hint(false), IdempotentHint: hint(true), OpenWorldHint: hint(false)},
 		h.tail)
 	add("process_wait", "Wait for a process to end",
@@ -374,8 +374,8 @@ func (h *Handlers) kill(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 type tailArgs struct {
 	Name      string `json:"name"`
 	RunID     string `json:"run_id" jsonschema:"Default: the newest run of name."`
-	Offset    int64  `json:"offset" jsonschema:"Log byte offset to read from; negative: from the end. Pass end_offset to continue exactly."`
-	MaxBytes  *int   `json:"max_bytes" jsonschema:"Most log bytes to read (framed: whole frames, at least one)."`
+	Offset    *int64 `json:"offset" jsonschema:"Log byte offset; negative: from the end; default: the last lines (grep, until: 0). Continue from end_offset."`
+	MaxBytes  *int   `json:"max_bytes" jsonschema:"Most log bytes to read (default 16384; framed: whole frames)."`
 	Encoding  string `json:"encoding" jsonschema:"base64: exact bytes, for binary output."`
 	Raw       bool   `json:"raw" jsonschema:"Framed runs: return the frames as stored."`
 	WaitMS    int64  `json:"wait_ms" jsonschema:"If nothing complete is past offset and the log can grow, wait this long for output."`
@@ -384,19 +384,21 @@ type tailArgs struct {
 	Context   int    `json:"context" jsonschema:"With grep: lines before and after each match."`
 	Until     string `json:"until" jsonschema:"RE2, with wait_ms: return once a new line (or an unfinished one: a prompt) matches."`
 	IdleMS    int64  `json:"idle_ms" jsonschema:"With wait_ms: return once output was quiet this long after new bytes."`
-	Clean     *bool  `json:"clean" jsonschema:"Text without terminal escapes, \\r redraws collapsed (not base64/raw). Default: on for pty runs."`
+	Clean     *bool  `json:"clean" jsonschema:"Text without escapes, \\r redraws collapsed (not base64/raw; default on)."`
+	Screen    bool   `json:"screen" jsonschema:"Pty runs: the screen now."`
 }
 
 // TailOutput is tail_log's structured result.
 type TailOutput struct {
 	Name         string          `json:"name"`
 	RunID        string          `json:"run_id"`
-	Content      string          `json:"content" jsonschema:"Text of the window (framed runs: stdout and stderr interleaved); base64 when encoding is base64."`
+	Content      string          `json:"content,omitempty" jsonschema:"Text of the window; base64 when encoding is base64. Framed runs: chunks (text), stdout and stderr (base64)."`
 	Encoding     string          `json:"encoding"`
 	Lossy        bool            `json:"lossy,omitempty" jsonschema:"Invalid UTF-8 was replaced; use encoding base64 for exact bytes."`
-	Stdout       *string         `json:"stdout,omitempty"`
-	Stderr       *string         `json:"stderr,omitempty"`
-	Chunks       []logread.Chunk `json:"chunks,omitempty"`
+	Stdout       *string         `json:"stdout,omitempty" jsonschema:"framed, base64"`
+	Stderr       *string         `json:"stderr,omitempty" jsonschema:"framed, base64"`
+	Chunks       []logread.Chunk `json:"chunks,omitempty" jsonschema:"framed text: the output by stream, in the order written"`
+	Screen       *ScreenOutput   `json:"screen,omitempty"`
 	Matches      []logread.Match `json:"matches,omitempty"`
 	Skipped      []logread.Gap   `json:"skipped,omitempty" jsonschema:"Log bytes left out of this answer, and the offset to fetch each range from."`
 	SkippedBytes int64           `json:"skipped_bytes,omitempty"`
@@ -419,6 +421,22 @@ type TailOutput struct {
 	context bool // a grep with context: what waits may be the lines before a match
 }
 
+// ScreenOutput is tail_log's screen: a pty run's terminal as it shows now,
+// replayed from the log bytes offset..end_offset.
+type ScreenOutput struct {
+	Lines   []string `json:"lines" jsonschema:"rows from the top; trailing spaces and empty rows left out"`
+	Cols    int      `json:"cols"`
+	Rows    int      `json:"rows"`
+	Cursor  Cursor   `json:"cursor"`
+	Partial bool     `json:"partial,omitempty" jsonschema:"rows drawn before offset may be missing"`
+}
+
+// Cursor is where a terminal's cursor is, from 1.
+type Cursor struct {
+	Row int `json:"row"`
+	Col int `json:"col"`
+}
+
 func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a tailArgs
 	if err := decode(req, &a); err != nil {
@@ -426,7 +444,7 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	}
 	tr := runs.TailRequest{Name: a.Name, RunID: a.RunID, Offset: a.Offset, MaxBytes: a.MaxBytes, TailLines: a.TailLines,
 		Grep: a.Grep, Context: a.Context, Clean: a.Clean, Raw: a.Raw, Wait: runs.Duration(a.WaitMS, time.Millisecond),
-		Await: runs.Await{Until: a.Until, Idle: runs.Duration(a.IdleMS, time.Millisecond)}}
+		Await: runs.Await{Until: a.Until, Idle: runs.Duration(a.IdleMS, time.Millisecond)}, Screen: a.Screen}
 	switch a.Encoding {
 	case "", encText:
 		a.Encoding = encText
@@ -465,18 +483,26 @@ func tailOutput(res runs.TailResult, encoding string, raw bool) TailOutput {
 		out.SkippedBytes += g.Bytes
 	}
 	decoded := run.CaptureMode == "framed" && !raw
+	// Each byte of output once: a framed run's text is its chunks (the
+	// streams in the order written, which a program joins as it needs),
+	// not also their concatenations.
 	switch {
+	case res.Screen != nil:
+		sc := res.Screen
+		out.Screen = &ScreenOutput{Lines: sc.Lines, Cols: sc.Cols, Rows: sc.Rows,
+			Cursor: Cursor{Row: sc.CursorRow, Col: sc.CursorCol}, Partial: sc.Partial}
+		if out.Screen.Lines == nil {
+			out.Screen.Lines = []string{}
+		}
 	case encoding == "base64" && decoded:
 		so, se := base64.StdEncoding.EncodeToString(w.StdoutBytes), base64.StdEncoding.EncodeToString(w.StderrBytes)
 		out.Stdout, out.Stderr = &so, &se
 	case encoding == "base64":
 		out.Content = base64.StdEncoding.EncodeToString(w.Bytes)
+	case decoded && w.Chunks != nil:
+		out.Chunks = w.Chunks
 	default:
 		out.Content = w.Content
-		if decoded {
-			out.Stdout, out.Stderr = &w.Stdout, &w.Stderr
-			out.Chunks = w.Chunks
-		}
 	}
 	return out
 }
@@ -489,7 +515,7 @@ type waitArgs struct {
 	TimeoutMS   *int64   `json:"timeout_ms"` // bounded as the description says
 	SinceOffset int64    `json:"since_offset" jsonschema:"Log offset read to: the tail starts no earlier."`
 	Survivors   bool     `json:"survivors" jsonschema:"Also wait for the leader's survivors."`
-	Clean       *bool    `json:"clean" jsonschema:"Tail without escapes, \\r redraws collapsed."`
+	Clean       *bool    `json:"clean" jsonschema:"As tail_log's."`
 }
 
 // untilGone returns ctx, cancelled also when the client goes away.

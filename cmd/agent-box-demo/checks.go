@@ -97,16 +97,29 @@ func (a *logAssembler) add(w map[string]any) error {
 	if w["lossy"] == true {
 		return fmt.Errorf("lossy: want false (the output is ASCII), got true")
 	}
-	so, ok1 := w["stdout"].(string)
-	se, ok2 := w["stderr"].(string)
-	if !ok1 || !ok2 {
-		return fmt.Errorf("stdout and stderr: want both (a framed run), got stdout %v, stderr %v", w["stdout"], w["stderr"])
+	if c, ok := w["content"]; ok {
+		return fmt.Errorf("content: want chunks by stream (a framed run), got content %v", c)
 	}
 	if n := num(w["skipped_bytes"]); n > 0 {
 		return fmt.Errorf("skipped_bytes: want 0, got %d", n)
 	}
-	a.stdout = append(a.stdout, so...)
-	a.stderr = append(a.stderr, se...)
+	// A framed run's text is its chunks, each of one stream, in the order
+	// written (none: an empty window).
+	chunks, _ := w["chunks"].([]any)
+	for i, c := range chunks {
+		m, _ := c.(map[string]any)
+		text, ok := m["text"].(string)
+		switch {
+		case !ok:
+			return fmt.Errorf("chunks[%d]: want a text, got %v", i, c)
+		case m["stream"] == "stdout":
+			a.stdout = append(a.stdout, text...)
+		case m["stream"] == "stderr":
+			a.stderr = append(a.stderr, text...)
+		default:
+			return fmt.Errorf("chunks[%d]: want stream stdout or stderr, got %v", i, m["stream"])
+		}
+	}
 	a.next = end
 	a.eof = w["eof"] == true
 	return nil

@@ -95,9 +95,9 @@ func TestCheckListedState(t *testing.T) {
 // windows are tail_log results of one framed run read from offset 0 in
 // three calls.
 var windows = []string{
-	`{"offset":0,"end_offset":19,"stdout":"","stderr":"warning 1\n","eof":false}`,
-	`{"offset":19,"end_offset":102,"stdout":"step 1\nstep 2\nstep 3\n","stderr":"warning 2\nwarning 3\n","eof":false}`,
-	`{"offset":102,"end_offset":204,"stdout":"step 4\nstep 5\nstep 6\n","stderr":"warning 4\nwarning 5\nwarning 6\n","eof":true}`,
+	`{"offset":0,"end_offset":19,"chunks":[{"stream":"stderr","text":"warning 1\n"}],"eof":false}`,
+	`{"offset":19,"end_offset":102,"chunks":[{"stream":"stdout","text":"step 1\nstep 2\n"},{"stream":"stderr","text":"warning 2\nwarning 3\n"},{"stream":"stdout","text":"step 3\n"}],"eof":false}`,
+	`{"offset":102,"end_offset":204,"chunks":[{"stream":"stdout","text":"step 4\nstep 5\nstep 6\n"},{"stream":"stderr","text":"warning 4\nwarning 5\nwarning 6\n"}],"eof":true}`,
 }
 
 func TestLogReassembled(t *testing.T) {
@@ -126,11 +126,11 @@ func TestLogWrongReassembly(t *testing.T) {
 	})
 	t.Run("not framed", func(t *testing.T) {
 		var a logAssembler
-		wantErr(t, a.add(obj(t, `{"offset":0,"end_offset":5,"content":"step\n"}`)), "want both (a framed run)")
+		wantErr(t, a.add(obj(t, `{"offset":0,"end_offset":5,"content":"step\n"}`)), "want chunks by stream (a framed run)")
 	})
 	t.Run("lossy", func(t *testing.T) {
 		var a logAssembler
-		wantErr(t, a.add(obj(t, `{"offset":0,"end_offset":5,"stdout":"\ufffd","stderr":"","lossy":true}`)), "lossy: want false")
+		wantErr(t, a.add(obj(t, `{"offset":0,"end_offset":5,"chunks":[{"stream":"stdout","text":"\ufffd"}],"lossy":true}`)), "lossy: want false")
 	})
 	t.Run("stopped early", func(t *testing.T) {
 		var a logAssembler

@@ -144,7 +144,7 @@ func (d *demo) startRun(c *rawmcp.Conn) (string, *logAssembler, error) {
 	if err := checkRun(res.StructuredContent, "", "running"); err != nil && !res.IsError {
 		d.failf("connection 1, process_start", err)
 	}
-	res, err = d.call(c, "connection 1, tail_log", "tail_log", map[string]any{"name": demoName, "wait_ms": 2000})
+	res, err = d.call(c, "connection 1, tail_log", "tail_log", map[string]any{"name": demoName, "offset": 0, "wait_ms": 2000})
 	if err != nil {
 		return "", nil, err
 	}

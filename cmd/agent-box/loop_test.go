@@ -283,7 +283,7 @@ func TestWaitStderrTailOffset(t *testing.T) {
 	off := abtest.Num(w.Data["stderr_tail_offset"])
 	assert.Less(t, off, abtest.Num(w.Data["output_tail_offset"]), "stderr's tail begins before the interleaved one")
 	r := s.OK("tail_log", map[string]any{"name": "mixed", "offset": off, "max_bytes": 64})
-	assert.True(t, strings.HasPrefix(abtest.Str(r.Data["stderr"]), "first-error\n"), "tail_log from stderr_tail_offset reads the tail's first line: %q", r.Data["stderr"])
+	assert.True(t, strings.HasPrefix(abtest.Chunks(r.Data, "stderr"), "first-error\n"), "tail_log from stderr_tail_offset reads the tail's first line: %v", r.Data["chunks"])
 	assert.Contains(t, w.Text, fmt.Sprintf("[last lines of stderr, from log offset %d of", off))
 }
 

@@ -80,7 +80,7 @@ func TestFramedTextMarksStderrLines(t *testing.T) {
 
 	r := s.OK("tail_log", map[string]any{"name": "mixed"})
 	assert.True(t, strings.HasSuffix(r.Text, "of text follow]\nbuilding\n[stderr] warning: x\ndone\n"), r.Text)
-	assert.Equal(t, "building\nwarning: x\ndone\n", r.Data["content"])
+	assert.Equal(t, "building\nwarning: x\ndone\n", abtest.Chunks(r.Data, ""))
 }
 
 // Replies to process_write and process_kill are one short line (issue 11),

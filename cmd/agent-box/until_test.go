@@ -90,7 +90,7 @@ func TestProcessWriteLongAnswerSaysMore(t *testing.T) {
 	assert.Equal(t, true, r.Data["matched"], r.Text)
 	assert.Equal(t, true, r.Data["truncated"], r.Text)
 	end := abtest.Num(r.Data["end_offset"])
-	assert.Equal(t, int64(65536), end)
-	assert.Contains(t, r.Text, "more: tail_log offset=65536")
+	assert.Equal(t, int64(16384), end, "the default window")
+	assert.Contains(t, r.Text, "more: tail_log offset=16384")
 	s.OK("process_kill", map[string]any{"name": "long", "signal": "KILL"})
 }

@@ -16,8 +16,8 @@ import (
 )
 
 // The views of tail_log through MCP: invalid UTF-8 is replaced and flagged
-// in text and exact in base64; a framed run's text comes as stdout, stderr
-// and chunks in the order read; raw returns the frames as stored.
+// in text and exact in base64; a framed run's text comes as chunks in the
+// order read; raw returns the frames as stored.
 func TestTailLogViews(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
@@ -37,9 +37,15 @@ func TestTailLogViews(t *testing.T) {
 		"command": abtest.InOrder(state, "echo out1", "echo err1 >&2", "echo out2")})
 	s.OK("process_wait", map[string]any{"name": "fr", "timeout_ms": 30000})
 	r = s.OK("tail_log", map[string]any{"name": "fr"})
-	assert.Equal(t, "out1\nout2\n", r.Data["stdout"])
-	assert.Equal(t, "err1\n", r.Data["stderr"])
-	assert.Equal(t, "out1\nerr1\nout2\n", r.Data["content"], "interleaved in the order read")
+	// The chunks are the text, once: not also stdout, stderr and their
+	// interleaving.
+	for _, k := range []string{"stdout", "stderr", "content"} {
+		assert.Nil(t, r.Data[k], k)
+	}
+	assert.Equal(t, "out1\nout2\n", abtest.Chunks(r.Data, "stdout"))
+	assert.Equal(t, "err1\n", abtest.Chunks(r.Data, "stderr"))
+	assert.Equal(t, "out1\nerr1\nout2\n", abtest.Chunks(r.Data, ""), "interleaved in the order read")
+	assert.Contains(t, r.Text, "out1\n[stderr] err1\nout2\n")
 	chunks, _ := r.Data["chunks"].([]any)
 	require.Len(t, chunks, 3, "%v", r.Data["chunks"])
 	for i, want := range [][2]string{{"stdout", "out1\n"}, {"stderr", "err1\n"}, {"stdout", "out2\n"}} {

@@ -40,7 +40,7 @@ func TestWaitOutputTailSaysWhereItBegins(t *testing.T) {
 				// The frame holding the tail's first byte: how the output
 				// was cut into frames decides which, so read from it.
 				r := s.OK("tail_log", map[string]any{"name": "long", "offset": abtest.Num(w.Data["output_tail_offset"]), "max_bytes": 1 << 20})
-				assert.True(t, strings.HasSuffix(abtest.Str(r.Data["stdout"]), tail), "tail_log from output_tail_offset does not hold the tail")
+				assert.True(t, strings.HasSuffix(abtest.Chunks(r.Data, "stdout"), tail), "tail_log from output_tail_offset does not hold the tail")
 			}
 
 			// 100 short lines: the tail is the last 20, and the log from
@@ -63,7 +63,7 @@ func TestWaitOutputTailSaysWhereItBegins(t *testing.T) {
 				// A frame boundary at or before the tail: reading from it
 				// returns the tail's lines.
 				r := s.OK("tail_log", map[string]any{"name": "short", "offset": from, "max_bytes": 1 << 20})
-				assert.True(t, strings.HasSuffix(abtest.Str(r.Data["stdout"]), tail), "from %d: %q", from, r.Data["stdout"])
+				assert.True(t, strings.HasSuffix(abtest.Chunks(r.Data, "stdout"), tail), "from %d: %v", from, r.Data["chunks"])
 				assert.True(t, strings.HasSuffix(string(stdout), tail))
 			}
 

@@ -361,6 +361,20 @@ func Num(v any) int64 {
 // Str reads a JSON string ("" for anything else).
 func Str(v any) string { s, _ := v.(string); return s }
 
+// Chunks joins the text of a framed tail_log answer's chunks of stream
+// ("stdout", "stderr"), or of both ("") in the order written.
+func Chunks(d map[string]any, stream string) string {
+	var b strings.Builder
+	cs, _ := d["chunks"].([]any)
+	for _, c := range cs {
+		m, _ := c.(map[string]any)
+		if stream == "" || m["stream"] == stream {
+			b.WriteString(Str(m["text"]))
+		}
+	}
+	return b.String()
+}
+
 // B64 decodes standard base64.
 func B64(t testing.TB, s string) []byte {
 	t.Helper()

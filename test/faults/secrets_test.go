@@ -348,7 +348,7 @@ func TestSecretPrefixIsHeldBack(t *testing.T) {
 			for i := 0; !strings.Contains(content, "MARK"); i++ {
 				require.Less(t, i, 30, "MARK never reached the log")
 				r := s.OK("tail_log", map[string]any{"name": "p", "wait_ms": 1000})
-				content = abtest.Str(r.Data["content"])
+				content = abtest.Str(r.Data["content"]) + abtest.Chunks(r.Data, "") // framed: chunks
 			}
 			logBytes, err := os.ReadFile(filepath.Join(runDirOf(t, state, "p"), "log"))
 			require.NoError(t, err)
@@ -382,11 +382,12 @@ func TestSecretSplitAcrossStreams(t *testing.T) {
 				assert.NotContains(t, w.Text, apiToken)
 				return
 			}
-			assert.NotContains(t, tl.Data["stdout"], apiToken)
-			assert.NotContains(t, tl.Data["stderr"], apiToken)
-			if strings.Contains(abtest.Str(tl.Data["content"]), apiToken) || strings.Contains(w.Text, apiToken) {
-				t.Logf("documented limitation: a secret split across stdout and stderr shows in the interleaved content of a framed run: content=%q output_tail=%q",
-					tl.Data["content"], w.Data["output_tail"])
+			require.NotNil(t, tl.Data["chunks"], tl.Text)
+			assert.NotContains(t, abtest.Chunks(tl.Data, "stdout"), apiToken)
+			assert.NotContains(t, abtest.Chunks(tl.Data, "stderr"), apiToken)
+			if strings.Contains(abtest.Chunks(tl.Data, ""), apiToken) || strings.Contains(w.Text, apiToken) {
+				t.Logf("documented limitation: a secret split across stdout and stderr shows in the interleaved text of a framed run: chunks=%v output_tail=%q",
+					tl.Data["chunks"], w.Data["output_tail"])
 			}
 		})
 	}

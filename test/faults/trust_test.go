@@ -168,7 +168,7 @@ func TestAgentBoxInsideARunSeesItTruly(t *testing.T) {
 	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "outer", "signal": "KILL"}) })
 	var out string
 	abtest.WaitFor(t, "the inner agent-box's answers", 20*time.Second, func() bool {
-		out = abtest.Str(s.OK("tail_log", map[string]any{"name": "outer"}).Data["content"])
+		out = abtest.Str(s.OK("tail_log", map[string]any{"name": "outer", "offset": 0}).Data["content"])
 		return strings.Contains(out, "KILL-RC=")
 	})
 	ps, kill, _ := strings.Cut(out, "===\n")
