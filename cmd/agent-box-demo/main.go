@@ -140,8 +140,9 @@ func (d *demo) startRun(c *rawmcp.Conn) (string, *logAssembler, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	runID := str(res.StructuredContent["run_id"])
-	if err := checkRun(res.StructuredContent, "", "running"); err != nil && !res.IsError {
+	started, _ := res.StructuredContent["run"].(map[string]any)
+	runID := str(started["run_id"])
+	if err := checkRun(started, "", "running"); err != nil && !res.IsError {
 		d.failf("connection 1, process_start", err)
 	}
 	res, err = d.call(c, "connection 1, tail_log", "tail_log", map[string]any{"name": demoName, "offset": 0, "wait_ms": 2000})

@@ -95,13 +95,13 @@ func (b *bench) captureRun(c *client, mode string, n int64) (captureResult, erro
 	quiesce()
 	cpu0 := cpuOf(c.pid())
 	t0 := time.Now()
-	var run runInfo
-	if _, err := c.call("process_start", map[string]any{
+	run, _, err := c.start(map[string]any{
 		"name": name, "argv": captureChild(n), "capture_mode": mode, "cwd": b.work,
 		// The default cap is 1 GiB; a framed log of 1 GiB of output is
 		// about 1.4 GiB.
 		"max_log_bytes": 4 * n,
-	}, &run); err != nil {
+	})
+	if err != nil {
 		return captureResult{}, err
 	}
 	rec, err := b.store.Read(run.Name, run.RunID)

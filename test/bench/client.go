@@ -149,3 +149,12 @@ func (w *waitInfo) exitedOK() error {
 	}
 	return nil
 }
+
+// start calls process_start, whose answer holds the run under "run".
+func (c *client) start(args map[string]any) (runInfo, time.Duration, error) {
+	var st struct {
+		Run runInfo `json:"run"`
+	}
+	d, err := c.call("process_start", args, &st)
+	return st.Run, d, err
+}

@@ -35,14 +35,13 @@ func (b *bench) benchDrain() []metric {
 	defer c.close()
 
 	name := b.name("drain")
-	var run runInfo
-	if _, err := c.call("process_start", map[string]any{
+	if _, _, err := c.start(map[string]any{
 		"name": name, "cwd": b.work, "max_log_bytes": 2 * n,
 		// yes's stderr is dropped: were SIGPIPE ignored in the child (as
 		// the supervisor once let it be), yes would report the broken
 		// pipe into the log instead of dying of it quietly.
 		"command": fmt.Sprintf("yes '%s' 2>/dev/null | head -c %d", drainLine, n),
-	}, &run); err != nil {
+	}); err != nil {
 		return fail(err)
 	}
 	var w waitInfo

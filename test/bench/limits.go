@@ -26,8 +26,8 @@ func (b *bench) benchLimits() []metric {
 		if limits != nil {
 			args["limits"] = limits
 		}
-		var run runInfo
-		if _, err := c.call("process_start", args, &run); err != nil {
+		run, _, err := c.start(args)
+		if err != nil {
 			return 0, err
 		}
 		var w waitInfo
@@ -73,8 +73,7 @@ func (b *bench) limitedStart(c *client) []metric {
 			if l != nil {
 				args["limits"] = l
 			}
-			var run runInfo
-			d, err := c.call("process_start", args, &run)
+			run, d, err := c.start(args)
 			if err != nil {
 				return []metric{failed(title, err)}
 			}

@@ -64,8 +64,7 @@ func (b *bench) benchStart() []metric {
 	}
 	defer c.close()
 	one := func(argv []string, kill bool) (time.Duration, error) {
-		var run runInfo
-		d, err := c.call("process_start", map[string]any{"name": b.name("start"), "argv": argv, "cwd": b.work}, &run)
+		run, d, err := c.start(map[string]any{"name": b.name("start"), "argv": argv, "cwd": b.work})
 		if err != nil {
 			return 0, err
 		}
