@@ -351,7 +351,7 @@ func continuesText(ms []logread.Match, offset int64) string {
 // as a header.
 func tailText(o TailOutput) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[%s run_id=%s state=%s log bytes %d..%d of %d", o.Name, o.RunID, o.State, o.Offset, o.EndOffset, o.LogBytes)
+	fmt.Fprintf(&b, "[%s state=%s log bytes %d..%d of %d", o.Name, o.State, o.Offset, o.EndOffset, o.LogBytes)
 	if o.ExitCode != nil {
 		fmt.Fprintf(&b, " exit_code=%d", *o.ExitCode)
 	}
