@@ -141,7 +141,7 @@ func (c *conn) quiesce() {
 
 // Instructions is what the server tells the client about itself.
 const Instructions = `agent-box runs long processes on this machine that survive the connection. ` +
-	`Workflow: process_start (returns at once; with wait_ms a short command's end too) -> process_wait (blocks until it ends; no polling) or tail_log with wait_ms (follow output) -> tail_log (read output by byte offset; continue from end_offset) -> process_kill (signals every process of the run). ` +
+	`Workflow: process_start (returns at once; with wait_ms a short command's end too) -> process_wait (blocks until it ends; no polling) or tail_log with wait_ms (follow output) -> tail_log (the last lines; or by byte offset, continuing from end_offset) -> process_kill (signals every process of the run). ` +
 	`Every process_list answer has a cursor: keep the latest, and after a reconnect call process_list {changed_since: cursor} to learn which runs started or ended while you were away (exits included), then process_wait on those you still need. ` +
 	`Waits: process_wait for the end of one run, or names for the first of several (all: every one); tail_log wait_ms to follow output; changed_since for what changed anywhere.`
 
