@@ -65,10 +65,10 @@ func TestSchemasAreGenerated(t *testing.T) {
 // toolSchemas generate each tool's input and output schema from its types.
 var toolSchemas = map[string]func() (in, out json.RawMessage){
 	"process_start": func() (in, out json.RawMessage) {
-		return startInput(), output[runs.StartResult]("run")
+		return startInput(), output[startReply]("run")
 	},
 	"process_restart": func() (in, out json.RawMessage) {
-		return restartInput(), output[runs.RestartResult]("run", "previous")
+		return restartInput(), output[restartReply]("run", "previous")
 	},
 	"process_list":   func() (in, out json.RawMessage) { return listInput(), output[listReply]() },
 	"process_kill":   func() (in, out json.RawMessage) { return killInput(), output[runs.KillResult]() },

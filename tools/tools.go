@@ -254,15 +254,9 @@ func (h *Handlers) start(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return fail(err), nil
 	}
-	out := startReply{StartResult: res}
-	if w := res.Waited; w != nil {
-		// What was waited, not what was asked, as process_wait says it.
-		waited := time.Since(began).Round(time.Millisecond)
-		r := waitResult(*w, waited)
-		out.Waited, out.RunEnd, out.Hint = &r.Waited, &r.RunEnd, r.Hint
-		return result(out, startText(res)+startWaitText(*w, waited)), nil
-	}
-	return result(out, startText(res)), nil
+	// What was waited, not what was asked, as process_wait says it.
+	out, text := startAnswer(res, time.Since(began).Round(time.Millisecond))
+	return result(out, text), nil
 }
 
 // startReply is process_start's structured result: with wait_ms, or when
@@ -272,6 +266,26 @@ type startReply struct {
 	*Waited
 	*RunEnd
 	Hint string `json:"hint,omitempty"`
+}
+
+// startAnswer is the answer to a start of res (of process_start, or of
+// process_restart), which waited for its end for waited.
+func startAnswer(res runs.StartResult, waited time.Duration) (startReply, string) {
+	out, text := startReply{StartResult: res}, startText(res)
+	if w := res.Waited; w != nil {
+		r := waitResult(*w, waited)
+		out.Waited, out.RunEnd, out.Hint = &r.Waited, &r.RunEnd, r.Hint
+		text += startWaitText(*w, waited)
+	}
+	return out, text
+}
+
+// restartReply is process_restart's structured result: the new run as
+// process_start answers it, and the run it replaced.
+type restartReply struct {
+	startReply
+	Previous runs.Run `json:"previous"`
+	Stopped  bool     `json:"stopped,omitempty" jsonschema:"the previous run was running and was stopped"`
 }
 
 type restartArgs struct {
@@ -302,11 +316,9 @@ func (h *Handlers) restart(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	if err != nil {
 		return fail(err), nil
 	}
-	text := "previous: " + runBrief(res.Previous) + "\n" + startText(res.StartResult)
-	if w := res.Waited; w != nil {
-		text += startWaitText(*w, 0) // no wait_ms: a run that ended at once
-	}
-	return result(res, text), nil
+	started, text := startAnswer(res.StartResult, 0) // no wait_ms: a run that ended at once
+	out := restartReply{startReply: started, Previous: res.Previous, Stopped: res.Stopped}
+	return result(out, "previous: "+runBrief(res.Previous)+"\n"+text), nil
 }
 
 type listArgs struct {
