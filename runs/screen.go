@@ -1,15 +1,32 @@
 package runs
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/agent-box/agent-box/screen"
 )
 
 // ScreenReplayBytes bounds how much of a pty run's log tail_log's screen
-// replays: the emulator's cost grows with every row it scrolls, and a
+// replays on a terminal of the default size (screenReplay): a
 // full-screen program redraws its whole screen many times within it.
 const ScreenReplayBytes = 64 << 10
+
+// minScreenReplay is the least a screen replays, on the largest terminal.
+const minScreenReplay = 1 << 10
+
+// screenReplay is how much of the log a screen of cols × rows replays.
+// The emulator moves every cell of the screen for each row it scrolls,
+// so a replay's cost is about its lines times the screen's cells: the
+// bytes shrink as the screen grows, and the largest terminal costs no
+// more than the default one (docs/architecture/performance.md, "The
+// screen view").
+func screenReplay(cols, rows int) int64 {
+	n := int64(ScreenReplayBytes) * DefaultCols * DefaultRows / int64(cols*rows)
+	return min(max(n, minScreenReplay), ScreenReplayBytes)
+}
 
 // Screen is a pty run's terminal screen, rendered from the end of its log.
 type Screen struct {
@@ -34,15 +51,23 @@ func (req TailRequest) checkScreen() error {
 	return nil
 }
 
-// renderScreen renders run's terminal from the last ScreenReplayBytes of
-// its log, at the terminal's current size.
-func renderScreen(run Run) (*Screen, error) {
+// renderScreen renders run's terminal from the end of its log
+// (screenReplay), at the terminal's current size; it gives up when ctx
+// ends.
+func renderScreen(ctx context.Context, run Run) (*Screen, error) {
+	// The size is the record's, which the run's own processes can write:
+	// a size agent-box never sets would have the emulator allocate its
+	// cells without bound.
+	if err := CheckSize(run.Cols, run.Rows); err != nil {
+		return nil, fmt.Errorf("%w: the record of run %s of %q says its terminal is %dx%d, a size agent-box never sets (%w); resize it with process_resize",
+			ErrRefused, run.RunID, run.Name, run.Cols, run.Rows, errors.Unwrap(err))
+	}
 	r, closeLog, size, err := openLog(run)
 	if err != nil {
 		return nil, err
 	}
 	defer closeLog()
-	from := max(0, size-ScreenReplayBytes)
+	from := max(0, size-screenReplay(run.Cols, run.Rows))
 	buf := make([]byte, size-from)
 	if n, err := r.ReadAt(buf, from); n < len(buf) {
 		return nil, mapReadErr(err, run)
@@ -62,7 +87,11 @@ func renderScreen(run Run) (*Screen, error) {
 		}
 		buf, from = buf[skip:], from+int64(skip)
 	}
-	s := &Screen{Screen: screen.Render(buf, run.Cols, run.Rows), From: from, End: size}
+	rendered, err := screen.Render(ctx, buf, run.Cols, run.Rows)
+	if err != nil {
+		return nil, err
+	}
+	s := &Screen{Screen: rendered, From: from, End: size}
 	s.Partial = from > 0 && !screen.Reset(buf)
 	return s, nil
 }

@@ -180,7 +180,7 @@ func (m *Manager) Tail(ctx context.Context, req TailRequest) (TailResult, error)
 	if err != nil {
 		return res, err
 	}
-	s, err := renderScreen(res.Run)
+	s, err := renderScreen(ctx, res.Run)
 	if err != nil {
 		return res, err
 	}

@@ -76,6 +76,27 @@ func ptyLog(t *testing.T, log string, cols, rows int) *Manager {
 	return &Manager{Store: store, Sys: fakeSys(gone)}
 }
 
+// The terminal's size a screen renders at is the record's, which a run's
+// own processes can write: a size agent-box never sets is refused, not
+// rendered (a planted 65535x65535 would have the emulator allocate four
+// billion cells). A large terminal replays less of the log, so that a
+// screen costs about what the default one does.
+func TestTailScreenOfAPlantedSize(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, size := range [][2]int{{65535, 65535}, {-1, 40}, {120, 0}} {
+		_, err := ptyLog(t, "x\r\n", size[0], size[1]).Tail(ctx, TailRequest{Name: "r", Screen: true})
+		require.ErrorIs(t, err, ErrRefused, "%v", size)
+		assert.Contains(t, err.Error(), fmt.Sprintf("its terminal is %dx%d", size[0], size[1]))
+	}
+	long := strings.Repeat("x\r\n", ScreenReplayBytes)
+	res, err := ptyLog(t, long, MaxCols, MaxRows).Tail(ctx, TailRequest{Name: "r", Screen: true})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, res.Window.EndOffset-res.Window.Offset, screenReplay(MaxCols, MaxRows))
+	assert.Less(t, screenReplay(MaxCols, MaxRows), int64(ScreenReplayBytes))
+	assert.Equal(t, int64(ScreenReplayBytes), screenReplay(DefaultCols, DefaultRows))
+}
+
 // screen renders the end of a pty run's log at the run's size; a replay
 // that begins after the log's start says it may miss rows, unless the
 // screen was cleared within it.

@@ -1,6 +1,7 @@
 package screen
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -9,6 +10,6 @@ func BenchmarkRenderLines(b *testing.B) {
 	out := []byte(strings.Repeat("compiling package github.com/x/y/z ... ok 0.123s\r\n", 64<<10/50))
 	b.SetBytes(int64(len(out)))
 	for b.Loop() {
-		Render(out, 120, 40)
+		Render(context.Background(), out, 120, 40)
 	}
 }

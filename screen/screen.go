@@ -14,6 +14,7 @@ package screen
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"strings"
 
@@ -31,10 +32,14 @@ type Screen struct {
 	CursorRow, CursorCol int
 }
 
+// feed is how much of the output Render writes to the emulator between
+// looks at its ctx.
+const feed = 4 << 10
+
 // Render replays out on a terminal of cols × rows (both > 0) and returns
 // its screen: the alternate one when the program switched to it, as the
-// user would see it.
-func Render(out []byte, cols, rows int) Screen {
+// user would see it. It gives up, with ctx's error, once ctx is done.
+func Render(ctx context.Context, out []byte, cols, rows int) (Screen, error) {
 	e := vt.NewEmulator(cols, rows)
 	e.SetScrollbackSize(0)
 	// Queries in the output (a cursor position report, device
@@ -45,24 +50,33 @@ func Render(out []byte, cols, rows int) Screen {
 		io.Copy(io.Discard, e)
 		close(drained)
 	}()
-	e.Write(out)
+	defer func() {
+		// Closing the pipe's writer ends the drain; e.Close would write the
+		// emulator's closed flag, which its Read in the drain reads unlocked.
+		if c, ok := e.InputPipe().(io.Closer); ok {
+			c.Close()
+		} else {
+			e.Close()
+		}
+		<-drained
+	}()
+	for rest := out; len(rest) > 0; {
+		if err := ctx.Err(); err != nil {
+			return Screen{}, err
+		}
+		n := min(len(rest), feed)
+		e.Write(rest[:n])
+		rest = rest[n:]
+	}
 	lines := strings.Split(e.String(), "\n")
 	cur := e.CursorPosition()
-	// Closing the pipe's writer ends the drain; e.Close would write the
-	// emulator's closed flag, which its Read in the drain reads unlocked.
-	if c, ok := e.InputPipe().(io.Closer); ok {
-		c.Close()
-	} else {
-		e.Close()
-	}
-	<-drained
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(l, " \r")
 	}
 	for len(lines) > 0 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
-	return Screen{Lines: lines, Cols: cols, Rows: rows, CursorRow: cur.Y + 1, CursorCol: cur.X + 1}
+	return Screen{Lines: lines, Cols: cols, Rows: rows, CursorRow: cur.Y + 1, CursorCol: cur.X + 1}, nil
 }
 
 // resets are sequences after which nothing written before shows: erase

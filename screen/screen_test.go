@@ -1,6 +1,9 @@
 package screen
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -21,7 +24,7 @@ func TestRenderRedrawsReadAsTheLastState(t *testing.T) {
 		}
 	}
 	out.WriteString("\x1b[2;6H") // the cursor parked at row 2, col 6
-	s := Render([]byte(out.String()), 40, 10)
+	s := render(t, []byte(out.String()), 40, 10)
 	assert.Equal(t, []string{"load 1", "PID  CMD", strings.Repeat("x", 30)}, s.Lines)
 	assert.Equal(t, [4]int{40, 10, 2, 6}, [4]int{s.Cols, s.Rows, s.CursorRow, s.CursorCol})
 }
@@ -32,7 +35,7 @@ func TestRenderCursorMovesAndProgress(t *testing.T) {
 	// emulator answers (dropped, not blocking), wide characters.
 	out := "step 1\r\nprogress 10%\rprogress 100%\r\n\x1b[6n" +
 		"old line\x1b[1A\r\x1b[2Kstep 2 世界\x1b[1B\r\x1b[K"
-	s := Render([]byte(out), 20, 5)
+	s := render(t, []byte(out), 20, 5)
 	// "step 2" took the progress line's place; "old line" was erased.
 	assert.Equal(t, []string{"step 1", "step 2 世界"}, s.Lines)
 	assert.Equal(t, 3, s.CursorRow)
@@ -46,16 +49,16 @@ func TestRenderScrollsAndWraps(t *testing.T) {
 		out.WriteString(strings.Repeat(string(rune('a'+i)), 3) + "\r\n")
 	}
 	out.WriteString("0123456789abc") // wraps at 10 columns
-	s := Render([]byte(out.String()), 10, 4)
+	s := render(t, []byte(out.String()), 10, 4)
 	assert.Equal(t, []string{"ggg", "hhh", "0123456789", "abc"}, s.Lines)
 	assert.Equal(t, [2]int{4, 4}, [2]int{s.CursorRow, s.CursorCol})
 }
 
 func TestRenderAlternateScreen(t *testing.T) {
 	t.Parallel()
-	s := Render([]byte("shell$ less f\r\n\x1b[?1049h\x1b[Hpage one\r\n(END)"), 20, 5)
+	s := render(t, []byte("shell$ less f\r\n\x1b[?1049h\x1b[Hpage one\r\n(END)"), 20, 5)
 	assert.Equal(t, []string{"page one", "(END)"}, s.Lines, "the alternate screen is what shows")
-	s = Render([]byte("shell$ less f\r\n\x1b[?1049h\x1b[Hpage one\x1b[?1049lshell$ "), 20, 5)
+	s = render(t, []byte("shell$ less f\r\n\x1b[?1049h\x1b[Hpage one\x1b[?1049lshell$ "), 20, 5)
 	assert.Equal(t, "shell$ less f", s.Lines[0], "leaving it shows the main screen again")
 }
 
@@ -74,5 +77,26 @@ func TestReset(t *testing.T) {
 		"a\x1b[2J\x1b[?1049hb\x1b[?1049l$ ls": false,
 	} {
 		assert.Equal(t, want, Reset([]byte(out)), "%q", out)
+	}
+}
+
+// render is Render of out, which must not fail.
+func render(t *testing.T, out []byte, cols, rows int) Screen {
+	t.Helper()
+	s, err := Render(context.Background(), out, cols, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A render gives up once its ctx is done: a long replay on a large
+// terminal must not hold a call past its cancel.
+func TestRenderEndsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Render(ctx, bytes.Repeat([]byte("x\r\n"), 1<<12), 1000, 500)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Render of a cancelled ctx: %v, want context.Canceled", err)
 	}
 }

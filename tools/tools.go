@@ -465,7 +465,9 @@ func (h *Handlers) tail(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	default:
 		return fail(fmt.Errorf("%w: encoding %q is not one of text, base64", runs.ErrInvalid, a.Encoding)), nil
 	}
-	ctx, done, err := h.blockingCall(ctx, a.WaitMS > 0)
+	// A screen's render takes long enough on a large terminal to count
+	// among the calls that wait.
+	ctx, done, err := h.blockingCall(ctx, a.WaitMS > 0 || a.Screen)
 	if err != nil {
 		return fail(err), nil
 	}

@@ -25,6 +25,7 @@ func TestWaitsDoNotStarveOtherCalls(t *testing.T) {
 	s := connect(t, t.TempDir())
 	s.OK("process_start", map[string]any{"name": "srv", "command": "sleep 600"})
 	t.Cleanup(func() { s.Call("process_kill", map[string]any{"name": "srv", "signal": "KILL"}) })
+	s.OK("process_start", map[string]any{"name": "term", "command": "echo hi", "pty": true, "wait_ms": 30000})
 
 	const waits = tools.MaxBlockingCalls + 12
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -54,6 +55,11 @@ func TestWaitsDoNotStarveOtherCalls(t *testing.T) {
 			t.Fatal("the waits past the bound were not refused")
 		}
 	}
+	// A screen's render can take long on a large terminal: it counts
+	// among the calls that wait.
+	scr := s.Call("tail_log", map[string]any{"name": "term", "screen": true})
+	require.True(t, scr.IsError, "a screen with every slot for waits taken: %s", scr.Text)
+	assert.Contains(t, scr.Text, "calls that wait are in progress")
 	// A bound on a hang, not a timing assertion: starved behind the waits,
 	// the kill would wait for them (10 minutes).
 	kctx, kcancel := context.WithTimeout(ctx, time.Minute)
