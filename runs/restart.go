@@ -133,13 +133,6 @@ func (m *Manager) restartedBefore(ctx context.Context, req RestartRequest, c *cu
 	return res, nil
 }
 
-// RestartWaits reports whether a restart of name waits for a readiness
-// probe: its newest run was started with one.
-func (m *Manager) RestartWaits(name string) bool {
-	prev, err := m.Get(name, "")
-	return err == nil && prev.rec != nil && prev.rec.Ready != nil
-}
-
 // respec is the StartRequest that runs prev's spec again.
 func respec(prev Run, secretEnv map[string]string) (StartRequest, error) {
 	rec := prev.rec

@@ -43,7 +43,6 @@ func TestRestartWaitsForTheRecordedProbe(t *testing.T) {
 	}
 	assert.NotEqual(t, first.Run.RunID, res.Run.RunID)
 	assert.Equal(t, first.Run.RunID, res.Previous.RunID)
-	assert.True(t, m.RestartWaits("srv"))
 }
 
 // TestRepeatOfACutRestartRestartsOnce: a restart whose ready wait its ctx

@@ -300,17 +300,15 @@ func (h *Handlers) restart(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 		return fail(err), nil
 	}
 	rr := runs.RestartRequest{Name: a.Name, Grace: optDuration(a.GraceMS, time.Millisecond), SecretEnv: a.SecretEnv}
-	if h.M.RestartWaits(a.Name) {
-		// The run was started with a readiness probe: the restart waits
-		// for it as process_start did.
-		var done func()
-		var err error
-		if ctx, done, err = h.blockingCall(ctx, true); err != nil {
-			return fail(err), nil
-		}
-		defer done()
-		rr.Watched, rr.Progress = progress(ctx, req)
+	// A restart waits: for the old run to stop (up to grace_ms), and for
+	// the new one's ready probe when it has one, which is the record's
+	// to say, read once the restart runs.
+	ctx, done, err := h.blockingCall(ctx, true)
+	if err != nil {
+		return fail(err), nil
 	}
+	defer done()
+	rr.Watched, rr.Progress = progress(ctx, req)
 	rr.RequestID, _, _ = requestID(req) // checked by once
 	res, err := h.M.Restart(ctx, rr)
 	if err != nil {
