@@ -108,27 +108,27 @@ func (res *RestartResult) noteCut(ctx context.Context) {
 
 // restartedBefore answers a repeat of a restart whose first try, which
 // began then, was cut in its ready wait: the run that try started is
-// probed again, with the probe its record holds, for what is left of the
-// call's bound.
+// answered as a repeat of its start is (startedBefore), with the probe its
+// record holds, for what is left of the call's bound.
 func (m *Manager) restartedBefore(ctx context.Context, req RestartRequest, c *cut, began time.Time) (RestartResult, error) {
-	run, err := m.Get(req.Name, c.RunID)
-	if err != nil {
-		return RestartResult{}, err
-	}
-	res := RestartResult{StartResult: StartResult{Run: run}, Stopped: c.Stopped}
+	res := RestartResult{Stopped: c.Stopped}
+	var err error
 	if c.Previous != "" {
 		if res.Previous, err = m.Get(req.Name, c.Previous); err != nil {
 			return RestartResult{}, err
 		}
 	}
-	if run.rec == nil || run.rec.Ready == nil {
-		return res, nil
-	}
-	spec := StartRequest{Name: req.Name, Spec: run.rec.Spec, Watched: req.Watched, Progress: req.Progress}
-	if err := spec.checkReady(); err != nil {
+	run, err := m.Get(req.Name, c.RunID)
+	if err != nil {
 		return RestartResult{}, err
 	}
-	m.ready(ctx, &res.StartResult, &spec, began)
+	spec := StartRequest{Name: req.Name, Watched: req.Watched, Progress: req.Progress}
+	if run.rec != nil {
+		spec.Spec = run.rec.Spec
+	}
+	if res.StartResult, err = m.startedBefore(ctx, spec, c, began); err != nil {
+		return RestartResult{}, err
+	}
 	res.noteCut(ctx)
 	return res, nil
 }
