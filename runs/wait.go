@@ -179,9 +179,8 @@ type WaitResult struct {
 	// Run.TimedOut).
 	WaitTimedOut bool
 	// Shortened: the asked timeout was cut to the bound for clients
-	// without progress notifications; Bound is what was waited at most.
+	// without progress notifications.
 	Shortened bool
-	Bound     time.Duration
 }
 
 func (req *WaitRequest) check() error {
@@ -301,7 +300,7 @@ func (m *Manager) wait(ctx context.Context, req WaitRequest, bound time.Duration
 	}
 	watch.Close()
 	watch = nil
-	res := WaitResult{WaitTimedOut: !req.done(rs), Shortened: shortened, Bound: bound}
+	res := WaitResult{WaitTimedOut: !req.done(rs), Shortened: shortened}
 	first := max(0, slices.IndexFunc(rs, req.over))
 	// The runs whose tails are answered: the first to end, and with All
 	// every other that ended.
