@@ -23,8 +23,13 @@ type client struct {
 
 // spawn starts a server but does not initialize it, so that the caller can
 // time the handshake on its own.
-func spawn(binary, stateDir string) (*client, error) {
+func spawn(binary, stateDir string) (*client, error) { return spawnEnv(binary, stateDir, nil) }
+
+// spawnEnv is spawn of a server with the environment env (nil: the
+// bench's own).
+func spawnEnv(binary, stateDir string, env []string) (*client, error) {
 	cmd := exec.Command(binary, "--state-dir", stateDir)
+	cmd.Env = env
 	stderr := &tailBuffer{max: 8 << 10}
 	cmd.Stderr = stderr
 	conn, err := rawmcp.Start(cmd)

@@ -208,15 +208,10 @@ func (b *bench) newTokenBench() (*tokenBench, error) {
 // dial starts a server on the scenario's state dir with its environment,
 // and completes the handshake; the bench's cleanup closes it too.
 func (t *tokenBench) dial() (*client, map[string]any, error) {
-	cmd := exec.Command(t.b.binary, "--state-dir", t.stateDir)
-	cmd.Env = t.env
-	stderr := &tailBuffer{max: 8 << 10}
-	cmd.Stderr = stderr
-	conn, err := rawmcp.Start(cmd)
+	c, err := spawnEnv(t.b.binary, t.stateDir, t.env)
 	if err != nil {
-		return nil, nil, fmt.Errorf("starting %s: %w", t.b.binary, err)
+		return nil, nil, err
 	}
-	c := &client{Conn: conn, stderr: stderr}
 	t.b.mu.Lock()
 	t.b.clients = append(t.b.clients, c)
 	t.b.mu.Unlock()
