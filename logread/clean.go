@@ -333,11 +333,14 @@ func (l *Lookback) Write(text string) {
 		switch n, state := decodeOpen(head); {
 		case n < len(head) || state == ansi.NormalState:
 			l.head = "" // it ended in text
-		case state != l.state:
+		case state != l.state || len(l.head) < 2:
+			// A lone ESC's next byte may leave the decoder's state as it
+			// was and yet tell what the sequence is: after ESC SP, a P
+			// is a final byte; after ESC alone, it begins a DCS.
 			l.head, l.state = shortHead(head, state), state
 		}
-		// Else text left the decoder where it was: the head stands for
-		// it as well.
+		// Else text left the decoder where it was, and the head has
+		// the sequence's first two bytes: it stands for text as well.
 	}
 }
 
