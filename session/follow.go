@@ -22,6 +22,9 @@ type Follow struct {
 	// Wait is how long one tail_log waits for output once the reader has
 	// caught up (default 30 s; the box bounds it at a minute).
 	Wait time.Duration
+	// Now: copy the log as far as it was written when Follow began, and
+	// return then, whether or not the run has ended.
+	Now bool
 }
 
 // End is how a followed run ended, from its last window.
@@ -37,8 +40,13 @@ type End struct {
 // reader's offset (a capped or rotated log), so the copy is not whole.
 var ErrTruncated = errors.New("the log lost bytes the reader had not read")
 
+// Follow copies a run's log through s (see Tools.Follow).
+func (s *Session) Follow(ctx context.Context, f Follow, stdout, stderr io.Writer) (End, error) {
+	return s.Tools().Follow(ctx, f, stdout, stderr)
+}
+
 // Follow copies a run's log from f.Offset until the run has ended and the
-// log is read to its end. A combined log goes to stdout as it is; a framed
+// log is read to its end (with f.Now, to the end it had when Follow began). A combined log goes to stdout as it is; a framed
 // log's frames go to stdout and stderr, in the order they were written.
 //
 // It is resumable by construction: every window is asked for at the offset
@@ -48,14 +56,14 @@ var ErrTruncated = errors.New("the log lost bytes the reader had not read")
 // caught up, it lets the box wait for output (tail_log's wait_ms) instead
 // of polling. It returns the offset reached with any error, so a caller
 // can go on from there.
-func (s *Session) Follow(ctx context.Context, f Follow, stdout, stderr io.Writer) (End, error) {
+func (t Tools) Follow(ctx context.Context, f Follow, stdout, stderr io.Writer) (End, error) {
 	if f.MaxBytes <= 0 {
 		f.MaxBytes = 256 << 10
 	}
 	if f.Wait <= 0 {
 		f.Wait = 30 * time.Second
 	}
-	framed, err := s.framed(ctx, f)
+	framed, size, err := t.framed(ctx, f)
 	if err != nil {
 		return End{Offset: f.Offset}, err
 	}
@@ -65,7 +73,7 @@ func (s *Session) Follow(ctx context.Context, f Follow, stdout, stderr io.Writer
 	}
 	off := f.Offset
 	for {
-		w, err := s.window(ctx, f, off, framed)
+		w, err := t.window(ctx, f, off, framed)
 		if err != nil {
 			return End{Offset: off}, err
 		}
@@ -92,7 +100,7 @@ func (s *Session) Follow(ctx context.Context, f Follow, stdout, stderr io.Writer
 			return End{Offset: off}, err
 		}
 		off = w.EndOffset
-		if w.EOF {
+		if w.EOF || f.Now && off >= size {
 			return End{Offset: off, State: w.State, Reason: w.Reason, ExitCode: w.ExitCode, Signal: w.Signal}, nil
 		}
 	}
@@ -113,9 +121,13 @@ type window struct {
 // window reads one window at off (a framed log's frames as stored): at
 // once when the log has bytes past off, else after waiting up to f.Wait
 // for some.
-func (s *Session) window(ctx context.Context, f Follow, off int64, framed bool) (window, error) {
+func (t Tools) window(ctx context.Context, f Follow, off int64, framed bool) (window, error) {
+	wait := f.Wait.Milliseconds()
+	if f.Now {
+		wait = 0
+	}
 	args := map[string]any{"name": f.Name, "offset": off, "max_bytes": f.MaxBytes,
-		"encoding": "base64", "wait_ms": f.Wait.Milliseconds()}
+		"encoding": "base64", "wait_ms": wait}
 	if framed {
 		args["raw"] = true // the frames, which Follow demuxes in order
 	}
@@ -123,39 +135,68 @@ func (s *Session) window(ctx context.Context, f Follow, off int64, framed bool) 
 		args["run_id"] = f.RunID
 	}
 	var w window
-	err := s.tool(ctx, "tail_log", args, &w)
+	err := t.Call(ctx, "tail_log", args, &w)
 	return w, err
 }
 
 // framed says whether the run's log is framed (its stdout and stderr
-// apart).
-func (s *Session) framed(ctx context.Context, f Follow) (bool, error) {
+// apart), and how long the log is now.
+func (t Tools) framed(ctx context.Context, f Follow) (bool, int64, error) {
 	args := map[string]any{"name": f.Name, "all": f.RunID != ""}
 	var list struct {
 		Runs []struct {
 			RunID       string `json:"run_id"`
 			CaptureMode string `json:"capture_mode"`
+			LogBytes    int64  `json:"log_bytes"`
 		} `json:"runs"`
 	}
-	if err := s.tool(ctx, "process_list", args, &list); err != nil {
-		return false, err
-	}
-	for _, r := range list.Runs {
-		if f.RunID == "" || r.RunID == f.RunID {
-			return r.CaptureMode == "framed", nil
+	err := t.Call(ctx, "process_list", args, &list)
+	if err == nil {
+		for _, r := range list.Runs {
+			if f.RunID == "" || r.RunID == f.RunID {
+				return r.CaptureMode == "framed", r.LogBytes, nil
+			}
 		}
 	}
-	return false, fmt.Errorf("no run %s %s on %s", f.Name, f.RunID, s.box.Name)
+	// No such run: tail_log says so in the box's words (which name the
+	// caller's way to list runs).
+	probe := map[string]any{"name": f.Name, "offset": 0, "max_bytes": 1, "encoding": "base64"}
+	if f.RunID != "" {
+		probe["run_id"] = f.RunID
+	}
+	if perr := t.Call(ctx, "tail_log", probe, nil); perr != nil {
+		return false, 0, perr
+	}
+	if err != nil {
+		return false, 0, err
+	}
+	return false, 0, fmt.Errorf("no run %s %s on %s", f.Name, f.RunID, t.Box)
 }
 
-// tool calls a tool and decodes its structured content into out; a tool
-// error is a *ToolError.
-func (s *Session) tool(ctx context.Context, name string, args map[string]any, out any) error {
+// Caller sends a tools/call (its params as a client gives them) and
+// returns the box's answer: a Session, or the box this process runs on,
+// called in process.
+type Caller interface {
+	CallTool(ctx context.Context, params json.RawMessage, progress func(line []byte)) (Answer, error)
+}
+
+// Tools calls one box's tools by name.
+type Tools struct {
+	Caller Caller
+	Box    string // the box's name, for messages
+}
+
+// Tools calls s's box's tools.
+func (s *Session) Tools() Tools { return Tools{Caller: s, Box: s.box.Name} }
+
+// Call calls a tool and decodes its structured content into out (nil: it
+// is not read); a tool's failure is a *ToolError.
+func (t Tools) Call(ctx context.Context, name string, args any, out any) error {
 	params, err := json.Marshal(map[string]any{"name": name, "arguments": args})
 	if err != nil {
 		return err
 	}
-	ans, err := s.CallTool(ctx, params, nil)
+	ans, err := t.Caller.CallTool(ctx, params, nil)
 	if err != nil {
 		return err
 	}
@@ -168,6 +209,9 @@ func (s *Session) tool(ctx context.Context, name string, args map[string]any, ou
 	}
 	if f := res.failure(name); f != nil {
 		return f
+	}
+	if out == nil {
+		return nil
 	}
 	return json.Unmarshal(res.StructuredContent, out)
 }

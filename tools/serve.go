@@ -63,16 +63,7 @@ const maxLine = 16 << 20
 func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out io.Writer, errLog *log.Logger) error {
 	gone := make(chan struct{})
 	m.Gone = gone
-	m.blocking = make(chan struct{}, MaxBlockingCalls)
-
-	s := server.NewMCPServer("agent-box", version,
-		server.WithToolCapabilities(false),
-		server.WithRecovery(),
-		server.WithInstructions(m.instructions()),
-		// The mutations apply a request id at most once (Handlers.once).
-		server.WithExperimental(map[string]any{wire.SafeRepeat: map[string]any{}}),
-	)
-	m.Register(s)
+	s := m.server(version)
 
 	sess := &session{notes: make(chan mcp.JSONRPCNotification, 100)}
 	if err := s.RegisterSession(ctx, sess); err != nil {
@@ -99,6 +90,31 @@ func Serve(ctx context.Context, m *Handlers, version string, in io.Reader, out i
 	close(gone)
 	c.drain(errLog)
 	return err
+}
+
+// server is the MCP server of m's tools.
+func (m *Handlers) server(version string) *server.MCPServer {
+	m.blocking = make(chan struct{}, MaxBlockingCalls)
+	s := server.NewMCPServer("agent-box", version,
+		server.WithToolCapabilities(false),
+		server.WithRecovery(),
+		server.WithInstructions(m.instructions()),
+		// The mutations apply a request id at most once (Handlers.once).
+		server.WithExperimental(map[string]any{wire.SafeRepeat: map[string]any{}}),
+	)
+	m.Register(s)
+	return s
+}
+
+// InProcess is m's MCP server without a transport: each call answers one
+// JSON-RPC request. It is how the CLI reaches the box it runs on, through
+// the same tools as a client over ssh, so that one CLI serves both.
+// Blocking calls end with their ctx (nothing else is there to go away).
+func InProcess(m *Handlers, version string) func(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
+	s := m.server(version)
+	return func(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
+		return encodeMessage(s.HandleMessage(ctx, request))
+	}
 }
 
 // drain waits for the requests in flight until every one is answered, or

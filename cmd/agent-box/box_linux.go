@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 	"github.com/agent-box/agent-box/proc"
 	"github.com/agent-box/agent-box/runrecord"
 	"github.com/agent-box/agent-box/runs"
+	"github.com/agent-box/agent-box/session"
 	"github.com/agent-box/agent-box/supervisor"
 	"github.com/agent-box/agent-box/tools"
 )
@@ -69,8 +71,42 @@ func box(stateDir, defaultLimits string, rest []string) int {
 	return runCLI(m, rest)
 }
 
+// runCLI runs a command of the CLI on this machine's runs, through the
+// same tools a client calls, served in process.
 func runCLI(m *runs.Manager, args []string) int {
-	return cli.Run(m, args, os.Stdout, os.Stderr)
+	m.Words = cliWords
+	call := inProcess(tools.InProcess(&tools.Handlers{M: m}, version))
+	return cli.Run(cli.Box{Tools: session.Tools{Caller: call, Box: "this machine"}, Local: true}, args, os.Stdout, os.Stderr)
+}
+
+// cliWords name the CLI's commands in runs' messages ("agent-box ps shows
+// the runs there are"); what only MCP can do is named as the MCP tool.
+var cliWords = runs.Words{
+	List:    "agent-box ps",
+	ListAll: "agent-box ps -a",
+	Kill:    "agent-box kill",
+	Restart: "the MCP tool process_restart",
+	Remove:  "the MCP tool process_remove",
+	Args:    map[string]string{"grace_ms": "--grace", "timeout_s": "--timeout", "stream": "--stream"},
+}
+
+// inProcess is a tools.InProcess server as the session's Caller.
+type inProcess func(ctx context.Context, request json.RawMessage) (json.RawMessage, error)
+
+func (serve inProcess) CallTool(ctx context.Context, params json.RawMessage, _ func(line []byte)) (session.Answer, error) {
+	req, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+	if err != nil {
+		return session.Answer{}, err
+	}
+	resp, err := serve(ctx, req)
+	if err != nil {
+		return session.Answer{}, err
+	}
+	var a session.Answer
+	if err := json.Unmarshal(resp, &a); err != nil {
+		return session.Answer{}, fmt.Errorf("the tools' answer: %w", err)
+	}
+	return a, nil
 }
 
 // commandHelp prints the usage of one of the CLI's commands.

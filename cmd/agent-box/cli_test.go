@@ -160,6 +160,22 @@ func TestVersionAndHelpOnTerminal(t *testing.T) {
 	}
 }
 
+// agentBoxCombined runs the CLI with its stdout and stderr on one pipe, as
+// a terminal shows them: in the order they were written.
+func agentBoxCombined(t *testing.T, state string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"--state-dir", state}, args...)...)
+	var both bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &both, &both
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return both.String(), exit.ExitCode()
+	}
+	require.NoError(t, err)
+	return both.String(), 0
+}
+
 // framedOutput decodes a framed log file into its interleaved output, the
 // bytes of every frame in log order: what "agent-box logs" must print.
 func framedOutput(t *testing.T, path string) []byte {
@@ -191,8 +207,9 @@ func logPath(t *testing.T, state, name string) string {
 	return list.Runs[0].LogPath
 }
 
-// Without --stream, logs of a framed run prints stdout and stderr
-// interleaved as the frames were written, byte for byte.
+// Without --stream, logs of a framed run prints its stdout on stdout and
+// its stderr on stderr, interleaved as the frames were written, byte for
+// byte.
 func TestCLILogsFramedInterleaved(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
@@ -206,9 +223,13 @@ func TestCLILogsFramedInterleaved(t *testing.T) {
 	assert.ElementsMatch(t, []string{"out1\n", "err1\n", "out2\n", ""}, lines, "the frames hold the three lines")
 	out, errOut, code := agentBox(t, state, "logs", "fr")
 	assert.Equal(t, 0, code, errOut)
+	assert.Equal(t, "out1\nout2\n", out)
+	assert.Equal(t, "err1\n", errOut)
+	out, code = agentBoxCombined(t, state, "logs", "fr")
+	assert.Equal(t, 0, code, out)
 	assert.Equal(t, string(want), out)
-	out, errOut, code = agentBox(t, state, "logs", "-f", "fr")
-	assert.Equal(t, 0, code, errOut)
+	out, code = agentBoxCombined(t, state, "logs", "-f", "fr")
+	assert.Equal(t, 0, code, out)
 	assert.Equal(t, string(want), out)
 
 	// Each write logged before the next: the order is the order of the
@@ -216,8 +237,8 @@ func TestCLILogsFramedInterleaved(t *testing.T) {
 	_, errOut, code = agentBox(t, state, "start", "ordered", "--framed", "--", "sh", "-c",
 		abtest.InOrder(state, "echo out1", "echo err1 >&2", "echo out2"))
 	require.Equal(t, 0, code, errOut)
-	out, errOut, code = agentBox(t, state, "logs", "-f", "ordered")
-	assert.Equal(t, 0, code, errOut)
+	out, code = agentBoxCombined(t, state, "logs", "-f", "ordered")
+	assert.Equal(t, 0, code, out)
 	assert.Equal(t, "out1\nerr1\nout2\n", out)
 }
 
@@ -232,15 +253,15 @@ func TestCLILogsFramedFollowExact(t *testing.T) {
 		`head -c 2500000 /dev/urandom; sleep 0.3; head -c 100000 /dev/urandom >&2; echo end; exit 3`)
 	_, errOut, code := agentBox(t, state, "start", "bin", "--framed", "--", "sh", "-c", script)
 	require.Equal(t, 0, code, errOut)
-	out, errOut, code := agentBox(t, state, "logs", "-f", "bin")
-	assert.Equal(t, 3, code, errOut)
+	out, code := agentBoxCombined(t, state, "logs", "-f", "bin")
+	assert.Equal(t, 3, code)
 	want := framedOutput(t, logPath(t, state, "bin"))
 	require.Equal(t, 3+2+2+2500000+100000+4, len(want))
 	assert.True(t, strings.HasPrefix(string(want), "a\377\n\342\202\254\n"), "%q", want[:8])
 	abtest.SameBytes(t, want, []byte(out), "logs -f")
 
-	out, errOut, code = agentBox(t, state, "logs", "bin")
-	assert.Equal(t, 0, code, errOut)
+	out, code = agentBoxCombined(t, state, "logs", "bin")
+	assert.Equal(t, 0, code)
 	abtest.SameBytes(t, want, []byte(out), "logs")
 }
 

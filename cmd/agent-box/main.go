@@ -25,10 +25,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/agent-box/agent-box/cli"
 	"github.com/agent-box/agent-box/doctor"
+	"github.com/agent-box/agent-box/session"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -48,10 +50,15 @@ func run(args []string) int {
 	defaultLimits := fs.String("default-limits", "", "caps for every run that sets none of its own, e.g. memory_mb=2048,cpu_percent=100,pids=512 (default $AGENT_BOX_DEFAULT_LIMITS)")
 	fs.SetOutput(os.Stderr)
 	fs.Usage = func() { usage(os.Stderr, fs) }
-	// --state-dir is the one flag of every command: it may come before
-	// the command or after it ("agent-box ps --state-dir D"), but not
-	// after a "--", which starts a run's own command line.
-	args, err := hoistStateDir(args)
+	boxDest := fs.String("box", "", "the box to act on, over ssh (default $AGENT_BOX_BOX; none: this machine)")
+	execCmd := fs.String("exec", "", "the box to act on, through a command whose stdin and stdout are its agent-box ('docker exec -i dev agent-box')")
+	remoteBin := fs.String("remote-bin", session.DefaultRemoteBin, "with --box: agent-box's path on the box (relative to the home directory)")
+	var sshOpts multiFlag
+	fs.Var(&sshOpts, "o", "with --box: an ssh option (as ssh -o), over ~/.ssh/config's")
+	// The global flags may come before the command or after it
+	// ("agent-box ps --state-dir D"), but not after a "--", which starts
+	// a run's own command line.
+	args, err := hoistGlobals(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
 		return cli.ExitUsage
@@ -77,6 +84,39 @@ func run(args []string) int {
 	case len(rest) == 0 && isTerminal(os.Stdin):
 		usage(os.Stderr, fs)
 		return cli.ExitUsage
+	}
+	if len(rest) > 0 && slices.Contains(cli.Commands, rest[0]) {
+		dest, via := *boxDest, "--box"
+		if dest == "" && *execCmd == "" && *stateDir == "" {
+			dest, via = os.Getenv("AGENT_BOX_BOX"), "$AGENT_BOX_BOX"
+		}
+		switch {
+		case *boxDest != "" && *execCmd != "":
+			fmt.Fprintln(os.Stderr, "agent-box: give --box or --exec, not both")
+			return cli.ExitUsage
+		case *stateDir != "" && (*boxDest != "" || *execCmd != ""):
+			fmt.Fprintln(os.Stderr, "agent-box: --state-dir is a directory of this machine; it does not go with --box or --exec")
+			return cli.ExitUsage
+		case dest != "" || *execCmd != "":
+			var box session.Box
+			if *execCmd != "" {
+				if box, err = session.Exec(*execCmd, os.Getenv); err != nil {
+					fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
+					return cli.ExitUsage
+				}
+			} else {
+				if strings.HasPrefix(dest, "-") {
+					fmt.Fprintf(os.Stderr, "agent-box: %s %q is not a destination\n", via, dest)
+					return cli.ExitUsage
+				}
+				var extra []string
+				for _, o := range sshOpts {
+					extra = append(extra, "-o", o)
+				}
+				box = session.SSH(dest, *remoteBin, extra)
+			}
+			return remote(box, rest)
+		}
 	}
 	return box(*stateDir, *defaultLimits, rest)
 }
@@ -163,19 +203,31 @@ func jsonFlagOnly(command string, args []string) (asJSON bool, code int, done bo
 	return *j, 0, false
 }
 
-// hoistStateDir moves a --state-dir given after the command to the front,
-// where the top-level flags are parsed. Arguments after "--" are a run's
-// command line and stay as they are.
-func hoistStateDir(args []string) ([]string, error) {
+// globals are the flags of every command of the CLI, with what their
+// value is.
+var globals = map[string]string{"state-dir": "a directory", "box": "a destination", "exec": "a command",
+	"o": "an ssh option", "remote-bin": "a path"}
+
+// hoistGlobals moves the global flags given after the command to the
+// front, where the top-level flags are parsed: "agent-box ps --box b" as
+// "agent-box --box b ps". Arguments after "--" are a run's command line
+// and stay as they are, and so do those of connect and install, which
+// have an --exec of their own.
+func hoistGlobals(args []string) ([]string, error) {
 	var front, rest []string
+	command := ""
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if a == "--" {
+		if a == "--" || command == "connect" || command == "install" {
 			rest = append(rest, args[i:]...)
 			break
 		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || name != "state-dir" {
+		what, global := globals[name]
+		if !strings.HasPrefix(a, "-") || !global {
+			if command == "" && !strings.HasPrefix(a, "-") {
+				command = a
+			}
 			rest = append(rest, a)
 			continue
 		}
@@ -183,12 +235,12 @@ func hoistStateDir(args []string) ([]string, error) {
 			// "--state-dir --" or "--state-dir -a" is a missing value,
 			// not a directory of that name (--state-dir=-a says that).
 			if i+1 >= len(args) || strings.HasPrefix(args[i+1], "-") {
-				return nil, fmt.Errorf("%s needs a directory", a)
+				return nil, fmt.Errorf("%s needs %s", a, what)
 			}
 			i++
 			value = args[i]
 		}
-		front = append(front, "--state-dir="+value)
+		front = append(front, "--"+name+"="+value)
 	}
 	return append(front, rest...), nil
 }

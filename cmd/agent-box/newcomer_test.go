@@ -48,7 +48,7 @@ func TestHoistStateDir(t *testing.T) {
 		{[]string{"ps", "--state-dir", "-a"}, nil, true},
 		{[]string{"ps", "--state-dir=-a"}, []string{"--state-dir=-a", "ps"}, false},
 	} {
-		got, err := hoistStateDir(c.in)
+		got, err := hoistGlobals(c.in)
 		if c.err {
 			assert.Error(t, err, "%q", c.in)
 			continue

@@ -111,11 +111,11 @@ func readmeCLI(t *testing.T) (subs []string, flags map[string][]readmeFlag, args
 // it takes a value (flag.PrintDefaults names the value's type after it).
 func helpFlags(t *testing.T, sub string) map[string]bool {
 	t.Helper()
-	_, errOut, code := agentBox(t, t.TempDir(), sub, "-h")
+	out, errOut, code := agentBox(t, t.TempDir(), sub, "-h")
 	require.Equal(t, 0, code, "%s -h: %s", sub, errOut)
-	require.Contains(t, errOut, "usage: agent-box "+sub)
+	require.Contains(t, out, "usage: agent-box "+sub, "asked for, the usage is the answer: on stdout")
 	got := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^  -(\S+)( \S+)?`).FindAllStringSubmatch(errOut, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^  -(\S+)( \S+)?`).FindAllStringSubmatch(out, -1) {
 		got[m[1]] = m[2] != ""
 	}
 	return got
