@@ -109,11 +109,6 @@ func (serve inProcess) CallTool(ctx context.Context, params json.RawMessage, _ f
 	return a, nil
 }
 
-// commandHelp prints the usage of one of the CLI's commands.
-func commandHelp(command string) int {
-	return cli.Help(command, os.Stdout, os.Stderr)
-}
-
 // runDoctor checks the box (doctor.Checks) and exits 1 when a check fails.
 func runDoctor(stateDir string, args []string) int {
 	asJSON, code, done := jsonFlagOnly("doctor", args)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/agent-box/agent-box/cli"
 )
@@ -31,15 +32,14 @@ func box(_, _ string, rest []string) int {
 	return notHere(rest[0])
 }
 
-func commandHelp(command string) int { return notHere(command) }
-
 // notHere answers a command this system cannot run: one of the box's, or
 // none at all.
 func notHere(command string) int {
 	if slices.Contains(cli.Commands, command) {
-		return boxOnly(command)
+		fmt.Fprintf(os.Stderr, "agent-box %s: no box given, and this machine is no box (the box side runs only on Linux): give --box DEST or --exec 'COMMAND', or set AGENT_BOX_BOX\n", command)
+		return cli.ExitUsage
 	}
-	fmt.Fprintf(os.Stderr, "agent-box: unknown command %q (commands here: connect, install, version, help)\n", command)
+	fmt.Fprintf(os.Stderr, "agent-box: unknown command %q (commands here: connect, install, version, help, and with --box: %s)\n", command, strings.Join(cli.Commands, ", "))
 	return cli.ExitUsage
 }
 

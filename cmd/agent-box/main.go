@@ -167,6 +167,11 @@ func help(fs *flag.FlagSet, args []string) int {
 	return commandHelp(args[0])
 }
 
+// commandHelp prints the usage of one of the CLI's commands.
+func commandHelp(command string) int {
+	return cli.Help(command, os.Stdout, os.Stderr)
+}
+
 // printVersion prints agent-box's version; with --json also what it was
 // built from, for scripts (and doctor) to compare two binaries by.
 func printVersion(args []string) int {
