@@ -74,9 +74,15 @@ func box(stateDir, defaultLimits string, rest []string) int {
 // runCLI runs a command of the CLI on this machine's runs, through the
 // same tools a client calls, served in process.
 func runCLI(m *runs.Manager, args []string) int {
+	return cli.Run(cli.Box{Tools: localTools(m), Local: true}, args, os.Stdout, os.Stderr)
+}
+
+// localTools are the tools of this machine's runs, served in process, for
+// a person: their messages name the CLI's commands.
+func localTools(m *runs.Manager) session.Tools {
 	m.Words = cliWords
 	call := inProcess(tools.InProcess(&tools.Handlers{M: m}, version))
-	return cli.Run(cli.Box{Tools: session.Tools{Caller: call, Box: "this machine"}, Local: true}, args, os.Stdout, os.Stderr)
+	return session.Tools{Caller: call, Box: "this machine"}
 }
 
 // cliWords name the CLI's commands in runs' messages ("agent-box ps shows
