@@ -14,7 +14,6 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/agent-box/agent-box/session"
 	"github.com/agent-box/agent-box/wire"
@@ -22,8 +21,8 @@ import (
 
 // Run executes args (args[0] is the subcommand) on box and returns the
 // exit status.
-func Run(box Box, args []string, stdout, stderr io.Writer) int {
-	return (&cmd{box: box, out: stdout, err: stderr}).run(args)
+func Run(box Box, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return (&cmd{box: box, stdin: stdin, out: stdout, err: stderr}).run(args)
 }
 
 // Help prints the usage of command on stdout.
@@ -43,6 +42,14 @@ func (c *cmd) run(args []string) int {
 		return c.kill(args[1:])
 	case "wait":
 		return c.wait(args[1:])
+	case "stop":
+		return c.stop(args[1:])
+	case "rm":
+		return c.rm(args[1:])
+	case "restart":
+		return c.restart(args[1:])
+	case "write":
+		return c.write(args[1:])
 	}
 	fmt.Fprintf(c.err, "agent-box: unknown command %q (commands: %s, doctor, version, help)\n", args[0], strings.Join(Commands, ", "))
 	return ExitUsage
@@ -50,9 +57,18 @@ func (c *cmd) run(args []string) int {
 
 type cmd struct {
 	box   Box
+	stdin io.Reader
 	out   io.Writer // stdout: the answer, and usage that was asked for
 	err   io.Writer
 	usage string // the subcommand's arguments, for its usage line
+}
+
+// in is the command's stdin (none: empty).
+func (c *cmd) in() io.Reader {
+	if c.stdin == nil {
+		return strings.NewReader("")
+	}
+	return c.stdin
 }
 
 // fail reports err: a call the box refused as a bad argument is a usage
@@ -199,7 +215,7 @@ func (c *cmd) ps(args []string) int {
 		return c.fail(fmt.Errorf("the box's list of runs: %w", err))
 	}
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tRUN ID\tSTATE\tPID\tMEM\tPEAK\tCPU\tSTARTED\tLOG\tCOMMAND")
+	fmt.Fprintln(tw, "BOX\tNAME\tRUN ID\tSTATE\tPID\tMEM\tPEAK\tCPU\tLIMITS\tSTARTED\tLOG\tCOMMAND")
 	for _, r := range runs {
 		started := ""
 		if r.StartedAt != nil {
@@ -210,16 +226,17 @@ func (c *cmd) ps(args []string) int {
 			command = fmt.Sprintf("[pty %dx%d] %s", r.Cols, r.Rows, command)
 		}
 		mem, peak, cpu := usageCells(r.Usage)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", visible(r.Name, 0), visible(r.RunID, 0), visible(stateWord(r), 0),
-			r.PID, mem, peak, cpu, started, logSize(r), command)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", visible(c.box.Box, 0), visible(r.Name, 0), visible(r.RunID, 0), visible(stateWord(r), 0),
+			r.PID, mem, peak, cpu, limitsCell(r), started, logSize(r), command)
 	}
 	tw.Flush()
 	return 0
 }
 
 func (c *cmd) logs(args []string) int {
-	fs := c.flags("logs", "[-f] [--stream stdout|stderr] [--run-id ID] NAME")
+	fs := c.flags("logs", "[-f] [-n N] [--stream stdout|stderr] [--run-id ID] NAME")
 	follow := fs.Bool("f", false, "follow until the run ends, then exit with its status")
+	lines := fs.Int("n", -1, "only the last N lines (then, with -f, what follows)")
 	stream := fs.String("stream", "", "framed runs: only stdout or stderr")
 	runID := fs.String("run-id", "", "an older run of NAME")
 	pos, err := parse(fs, args)
@@ -242,7 +259,27 @@ func (c *cmd) logs(args []string) int {
 	}
 	ctx, stop := interrupted()
 	defer stop()
-	end, err := c.box.Follow(ctx, session.Follow{Name: name, RunID: *runID, Now: !*follow}, stdout, stderr)
+	from := int64(0)
+	if *lines >= 0 {
+		// Where the last N lines begin, the box counts: in a framed
+		// log, the start of the frame that holds the first of them.
+		q := map[string]any{"name": name, "tail_lines": max(*lines, 1), "encoding": "base64"}
+		if *runID != "" {
+			q["run_id"] = *runID
+		}
+		var w struct {
+			Offset    int64 `json:"offset"`
+			EndOffset int64 `json:"end_offset"`
+		}
+		if err := c.call(ctx, "tail_log", q, &w); err != nil {
+			return c.fail(err)
+		}
+		from = w.Offset
+		if *lines == 0 {
+			from = w.EndOffset
+		}
+	}
+	end, err := c.box.Follow(ctx, session.Follow{Name: name, RunID: *runID, Offset: from, Now: !*follow}, stdout, stderr)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -253,11 +290,13 @@ func (c *cmd) logs(args []string) int {
 }
 
 func (c *cmd) start(args []string) int {
-	fs := c.flags("start", "[--cwd DIR] [--framed] [--timeout S] [--limits L] NAME -- CMD [ARG...]")
+	fs := c.flags("start", "[--cwd DIR] [--framed] [-i] [--pty] [--timeout S] [--limits L] NAME -- CMD [ARG...]")
 	cwd := fs.String("cwd", "", "working directory (default: the current one on this machine, the home directory on another box)")
 	framed := fs.Bool("framed", false, "keep stdout and stderr apart")
 	timeout := fs.Int("timeout", 0, "kill the run after this many seconds")
 	limitsFlag := fs.String("limits", "", "caps, e.g. memory_mb=512,cpu_percent=50,pids=100")
+	stdin := fs.Bool("i", false, "keep stdin open, for agent-box write and attach")
+	pty := fs.Bool("pty", false, "run on a terminal (its input: agent-box write and attach)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return c.badFlags(fs, err)
@@ -289,6 +328,12 @@ func (c *cmd) start(args []string) int {
 	}
 	if *framed {
 		req["capture_mode"] = "framed"
+	}
+	if *stdin {
+		req["stdin"] = "pipe"
+	}
+	if *pty {
+		req["pty"] = true
 	}
 	if *timeout != 0 {
 		req["timeout_s"] = *timeout
@@ -378,12 +423,7 @@ func (c *cmd) wait(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	duration := "duration unknown"
-	if res.DurationMS != nil {
-		duration = (time.Duration(*res.DurationMS) * time.Millisecond).String()
-	}
-	fmt.Fprintf(c.out, "%s %s: %s (%s)\n", visible(res.Run.Name, 0), visible(res.Run.RunID, 0), visible(stateWord(res.Run), 0), duration)
-	fmt.Fprint(c.err, incomplete(res.Run))
+	c.printEnd(res)
 	return shellStatus(res.Run.ExitCode, res.Run.Signal)
 }
 

@@ -104,15 +104,50 @@ func incomplete(r run) string {
 }
 
 func stateWord(r run) string {
+	var w string
 	switch {
 	case r.Signal != "":
-		return "exited(" + r.Signal + ")"
+		w = "exited(" + r.Signal
 	case r.ExitCode != nil:
-		return fmt.Sprintf("exited(%d)", *r.ExitCode)
-	case string(r.State) != r.Reason && r.Reason != "":
-		return string(r.State) + ": " + r.Reason
+		w = fmt.Sprintf("exited(%d", *r.ExitCode)
+	case r.State != r.Reason && r.Reason != "":
+		return r.State + ": " + r.Reason
+	default:
+		return r.State
 	}
-	return string(r.State)
+	// What a bare status hides: a SIGKILL from the kernel at the memory
+	// cap, or from the run's own timeout.
+	switch {
+	case r.OOMKilled:
+		w += ", out of memory"
+	case r.TimedOut:
+		w += ", timed out"
+	case r.PidsMaxHit > 0:
+		w += fmt.Sprintf(", %d forks refused", r.PidsMaxHit)
+	}
+	return w + ")"
+}
+
+// limitsCell is ps's LIMITS: the caps the run was started under.
+func limitsCell(r run) string {
+	l := r.Limits
+	if l == nil {
+		return "-"
+	}
+	var caps []string
+	if l.MemoryMB > 0 {
+		caps = append(caps, fmt.Sprintf("mem=%dM", l.MemoryMB))
+	}
+	if l.CPUPercent > 0 {
+		caps = append(caps, fmt.Sprintf("cpu=%d%%", l.CPUPercent))
+	}
+	if l.Pids > 0 {
+		caps = append(caps, fmt.Sprintf("pids=%d", l.Pids))
+	}
+	if len(caps) == 0 {
+		return "-"
+	}
+	return strings.Join(caps, ",")
 }
 
 // commandWidth is where ps cuts a command, in characters.

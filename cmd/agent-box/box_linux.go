@@ -74,7 +74,7 @@ func box(stateDir, defaultLimits string, rest []string) int {
 // runCLI runs a command of the CLI on this machine's runs, through the
 // same tools a client calls, served in process.
 func runCLI(m *runs.Manager, args []string) int {
-	return cli.Run(cli.Box{Tools: localTools(m), Local: true}, args, os.Stdout, os.Stderr)
+	return cli.Run(cli.Box{Tools: localTools(m), Local: true}, args, os.Stdin, os.Stdout, os.Stderr)
 }
 
 // localTools are the tools of this machine's runs, served in process, for
@@ -82,7 +82,12 @@ func runCLI(m *runs.Manager, args []string) int {
 func localTools(m *runs.Manager) session.Tools {
 	m.Words = cliWords
 	call := inProcess(tools.InProcess(&tools.Handlers{M: m}, version))
-	return session.Tools{Caller: call, Box: "this machine"}
+	// Named as ps shows this box, and as ssh would reach it.
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return session.Tools{Caller: call, Box: host}
 }
 
 // cliWords name the CLI's commands in runs' messages ("agent-box ps shows

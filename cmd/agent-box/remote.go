@@ -15,7 +15,7 @@ func remote(box session.Box, args []string) int {
 	// No Stderr: a dial that fails says the transport's words in its error.
 	sess := session.Open(box, cliInit(), session.Options{})
 	defer sess.Close()
-	return cli.Run(cli.Box{Tools: sess.Tools()}, args, os.Stdout, os.Stderr)
+	return cli.Run(cli.Box{Tools: sess.Tools()}, args, os.Stdin, os.Stdout, os.Stderr)
 }
 
 // cliInit is the initialize params the CLI sends a box.
