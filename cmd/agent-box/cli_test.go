@@ -553,7 +553,7 @@ func TestCLIStartTimeout(t *testing.T) {
 	// Bounded: without the deadline the sleep would outlast the test.
 	r := receive(t, waitInBackground(t, state, "slow"), "agent-box wait of a run with --timeout 1")
 	assert.Equal(t, 128+int(unix.SIGTERM), r.code, r.errOut)
-	assert.Contains(t, r.out, "exited(SIGTERM)")
+	assert.Contains(t, r.out, "exited(SIGTERM, timed out)")
 	run := onlyRun(t, state, "slow")
 	assert.Equal(t, "SIGTERM", run["signal"])
 	assert.Equal(t, true, run["timed_out"], "%v", run)

@@ -48,8 +48,8 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("agent-box", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "state directory (default $AGENT_BOX_STATE_DIR, $XDG_STATE_HOME/agent-box or ~/.local/state/agent-box)")
 	defaultLimits := fs.String("default-limits", "", "caps for every run that sets none of its own, e.g. memory_mb=2048,cpu_percent=100,pids=512 (default $AGENT_BOX_DEFAULT_LIMITS)")
-	fs.SetOutput(os.Stderr)
-	fs.Usage = func() { usage(os.Stderr, fs) }
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	boxDest := fs.String("box", "", "the box to act on, over ssh (default $AGENT_BOX_BOX; none: this machine)")
 	execCmd := fs.String("exec", "", "the box to act on, through a command whose stdin and stdout are its agent-box ('docker exec -i dev agent-box')")
 	remoteBin := fs.String("remote-bin", session.DefaultRemoteBin, "with --box: agent-box's path on the box (relative to the home directory)")
@@ -65,8 +65,12 @@ func run(args []string) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			// Asked for, the usage is the answer: agent-box --help | less.
+			usage(os.Stdout, fs)
 			return 0
 		}
+		fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
+		usage(os.Stderr, fs)
 		return cli.ExitUsage
 	}
 	rest := fs.Args()
@@ -123,27 +127,34 @@ func run(args []string) int {
 
 func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, `agent-box: an MCP server (on stdin/stdout) that runs long processes which
-outlive the connection, and a CLI over the same runs.
+outlive the connection, and a CLI over the same runs, on this box or any other.
 
   agent-box connect DEST                  on your machine: the MCP server your client runs;
   agent-box connect --exec 'COMMAND'      reaches the box over ssh or COMMAND, survives drops
   agent-box install DEST                  put agent-box on a box over ssh (no Go needed there)
   ssh box -- agent-box                    serve MCP on stdio (what connect runs on the box)
+
+  agent-box [--box DEST | --exec 'COMMAND'] COMMAND ...   the runs of another box ($AGENT_BOX_BOX)
   agent-box ps [-a] [--json]              list runs
-  agent-box logs [-f] [--stream stdout|stderr] [--run-id ID] NAME
-  agent-box start [--cwd DIR] [--framed] [--timeout S] [--limits L] NAME -- CMD [ARG...]
+  agent-box logs [-f] [-n N] [--stream stdout|stderr] [--run-id ID] NAME
+  agent-box start [--cwd DIR] [--framed] [-i] [--pty] [--timeout S] [--limits L] NAME -- CMD [ARG...]
   agent-box kill [-s SIG] [--grace MS] NAME   signal every process of a run
+  agent-box stop [-t SECONDS] NAME        SIGTERM, then SIGKILL; back when it has ended
   agent-box wait NAME                     wait for a run; exit with its status
+  agent-box write [-n] [--eof] NAME [TEXT...]   input for a run started with -i or --pty
+  agent-box restart NAME                  stop a run and start its command again
+  agent-box rm [-a] NAME                  forget a finished run and its log
   agent-box doctor [--json]               check this box: binaries, state dir, session, limits
   agent-box version [--json]
   agent-box install [-o OPTION] [--from DIR] BOX   on your machine: copy agent-box to BOX over ssh
   agent-box help [COMMAND]
 
-flags (before or after the command):
+`)
+	fmt.Fprint(w, `flags (before or after the command):
 `)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
-	fs.SetOutput(os.Stderr)
+	fs.SetOutput(io.Discard)
 }
 
 // help prints the usage, or one command's, on stdout: asked for, it is

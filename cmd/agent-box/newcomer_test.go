@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/cli"
 )
 
 // agentBoxArgs runs the binary with exactly args (no --state-dir added)
@@ -91,7 +93,7 @@ func TestHelp(t *testing.T) {
 	_, errOut, code = agentBoxArgs(t, "help", "psx")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `unknown command "psx"`)
-	assert.Contains(t, errOut, "ps, logs, start, kill, wait")
+	assert.Contains(t, errOut, strings.Join(cli.Commands, ", "))
 }
 
 func TestVersionJSON(t *testing.T) {

@@ -51,8 +51,8 @@ func TestUsageShown(t *testing.T) {
 	require.Equal(t, 0, code)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 2, out)
-	assert.Regexp(t, `^NAME\s+RUN ID\s+STATE\s+PID\s+MEM\s+PEAK\s+CPU\s+STARTED\s+LOG\s+COMMAND$`, lines[0])
-	assert.Regexp(t, `^mem\s+\S+\s+running\s+\d+\s+\d+\.\dM\s+\d+\.\dM\s+\S+s\s`, lines[1])
+	assert.Regexp(t, `^BOX\s+NAME\s+RUN ID\s+STATE\s+PID\s+MEM\s+PEAK\s+CPU\s+LIMITS\s+STARTED\s+LOG\s+COMMAND$`, lines[0])
+	assert.Regexp(t, `^\S+\s+mem\s+\S+\s+running\s+\d+\s+\d+\.\dM\s+\d+\.\dM\s+\S+s\s+-\s`, lines[1])
 }
 
 // A run that ended and left processes behind (a server a script started)
