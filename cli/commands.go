@@ -57,6 +57,7 @@ func (c *cmd) run(args []string) int {
 
 type cmd struct {
 	box   Box
+	ctx   context.Context // the command's, once it has one (interrupted)
 	stdin io.Reader
 	out   io.Writer // stdout: the answer, and usage that was asked for
 	err   io.Writer
@@ -74,6 +75,10 @@ func (c *cmd) in() io.Reader {
 // fail reports err: a call the box refused as a bad argument is a usage
 // error, anything else agent-box's own failure.
 func (c *cmd) fail(err error) int {
+	var i interruption
+	if c.ctx != nil && errors.As(context.Cause(c.ctx), &i) {
+		return 128 + int(i.sig)
+	}
 	var te *session.ToolError
 	if errors.As(err, &te) && te.Err.Message != "" {
 		// The box's words alone: the tool's name means nothing here.
@@ -172,11 +177,28 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// interrupted is a context that ends at Ctrl-C or SIGTERM: a command that
-// waits ends then, with ExitError.
-func interrupted() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+// interrupted is a context that ends at Ctrl-C or SIGTERM. A command
+// that ends so exits as a shell reports a command that signal killed
+// (130, 143), saying nothing more (fail).
+func (c *cmd) interrupted() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	c.ctx = ctx
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(interruption{s.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
 }
+
+// interruption is the cause of a command's end by a signal.
+type interruption struct{ sig syscall.Signal }
+
+func (i interruption) Error() string { return "interrupted by " + i.sig.String() }
 
 func (c *cmd) ps(args []string) int {
 	fs := c.flags("ps", "[-a] [--json] [NAME]")
@@ -193,7 +215,7 @@ func (c *cmd) ps(args []string) int {
 	if len(pos) == 1 {
 		q["name"] = pos[0]
 	}
-	ctx, stop := interrupted()
+	ctx, stop := c.interrupted()
 	defer stop()
 	var list struct {
 		Runs json.RawMessage `json:"runs"`
@@ -257,7 +279,7 @@ func (c *cmd) logs(args []string) int {
 	default:
 		return c.bad(fs, "--stream must be stdout or stderr, not %q", *stream)
 	}
-	ctx, stop := interrupted()
+	ctx, stop := c.interrupted()
 	defer stop()
 	from := int64(0)
 	if *lines >= 0 {
@@ -341,7 +363,7 @@ func (c *cmd) start(args []string) int {
 	if limits != nil {
 		req["limits"] = limits
 	}
-	ctx, stop := interrupted()
+	ctx, stop := c.interrupted()
 	defer stop()
 	var res struct {
 		Run run `json:"run"`
@@ -388,7 +410,7 @@ func (c *cmd) kill(args []string) int {
 	if *grace != 0 {
 		req["grace_ms"] = *grace
 	}
-	ctx, stop := interrupted()
+	ctx, stop := c.interrupted()
 	defer stop()
 	var res struct {
 		Message string `json:"message"`
@@ -417,7 +439,7 @@ func (c *cmd) wait(args []string) int {
 	if !ok {
 		return code
 	}
-	ctx, stop := interrupted()
+	ctx, stop := c.interrupted()
 	defer stop()
 	res, err := c.waitFor(ctx, name)
 	if err != nil {
@@ -435,6 +457,10 @@ func (c *cmd) waitFor(ctx context.Context, name string) (waitEnd, error) {
 		var res waitEnd
 		if err := c.call(ctx, "process_wait", map[string]any{"name": name}, &res); err != nil {
 			return res, err
+		}
+		if ctx.Err() != nil {
+			// A wait cut short by its ctx answers as one that timed out.
+			return res, ctx.Err()
 		}
 		if !res.WaitTimedOut {
 			return res, nil

@@ -24,7 +24,7 @@ func (c *cmd) stop(args []string) int {
 	if *grace < 0 {
 		return c.bad(fs, "-t %d: the grace is a number of seconds, 0 or more", *grace)
 	}
-	ctx, cancel := interrupted()
+	ctx, cancel := c.interrupted()
 	defer cancel()
 	var res struct {
 		Message      string `json:"message"`
@@ -89,7 +89,7 @@ func (c *cmd) rm(args []string) int {
 			req["run_id"] = *runID
 		}
 	}
-	ctx, cancel := interrupted()
+	ctx, cancel := c.interrupted()
 	defer cancel()
 	var res struct {
 		Removed []run    `json:"removed"`
@@ -125,7 +125,7 @@ func (c *cmd) restart(args []string) int {
 	if *grace != 0 {
 		req["grace_ms"] = *grace
 	}
-	ctx, cancel := interrupted()
+	ctx, cancel := c.interrupted()
 	defer cancel()
 	var res struct {
 		Run      run  `json:"run"`
@@ -171,7 +171,7 @@ func (c *cmd) write(args []string) int {
 	if len(data) == 0 && !*eof {
 		return c.bad(fs, "nothing to write: give TEXT, or input on stdin, or --eof")
 	}
-	ctx, cancel := interrupted()
+	ctx, cancel := c.interrupted()
 	defer cancel()
 	req := map[string]any{"name": name, "data": base64.StdEncoding.EncodeToString(data), "encoding": "base64"}
 	if *eof {

@@ -113,6 +113,11 @@ func (serve inProcess) CallTool(ctx context.Context, params json.RawMessage, _ f
 	if err != nil {
 		return session.Answer{}, err
 	}
+	if ctx.Err() != nil {
+		// As a session's call cut by its ctx: a wait cut short answers as
+		// if its time was up, which is not what happened.
+		return session.Answer{}, ctx.Err()
+	}
 	var a session.Answer
 	if err := json.Unmarshal(resp, &a); err != nil {
 		return session.Answer{}, fmt.Errorf("the tools' answer: %w", err)

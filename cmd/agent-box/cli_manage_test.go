@@ -3,15 +3,18 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-box/agent-box/internal/abtest"
 )
@@ -161,4 +164,50 @@ func TestCLIPsSaysWhyAndWhere(t *testing.T) {
 	assert.Contains(t, header, "LIMITS")
 	assert.True(t, strings.HasPrefix(row, host+" "), row)
 	assert.Contains(t, row, "exited(SIGTERM, timed out)")
+}
+
+// A command that waits ends at SIGTERM or Ctrl-C, on this machine and on
+// a box elsewhere, with the status a shell gives a command the signal
+// killed, and no error to read: a wait cut short is not a wait whose time
+// was up, to be waited again.
+func TestCLIWaitsEndAtASignal(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	startRun(t, state, "long", "--", "sleep", "300")
+	t.Cleanup(func() { agentBox(t, state, "kill", "-s", "KILL", "long") })
+	for _, tc := range []struct {
+		args []string
+		sig  unix.Signal
+	}{
+		{[]string{"--state-dir", state, "wait", "long"}, unix.SIGTERM},
+		{[]string{"--state-dir", state, "logs", "-f", "long"}, unix.SIGINT},
+		{[]string{"--exec", binary + " --state-dir " + state, "wait", "long"}, unix.SIGTERM},
+		{[]string{"--exec", binary + " --state-dir " + state, "logs", "-f", "long"}, unix.SIGINT},
+	} {
+		cmd := exec.Command(binary, tc.args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		require.NoError(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		// The signal may come before the command listens for it: it is
+		// sent again until the command is gone, which must be soon.
+		var err error
+		abtest.WaitFor(t, fmt.Sprintf("%q to end at %s", tc.args, tc.sig), 30*time.Second, func() bool {
+			select {
+			case err = <-done:
+				return true
+			default:
+				cmd.Process.Signal(tc.sig)
+				return false
+			}
+		})
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%q", tc.args)
+		if ws := exit.Sys().(syscall.WaitStatus); !ws.Signaled() {
+			assert.Equal(t, 128+int(tc.sig), exit.ExitCode(), "%q: %s", tc.args, out.String())
+		}
+		assert.Empty(t, out.String(), "%q", tc.args)
+	}
+	assert.Equal(t, "running", onlyRun(t, state, "long")["state"])
 }
