@@ -3,12 +3,10 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -166,48 +164,44 @@ func TestCLIPsSaysWhyAndWhere(t *testing.T) {
 	assert.Contains(t, row, "exited(SIGTERM, timed out)")
 }
 
-// A command that waits ends at SIGTERM or Ctrl-C, on this machine and on
+// A command that waits ends at Ctrl-C or SIGTERM, on this machine and on
 // a box elsewhere, with the status a shell gives a command the signal
-// killed, and no error to read: a wait cut short is not a wait whose time
-// was up, to be waited again.
+// killed, and no error to read: a call cut short is not a wait whose time
+// was up, to be made again.
 func TestCLIWaitsEndAtASignal(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	startRun(t, state, "long", "--", "sleep", "300")
+	startRun(t, state, "long", "--", "sh", "-c", "echo ready; exec sleep 300")
 	t.Cleanup(func() { agentBox(t, state, "kill", "-s", "KILL", "long") })
 	for _, tc := range []struct {
-		args []string
-		sig  unix.Signal
+		box []string
+		sig unix.Signal
 	}{
-		{[]string{"--state-dir", state, "wait", "long"}, unix.SIGTERM},
-		{[]string{"--state-dir", state, "logs", "-f", "long"}, unix.SIGINT},
-		{[]string{"--exec", binary + " --state-dir " + state, "wait", "long"}, unix.SIGTERM},
-		{[]string{"--exec", binary + " --state-dir " + state, "logs", "-f", "long"}, unix.SIGINT},
+		{[]string{"--state-dir", state}, unix.SIGINT},
+		{[]string{"--state-dir", state}, unix.SIGTERM},
+		{[]string{"--exec", binary + " --state-dir " + state}, unix.SIGINT},
 	} {
-		cmd := exec.Command(binary, tc.args...)
-		var out bytes.Buffer
+		// logs -f has printed the line when it waits for the next: it
+		// listens for the signal by then.
+		cmd := exec.Command(binary, append(tc.box, "logs", "-f", "long")...)
+		var out lockedBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		require.NoError(t, cmd.Start())
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		// The signal may come before the command listens for it: it is
-		// sent again until the command is gone, which must be soon.
+		abtest.WaitFor(t, "logs -f to print the line", 10*time.Second, func() bool { return out.String() == "ready\n" })
+		require.NoError(t, cmd.Process.Signal(tc.sig))
 		var err error
-		abtest.WaitFor(t, fmt.Sprintf("%q to end at %s", tc.args, tc.sig), 30*time.Second, func() bool {
-			select {
-			case err = <-done:
-				return true
-			default:
-				cmd.Process.Signal(tc.sig)
-				return false
-			}
-		})
-		var exit *exec.ExitError
-		require.ErrorAs(t, err, &exit, "%q", tc.args)
-		if ws := exit.Sys().(syscall.WaitStatus); !ws.Signaled() {
-			assert.Equal(t, 128+int(tc.sig), exit.ExitCode(), "%q: %s", tc.args, out.String())
+		select {
+		case err = <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("%q went on after %s", cmd.Args, tc.sig)
 		}
-		assert.Empty(t, out.String(), "%q", tc.args)
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%q", cmd.Args)
+		assert.Equal(t, 128+int(tc.sig), exit.ExitCode(), "%q: %s", cmd.Args, out.String())
+		assert.Equal(t, "ready\n", out.String(), "%q: nothing more", cmd.Args)
 	}
 	assert.Equal(t, "running", onlyRun(t, state, "long")["state"])
 }
