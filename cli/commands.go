@@ -133,6 +133,17 @@ func (c *cmd) badFlags(fs *flag.FlagSet, err error) int {
 	return c.bad(fs, "%v", err)
 }
 
+// nameArg parses the flags of a command whose one argument is NAME. ok
+// false: the command is over, with status code (its help was asked for,
+// or the arguments are wrong).
+func (c *cmd) nameArg(fs *flag.FlagSet, args []string) (name string, code int, ok bool) {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return "", c.badFlags(fs, err), false
+	}
+	return c.oneName(fs, pos)
+}
+
 // oneName checks that the positional arguments are exactly one NAME.
 func (c *cmd) oneName(fs *flag.FlagSet, pos []string) (string, int, bool) {
 	switch len(pos) {
@@ -261,11 +272,7 @@ func (c *cmd) logs(args []string) int {
 	lines := fs.Int("n", -1, "only the last N lines (then, with -f, what follows)")
 	stream := fs.String("stream", "", "framed runs: only stdout or stderr")
 	runID := fs.String("run-id", "", "an older run of NAME")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return c.badFlags(fs, err)
-	}
-	name, code, ok := c.oneName(fs, pos)
+	name, code, ok := c.nameArg(fs, args)
 	if !ok {
 		return code
 	}
@@ -398,11 +405,7 @@ func (c *cmd) kill(args []string) int {
 	fs := c.flags("kill", "[-s SIG] [--grace MS] NAME")
 	sigName := fs.String("s", "TERM", "signal: "+strings.Join(signalNames, " "))
 	grace := fs.Int64("grace", 0, "milliseconds before SIGKILL if the group is still alive")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return c.badFlags(fs, err)
-	}
-	name, code, ok := c.oneName(fs, pos)
+	name, code, ok := c.nameArg(fs, args)
 	if !ok {
 		return code
 	}
@@ -431,11 +434,7 @@ type waitEnd struct {
 
 func (c *cmd) wait(args []string) int {
 	fs := c.flags("wait", "NAME")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return c.badFlags(fs, err)
-	}
-	name, code, ok := c.oneName(fs, pos)
+	name, code, ok := c.nameArg(fs, args)
 	if !ok {
 		return code
 	}

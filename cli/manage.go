@@ -13,11 +13,7 @@ import (
 func (c *cmd) stop(args []string) int {
 	fs := c.flags("stop", "[-t SECONDS] NAME")
 	grace := fs.Int("t", 10, "seconds between SIGTERM and SIGKILL (0: SIGKILL at once)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return c.badFlags(fs, err)
-	}
-	name, code, ok := c.oneName(fs, pos)
+	name, code, ok := c.nameArg(fs, args)
 	if !ok {
 		return code
 	}
@@ -113,11 +109,7 @@ func (c *cmd) rm(args []string) int {
 func (c *cmd) restart(args []string) int {
 	fs := c.flags("restart", "[--grace MS] NAME")
 	grace := fs.Int64("grace", 0, "milliseconds between SIGTERM and SIGKILL for the run that is stopped")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return c.badFlags(fs, err)
-	}
-	name, code, ok := c.oneName(fs, pos)
+	name, code, ok := c.nameArg(fs, args)
 	if !ok {
 		return code
 	}
