@@ -208,6 +208,7 @@ type boxState struct {
 	base, cur string
 	running   map[string]string // name: run id, of the runs known running
 	down      bool              // in an outage, already said
+	early     bool              // the last wait ended before its time
 	backoff   time.Duration
 }
 
@@ -307,6 +308,16 @@ func (w *watcher) look(ctx context.Context, b *boxState) error {
 	}
 	b.cur = page.Cursor
 	if w.o.NoWait {
+		return nil
+	}
+	if b.early {
+		// The last wait said a run ended, and the list says none did
+		// (a name whose newest run is not the one known running): learn
+		// the running runs afresh, after a pause that keeps such a
+		// disagreement from spinning.
+		b.early = false
+		b.base, b.cur = "", ""
+		sleep(ctx, w.o.Poll/10)
 		return nil
 	}
 	return w.wait(ctx, b)
@@ -432,6 +443,7 @@ func (w *watcher) wait(ctx context.Context, b *boxState) error {
 		return nil
 	}
 	start := time.Now()
+	b.early = false
 	var ans struct {
 		WaitTimedOut bool `json:"wait_timed_out"`
 	}
@@ -444,12 +456,7 @@ func (w *watcher) wait(ctx context.Context, b *boxState) error {
 		sleep(ctx, w.o.Poll-time.Since(start))
 		return nil
 	}
-	if err == nil && !ans.WaitTimedOut && time.Since(start) < w.o.Poll/10 {
-		// It answered at once (a run it waited for had ended already):
-		// a short pause keeps a disagreement between the list and the
-		// wait from spinning.
-		sleep(ctx, w.o.Poll/10)
-	}
+	b.early = err == nil && !ans.WaitTimedOut
 	return err
 }
 
