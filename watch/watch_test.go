@@ -30,6 +30,18 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// recv is what the watch ended with, failing the test if it does not.
+func recv(t *testing.T, ch <-chan Outcome) Outcome {
+	t.Helper()
+	select {
+	case out := <-ch:
+		return out
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not end")
+		return Quiet
+	}
+}
+
 // syncBuffer is a report or diagnostics read while a watch writes it.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -157,7 +169,7 @@ func TestBlockingWatchWakes(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "cursor.json")
 	o := opts(file, box.tools("dev"))
 	o.Poll = time.Minute // it must wake on the end, not at a poll
-	done := make(chan Outcome)
+	done := make(chan Outcome, 1)
 	go func() {
 		out, err := Run(context.Background(), o)
 		assert.NoError(t, err)
@@ -165,7 +177,7 @@ func TestBlockingWatchWakes(t *testing.T) {
 	}()
 	waitFor(t, "the watch to wait", func() bool { return box.count("process_wait") > 0 })
 	box.end("build", 0, "fine")
-	assert.Equal(t, Reported, <-done)
+	assert.Equal(t, Reported, recv(t, done))
 	assert.Contains(t, o.Report.(*syncBuffer).String(), "run build (id1) on dev ended: exit code 0")
 }
 
@@ -176,7 +188,7 @@ func TestNewestWatchWins(t *testing.T) {
 	box.start("build")
 	file := filepath.Join(t.TempDir(), "cursor.json")
 	oa, ob := opts(file, box.tools("dev")), opts(file, box.tools("dev"))
-	a, b := make(chan Outcome), make(chan Outcome)
+	a, b := make(chan Outcome, 1), make(chan Outcome, 1)
 	go func() {
 		out, err := Run(context.Background(), oa)
 		assert.NoError(t, err)
@@ -188,10 +200,10 @@ func TestNewestWatchWins(t *testing.T) {
 		assert.NoError(t, err)
 		b <- out
 	}()
-	assert.Equal(t, Superseded, <-a)
+	assert.Equal(t, Superseded, recv(t, a))
 	assert.Empty(t, oa.Report.(*syncBuffer).String())
 	box.end("build", 0, "fine")
-	assert.Equal(t, Reported, <-b)
+	assert.Equal(t, Reported, recv(t, b))
 	assert.Contains(t, ob.Report.(*syncBuffer).String(), "run build")
 }
 
@@ -244,7 +256,7 @@ func TestUnreachableBoxSaidOnce(t *testing.T) {
 	down.setDown(true)
 	file := filepath.Join(t.TempDir(), "cursor.json")
 	o := opts(file, down.tools("gone"), up.tools("dev"))
-	done := make(chan Outcome)
+	done := make(chan Outcome, 1)
 	go func() {
 		out, err := Run(context.Background(), o)
 		assert.NoError(t, err)
@@ -253,7 +265,7 @@ func TestUnreachableBoxSaidOnce(t *testing.T) {
 	waitFor(t, "several tries of the box down", func() bool { return down.count("process_list") >= 3 })
 	waitFor(t, "the other box to be waited on", func() bool { return up.count("process_wait") > 0 })
 	up.end("build", 1, "")
-	assert.Equal(t, Reported, <-done)
+	assert.Equal(t, Reported, recv(t, done))
 	diag := o.Diag.(*syncBuffer).String()
 	assert.Equal(t, 1, strings.Count(diag, "gone:"), diag)
 	assert.Contains(t, diag, "Connection refused")
@@ -266,7 +278,7 @@ func TestEndsQuietlyOnCancel(t *testing.T) {
 	box.start("build")
 	o := opts(filepath.Join(t.TempDir(), "cursor.json"), box.tools("dev"))
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan Outcome)
+	done := make(chan Outcome, 1)
 	go func() {
 		out, err := Run(ctx, o)
 		assert.NoError(t, err)
@@ -274,6 +286,6 @@ func TestEndsQuietlyOnCancel(t *testing.T) {
 	}()
 	waitFor(t, "the watch to wait", func() bool { return box.count("process_wait") > 0 })
 	cancel()
-	assert.Equal(t, Quiet, <-done)
+	assert.Equal(t, Quiet, recv(t, done))
 	assert.Empty(t, o.Report.(*syncBuffer).String())
 }
