@@ -21,8 +21,9 @@ type fakeBox struct {
 	changed chan struct{} // closed at every change, for process_wait
 	calls   map[string]int
 	down    bool // every call fails as a box that cannot be reached
-	// beforeChanges, if set, runs before a changed_since is answered.
-	beforeChanges func()
+	// beforeChanges, if set, runs before a changed_since is answered;
+	// onTail before a tail_log is.
+	beforeChanges, onTail func()
 }
 
 type fakeRun struct {
@@ -149,6 +150,9 @@ func (b *fakeBox) CallTool(ctx context.Context, params json.RawMessage, _ func([
 		b.mu.Lock()
 		out = map[string]any{"wait_timed_out": timedOut, "output_tail": ""}
 	case "tail_log":
+		if b.onTail != nil {
+			b.onTail()
+		}
 		for _, r := range b.runs {
 			if r.id == a.RunID {
 				out = map[string]any{"content": r.output}

@@ -289,3 +289,32 @@ func TestEndsQuietlyOnCancel(t *testing.T) {
 	assert.Equal(t, Quiet, recv(t, done))
 	assert.Empty(t, o.Report.(*syncBuffer).String())
 }
+
+// A signal that comes while a report is being made leaves it unmade, and
+// the cursor where it was: the next watch reports the end.
+func TestCancelledReportIsNotMade(t *testing.T) {
+	box := newFakeBox()
+	box.start("build")
+	file := filepath.Join(t.TempDir(), "cursor.json")
+	look(t, opts(file, box.tools("dev")))
+	before, err := os.ReadFile(file)
+	require.NoError(t, err)
+	box.end("build", 0, "fine")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	box.onTail = cancel
+	o := opts(file, box.tools("dev"))
+	o.NoWait = true
+	out, err := Run(ctx, o)
+	require.NoError(t, err)
+	assert.Equal(t, Quiet, out)
+	assert.Empty(t, o.Report.(*syncBuffer).String())
+	after, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after))
+
+	box.onTail = nil
+	out, report := look(t, opts(file, box.tools("dev")))
+	assert.Equal(t, Reported, out)
+	assert.Contains(t, report, "run build")
+}
