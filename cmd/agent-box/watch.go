@@ -85,6 +85,10 @@ func runWatch(stateDir, defaultLimits, boxDest, execCmd, remoteBin string, sshOp
 	if execCmd != "" {
 		execs = append(multiFlag{execCmd}, execs...)
 	}
+	if stateDir != "" && (len(boxes) > 0 || len(execs) > 0) {
+		fmt.Fprintln(os.Stderr, "agent-box watch: --state-dir is a directory of this machine; it does not go with --box or --exec")
+		return watchFailed
+	}
 	if len(boxes) == 0 && len(execs) == 0 && stateDir == "" {
 		if env := os.Getenv("AGENT_BOX_BOX"); env != "" {
 			boxes = multiFlag{env}

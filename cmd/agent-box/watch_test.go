@@ -250,7 +250,7 @@ func TestWatchThisMachine(t *testing.T) {
 // model for nothing.
 func TestWatchBadFlags(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--bogus"}, {"extra"}, {"--max-wait", "soon"}} {
+	for _, args := range [][]string{{"--bogus"}, {"extra"}, {"--max-wait", "soon"}, {"--state-dir", "/tmp", "--exec", "false"}} {
 		code, stdout, stderr := watchOnce(t, args...)
 		assert.Equal(t, 125, code, args)
 		assert.Empty(t, stdout)
