@@ -153,7 +153,7 @@ func runWatch(stateDir, defaultLimits, boxDest, execCmd, remoteBin string, sshOp
 	if ms, err := strconv.Atoi(os.Getenv("AGENT_BOX_WATCH_POLL_MS")); err == nil && ms > 0 {
 		// A test knob: a suite cannot wait seconds for each look.
 		o.Poll = time.Duration(ms) * time.Millisecond
-		o.OwnerPoll = o.Poll
+		o.OwnerPoll, o.MinBackoff = o.Poll, o.Poll
 	}
 	outcome, err := watch.Run(ctx, o)
 	switch {

@@ -166,16 +166,25 @@ func TestWatchUnreachableBox(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(stderr, "\n"), stderr)
 	assert.Contains(t, stderr, "agent-box watch: false: ")
 
+	// A transport that notes each try, and fails.
+	tries := filepath.Join(t.TempDir(), "tries")
+	down := "sh -c 'echo try >> " + tries + "; exit 1'"
 	gate := gatedRun(t, state, "job")
-	w := startWatch(t, "--exec", "false", "--exec", boxExec(state), "--cursor-file", cursor)
+	w := startWatch(t, "--exec", down, "--exec", boxExec(state), "--cursor-file", cursor)
 	abtest.WaitFor(t, "the reachable box's first cursor", 20*time.Second, func() bool {
 		b, _ := os.ReadFile(cursor)
 		return strings.Contains(string(b), state)
 	})
+	// Tried again and again (by the session's dials and the watch's looks,
+	// each a dial), and said once.
+	abtest.WaitFor(t, "the box down to be tried again", 20*time.Second, func() bool {
+		b, _ := os.ReadFile(tries)
+		return strings.Count(string(b), "try") >= 6
+	})
 	openGate(t, state, "job", gate)
 	code, _, stderr = w.result(t)
 	assert.Equal(t, 2, code, stderr)
-	assert.Equal(t, 1, strings.Count(stderr, "agent-box watch: false: "), stderr)
+	assert.Equal(t, 1, strings.Count(stderr, "agent-box watch: "+down+": "), stderr)
 	assert.Contains(t, stderr, "run job (")
 }
 
