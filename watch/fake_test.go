@@ -21,6 +21,8 @@ type fakeBox struct {
 	changed chan struct{} // closed at every change, for process_wait
 	calls   map[string]int
 	down    bool // every call fails as a box that cannot be reached
+	// refuseCursors: changed_since is refused, as by a box that has none.
+	refuseCursors bool
 	// beforeChanges, if set, runs before a changed_since is answered;
 	// onTail before a tail_log is.
 	beforeChanges, onTail func()
@@ -121,7 +123,7 @@ func (b *fakeBox) CallTool(ctx context.Context, params json.RawMessage, _ func([
 	case "process_list":
 		runs := []map[string]any{}
 		since, err := strconv.Atoi(a.ChangedSince)
-		if a.ChangedSince != "" && err != nil {
+		if a.ChangedSince != "" && (err != nil || b.refuseCursors) {
 			b.mu.Unlock()
 			return toolError("invalid_argument", "changed_since is not a cursor"), nil
 		}

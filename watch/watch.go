@@ -209,6 +209,7 @@ type boxState struct {
 	running   map[string]string // name: run id, of the runs known running
 	down      bool              // in an outage, already said
 	early     bool              // the last wait ended before its time
+	issued    string            // the last cursor the box gave this loop
 	backoff   time.Duration
 }
 
@@ -262,8 +263,8 @@ func (w *watcher) watchBox(ctx context.Context, t session.Tools) {
 // errDone: this box's loop is over (it reported, or the watch ended).
 var errDone = errors.New("done")
 
-// errStale: another watch advanced the box's cursor while this one
-// looked; look again from the file's cursor.
+// errStale: look again from the file's cursor (another watch advanced
+// it while this one looked, or this one dropped a cursor the box refused).
 var errStale = errors.New("stale")
 
 // fatalError is a failure of the watch itself.
@@ -282,9 +283,11 @@ func (w *watcher) look(ctx context.Context, b *boxState) error {
 	var page listAnswer
 	err := b.t.Call(ctx, "process_list", map[string]any{"changed_since": b.cur}, &page)
 	var te *session.ToolError
-	if errors.As(err, &te) && te.Err.Code == wire.InvalidArgument {
-		// The box does not take the cursor: its state directory was
-		// replaced, or the file holds another box's under this name.
+	if errors.As(err, &te) && te.Err.Code == wire.InvalidArgument && b.cur != b.issued {
+		// The box does not take the saved cursor: its state directory was
+		// replaced, or the file holds another box's under this name. (One
+		// it gave this loop is refused only by a box that cannot answer
+		// changed_since at all: that is an outage of its own, said once.)
 		w.diag("%s: the box does not take the saved cursor (%v); watching it from now", b.t.Box, err)
 		return w.forget(ctx, b)
 	}
@@ -306,7 +309,7 @@ func (w *watcher) look(ctx context.Context, b *boxState) error {
 	if len(ended) > 0 {
 		return w.report(ctx, b, ended, page.Cursor)
 	}
-	b.cur = page.Cursor
+	b.cur, b.issued = page.Cursor, page.Cursor
 	if w.o.NoWait {
 		return nil
 	}
@@ -349,7 +352,7 @@ func (w *watcher) begin(ctx context.Context, b *boxState) error {
 		if err := w.st.write(c); err != nil {
 			return &fatalError{err}
 		}
-		b.base, b.cur = page.Cursor, page.Cursor
+		b.base, b.cur, b.issued = page.Cursor, page.Cursor, page.Cursor
 		return nil
 	})
 }
@@ -371,7 +374,10 @@ func (w *watcher) forget(ctx context.Context, b *boxState) error {
 		return nil
 	})
 	b.base, b.cur = "", ""
-	return err
+	if err != nil {
+		return err
+	}
+	return errStale // look again, from now
 }
 
 // report describes the ended runs, and under the lock, if the cursor file

@@ -318,3 +318,59 @@ func TestCancelledReportIsNotMade(t *testing.T) {
 	assert.Equal(t, Reported, out)
 	assert.Contains(t, report, "run build")
 }
+
+// A saved cursor the box refuses (its state directory was replaced) is
+// said, and the box is watched from now: the refused cursor is replaced.
+func TestRefusedCursorStartsFromNow(t *testing.T) {
+	box := newFakeBox()
+	box.start("build")
+	file := filepath.Join(t.TempDir(), "cursor.json")
+	require.NoError(t, store{file}.write(cursors{Version: cursorsVersion, Cursors: map[string]string{"dev": "not-a-cursor", "other": "7"}}))
+
+	o := opts(file, box.tools("dev"))
+	out, report := look(t, o)
+	assert.Equal(t, Quiet, out)
+	assert.Empty(t, report)
+	assert.Contains(t, o.Diag.(*syncBuffer).String(), "dev: the box does not take the saved cursor")
+	c, err := store{file}.read()
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"dev": "1", "other": "7"}, c.Cursors, "another box's cursor stays")
+
+	box.end("build", 0, "")
+	out, report = look(t, opts(file, box.tools("dev")))
+	assert.Equal(t, Reported, out)
+	assert.Contains(t, report, "run build")
+}
+
+// A cursor file that is not one is the watch's failure, never taken as
+// empty (which would skip what ended before it was spoiled).
+func TestCorruptCursorFileFails(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cursor.json")
+	require.NoError(t, os.WriteFile(file, []byte("{"), 0o600))
+	o := opts(file, newFakeBox().tools("dev"))
+	o.NoWait = true
+	_, err := Run(context.Background(), o)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is not a cursor file")
+}
+
+// A box that refuses even the cursor it has just given (it cannot answer
+// changed_since) is said once and tried again, not dropped and said at
+// every look.
+func TestBoxRefusingEveryCursorSaidOnce(t *testing.T) {
+	box := newFakeBox()
+	box.refuseCursors = true
+	o := opts(filepath.Join(t.TempDir(), "cursor.json"), box.tools("old"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Outcome, 1)
+	go func() {
+		out, err := Run(ctx, o)
+		assert.NoError(t, err)
+		done <- out
+	}()
+	waitFor(t, "several looks", func() bool { return box.count("process_list") >= 10 })
+	cancel()
+	assert.Equal(t, Quiet, recv(t, done))
+	diag := o.Diag.(*syncBuffer).String()
+	assert.Equal(t, 1, strings.Count(diag, "\n"), diag)
+}
