@@ -289,7 +289,7 @@ func (w *watcher) look(ctx context.Context, b *boxState) error {
 		// it gave this loop is refused only by a box that cannot answer
 		// changed_since at all: that is an outage of its own, said once.)
 		w.diag("%s: the box does not take the saved cursor (%v); watching it from now", b.t.Box, err)
-		return w.forget(ctx, b)
+		return w.forget(b)
 	}
 	if err != nil {
 		return err
@@ -359,7 +359,7 @@ func (w *watcher) begin(ctx context.Context, b *boxState) error {
 
 // forget drops the box's saved cursor (if it is still the one the box
 // rejected), so that the next look starts the box from now.
-func (w *watcher) forget(ctx context.Context, b *boxState) error {
+func (w *watcher) forget(b *boxState) error {
 	err := w.locked(func() error {
 		c, err := w.st.read()
 		if err != nil {
