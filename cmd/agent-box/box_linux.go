@@ -90,6 +90,31 @@ func localTools(m *runs.Manager) session.Tools {
 	return session.Tools{Caller: call, Box: host}
 }
 
+// localWatchBox is this machine's box for agent-box watch: its tools,
+// served in process by a Manager built as box builds it.
+func localWatchBox(stateDir, defaultLimits string) (session.Tools, error) {
+	w, err := processWiring()
+	if err != nil {
+		return session.Tools{}, err
+	}
+	w.defaultLimits = defaultLimits
+	m, err := w.manager(stateDir)
+	if err != nil {
+		return session.Tools{}, err
+	}
+	t := localTools(m)
+	if stateDir != "" {
+		// The cursor file keys cursors by box: another state directory
+		// is another box.
+		abs, err := filepath.Abs(stateDir)
+		if err != nil {
+			return session.Tools{}, err
+		}
+		t.Box = "this machine (state dir " + abs + ")"
+	}
+	return t, nil
+}
+
 // cliWords name the CLI's commands in runs' messages ("agent-box ps shows
 // the runs there are"); what only MCP can do is named as the MCP tool.
 var cliWords = runs.Words{

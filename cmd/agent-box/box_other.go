@@ -7,12 +7,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/agent-box/agent-box/cli"
+	"github.com/agent-box/agent-box/session"
 )
 
 // closeInherited does nothing here: only the box side starts processes
@@ -30,6 +32,11 @@ func box(_, _ string, rest []string) int {
 		return boxOnly("serve")
 	}
 	return notHere(rest[0])
+}
+
+// localWatchBox: this machine is no box; agent-box watch needs one given.
+func localWatchBox(string, string) (session.Tools, error) {
+	return session.Tools{}, errors.New("no box given, and this machine is no box (the box side runs only on Linux): give --box DEST or --exec 'COMMAND', or set AGENT_BOX_BOX")
 }
 
 // notHere answers a command this system cannot run: one of the box's, or

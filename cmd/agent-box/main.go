@@ -85,6 +85,8 @@ func run(args []string) int {
 		return runConnect(rest[1:])
 	case len(rest) > 0 && rest[0] == "install":
 		return runInstall(rest[1:])
+	case len(rest) > 0 && rest[0] == "watch":
+		return runWatch(*stateDir, *defaultLimits, *boxDest, *execCmd, *remoteBin, sshOpts, rest[1:])
 	case len(rest) == 0 && isTerminal(os.Stdin):
 		usage(os.Stderr, fs)
 		return cli.ExitUsage
@@ -147,6 +149,8 @@ outlive the connection, and a CLI over the same runs, on this box or any other.
   agent-box doctor [--json]               check this box: binaries, state dir, session, limits
   agent-box version [--json]
   agent-box install [-o OPTION] [--from DIR] BOX   on your machine: copy agent-box to BOX over ssh
+  agent-box watch [--box DEST|--exec CMD]... [--no-wait] [--stdout] [--max-wait D]
+                                          wait for runs to end: report them on stderr, exit 2 (errors: 125)
   agent-box help [COMMAND]
 
 `)
@@ -172,7 +176,7 @@ func help(fs *flag.FlagSet, args []string) int {
 	case args[0] == "version" || args[0] == "help" || args[0] == "doctor":
 		usage(os.Stdout, fs)
 		return 0
-	case args[0] == "connect" || args[0] == "install":
+	case args[0] == "connect" || args[0] == "install" || args[0] == "watch":
 		return run([]string{args[0], "--help"})
 	}
 	return commandHelp(args[0])
@@ -227,14 +231,14 @@ var globals = map[string]string{"state-dir": "a directory", "box": "a destinatio
 // hoistGlobals moves the global flags given after the command to the
 // front, where the top-level flags are parsed: "agent-box ps --box b" as
 // "agent-box --box b ps". Arguments after "--" are a run's command line
-// and stay as they are, and so do those of connect and install, which
-// have an --exec of their own.
+// and stay as they are, and so do those of connect, install and watch,
+// which have an --exec of their own.
 func hoistGlobals(args []string) ([]string, error) {
 	var front, rest []string
 	command := ""
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if a == "--" || command == "connect" || command == "install" {
+		if a == "--" || command == "connect" || command == "install" || command == "watch" {
 			rest = append(rest, args[i:]...)
 			break
 		}

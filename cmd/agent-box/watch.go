@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agent-box/agent-box/cli"
+	"github.com/agent-box/agent-box/session"
+	"github.com/agent-box/agent-box/watch"
+)
+
+// Exit statuses of agent-box watch. A hook of Claude Code wakes the model
+// on 2, so 2 means a report and nothing else: a bad command line is
+// agent-box's own failure here (125), not cli.ExitUsage.
+const (
+	watchReported = 2
+	watchFailed   = cli.ExitError
+)
+
+const watchUsage = `usage: agent-box watch [--box DEST | --exec 'COMMAND']... [--cursor-file F] [--no-wait] [--stdout] [--max-wait DURATION]
+
+Waits until a run ends on any of the boxes that the cursor file has not
+reported yet (also one that ended while no watch ran), prints one line per
+ended run on stderr, advances the cursor file, and exits 2: the exit that
+wakes Claude Code from an asyncRewake hook.
+
+Exit status: 2 a report was printed; 0 nothing to report (--no-wait found
+nothing, --max-wait passed, a newer watch took the cursor file over, or
+SIGTERM, SIGINT or SIGHUP), or --stdout printed one; 125 agent-box's own
+failure, a bad command line included (never 2, which would wake the model).
+
+Boxes: every --box and --exec given; else $AGENT_BOX_BOX; else this
+machine (Linux). A box that cannot be reached is said once on stderr and
+tried again; the others are watched meanwhile.
+
+flags:
+`
+
+// runWatch is agent-box watch. The boxes given before the command
+// (agent-box --box b watch) count as given to it.
+func runWatch(stateDir, defaultLimits, boxDest, execCmd, remoteBin string, sshOpts multiFlag, args []string) int {
+	fs := flag.NewFlagSet("agent-box watch", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var boxes, execs multiFlag
+	fs.Var(&boxes, "box", "a box to watch, over ssh (repeatable)")
+	fs.Var(&execs, "exec", "a box to watch, through a command whose stdin and stdout are its agent-box (repeatable)")
+	fs.Var(&sshOpts, "o", "with --box: an ssh option (as ssh -o)")
+	fs.StringVar(&remoteBin, "remote-bin", remoteBin, "with --box: agent-box's path on the box")
+	fs.StringVar(&stateDir, "state-dir", stateDir, "this machine's state directory, when it is the box watched")
+	cursorFile := fs.String("cursor-file", "", "the cursor file (default $XDG_STATE_HOME/agent-box/watch-cursor.json or ~/.local/state/agent-box/watch-cursor.json)")
+	noWait := fs.Bool("no-wait", false, "look once: exit 2 with a report if a run ended, else 0 (Codex's hooks)")
+	toStdout := fs.Bool("stdout", false, "print the report on stdout and exit 0 (Codex's UserPromptSubmit adds stdout to the turn)")
+	maxWait := fs.Duration("max-wait", 0, "give up after this long (e.g. 50m), with exit 0 and no output: end before the hook's timeout")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(os.Stdout, watchUsage)
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "agent-box watch: %v (agent-box watch --help; exit 125, not 2, which would wake the model)\n", err)
+		return watchFailed
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "agent-box watch: unexpected argument %q (agent-box watch --help)\n", fs.Arg(0))
+		return watchFailed
+	}
+	if *maxWait < 0 {
+		fmt.Fprintln(os.Stderr, "agent-box watch: --max-wait must not be negative")
+		return watchFailed
+	}
+	if boxDest != "" {
+		boxes = append(multiFlag{boxDest}, boxes...)
+	}
+	if execCmd != "" {
+		execs = append(multiFlag{execCmd}, execs...)
+	}
+	if stateDir != "" && (len(boxes) > 0 || len(execs) > 0) {
+		fmt.Fprintln(os.Stderr, "agent-box watch: --state-dir is a directory of this machine; it does not go with --box or --exec")
+		return watchFailed
+	}
+	if len(boxes) == 0 && len(execs) == 0 && stateDir == "" {
+		if env := os.Getenv("AGENT_BOX_BOX"); env != "" {
+			boxes = multiFlag{env}
+		}
+	}
+	if *cursorFile == "" {
+		f, err := defaultCursorFile(os.Getenv)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "agent-box watch: %v\n", err)
+			return watchFailed
+		}
+		*cursorFile = f
+	}
+
+	var tools []session.Tools
+	var sessions []*session.Session
+	defer func() { closeAll(sessions) }()
+	for _, dest := range boxes {
+		if dest == "" || strings.HasPrefix(dest, "-") {
+			fmt.Fprintf(os.Stderr, "agent-box watch: --box %q is not a destination\n", dest)
+			return watchFailed
+		}
+		var extra []string
+		for _, o := range sshOpts {
+			extra = append(extra, "-o", o)
+		}
+		sessions = append(sessions, session.Open(session.SSH(dest, remoteBin, extra), cliInit(), session.Options{}))
+	}
+	for _, command := range execs {
+		box, err := session.Exec(command, os.Getenv)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "agent-box watch: %v\n", err)
+			return watchFailed
+		}
+		sessions = append(sessions, session.Open(box, cliInit(), session.Options{}))
+	}
+	for _, s := range sessions {
+		tools = append(tools, s.Tools())
+	}
+	if len(tools) == 0 {
+		local, err := localWatchBox(stateDir, defaultLimits)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "agent-box watch: %v\n", err)
+			return watchFailed
+		}
+		tools = append(tools, local)
+	}
+
+	// A signal ends the watch quietly: what it had not reported stays
+	// unreported, for the next watch.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	if *maxWait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *maxWait)
+		defer cancel()
+	}
+	o := watch.Options{Boxes: tools, CursorFile: *cursorFile, NoWait: *noWait, Report: os.Stderr, Diag: os.Stderr}
+	if *toStdout {
+		o.Report = os.Stdout
+	}
+	if ms, err := strconv.Atoi(os.Getenv("AGENT_BOX_WATCH_POLL_MS")); err == nil && ms > 0 {
+		// A test knob: a suite cannot wait seconds for each look.
+		o.Poll = time.Duration(ms) * time.Millisecond
+		o.OwnerPoll, o.MinBackoff = o.Poll, o.Poll
+	}
+	outcome, err := watch.Run(ctx, o)
+	switch {
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "agent-box watch: %v\n", err)
+		return watchFailed
+	case outcome == watch.Reported && !*toStdout:
+		return watchReported
+	}
+	return 0
+}
+
+// defaultCursorFile is $XDG_STATE_HOME/agent-box/watch-cursor.json, else
+// ~/.local/state/agent-box/watch-cursor.json.
+func defaultCursorFile(getenv func(string) string) (string, error) {
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "agent-box", "watch-cursor.json"), nil
+	}
+	home := getenv("HOME")
+	if home == "" {
+		return "", errors.New("no $HOME for the cursor file: give --cursor-file")
+	}
+	return filepath.Join(home, ".local", "state", "agent-box", "watch-cursor.json"), nil
+}
+
+// closeAll ends the sessions, waiting a moment at most: a box finishes a
+// wait in flight before its transport exits, and the watch's answer must
+// not wait for that (the transport gets EOF either way when we exit).
+func closeAll(sessions []*session.Session) {
+	done := make(chan struct{})
+	go func() {
+		for _, s := range sessions {
+			s.Close()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+}
