@@ -39,7 +39,9 @@ type Server struct {
 	// CacheDir keeps, per box, its last answer to initialize and its tool
 	// list (cache.go); "" keeps nothing.
 	CacheDir string
-	Log      *log.Logger // connect's own diagnostics (stderr); nil: none
+	// Channel, if set, makes connect a Claude Code channel (channel.go).
+	Channel *Channel
+	Log     *log.Logger // connect's own diagnostics (stderr); nil: none
 }
 
 // relay is one client connection.
@@ -170,6 +172,13 @@ func (r *relay) initialize(ctx context.Context, m message) {
 		opt := r.srv.Options
 		opt.Dialled = r.dialled
 		r.sess = session.Open(r.srv.Box, m.Params, opt)
+		if r.srv.Channel != nil {
+			r.wg.Add(1)
+			go func(ctx context.Context, sess *session.Session) {
+				defer r.wg.Done()
+				r.channel(ctx, sess)
+			}(ctx, r.sess)
+		}
 	}
 	sess := r.sess
 	r.mu.Unlock()
@@ -193,7 +202,7 @@ func (r *relay) initialize(ctx context.Context, m message) {
 		r.saveLocked()
 		r.answered = serverVersion(res)
 		r.mu.Unlock()
-		r.answer(m.ID, listChanges(res), nil)
+		r.answer(m.ID, r.initAnswer(res), nil)
 		return
 	}
 	r.logf("initialize: %v", err)
@@ -205,7 +214,7 @@ func (r *relay) initialize(ctx context.Context, m message) {
 		r.kept, r.tools = old, old.Tools
 		r.answered = serverVersion(old.Initialize)
 		r.mu.Unlock()
-		r.answer(m.ID, listChanges(old.Initialize), nil)
+		r.answer(m.ID, r.initAnswer(old.Initialize), nil)
 		return
 	}
 	r.answer(m.ID, nil, &rpcError{Code: -32603, Message: "agent-box connect: " + describe(r.srv.Box, err)})
@@ -240,6 +249,15 @@ func serverVersion(res json.RawMessage) string {
 	}
 	_ = json.Unmarshal(res, &r)
 	return r.ServerInfo.Version
+}
+
+// initAnswer is the client's answer to initialize, from the box's.
+func (r *relay) initAnswer(res json.RawMessage) json.RawMessage {
+	res = listChanges(res)
+	if r.srv.Channel != nil {
+		res = withChannel(res)
+	}
+	return res
 }
 
 // listChanges is an answer to initialize that says the tool list may

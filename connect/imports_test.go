@@ -6,15 +6,15 @@ import (
 	"testing"
 )
 
-// The local side (connect, session) runs on the user's laptop, macOS
+// The local side (connect, session, watch, the CLI) runs on the user's laptop, macOS
 // included, and speaks to a box only through MCP: none of the box side's
 // packages may reach it, directly or through another package.
 func TestLocalSideImportsNothingOfTheBox(t *testing.T) {
 	const module = "github.com/agent-box/agent-box/"
 	// logframe is the frame format alone (the standard library's only),
 	// which the resumable reader decodes a framed log with.
-	allowed := map[string]bool{"connect": true, "session": true, "wire": true, "logframe": true}
-	for _, pkg := range []string{"../connect", "../session"} {
+	allowed := map[string]bool{"connect": true, "session": true, "wire": true, "logframe": true, "watch": true, "cli": true}
+	for _, pkg := range []string{"../connect", "../session", "../watch", "../cli"} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", pkg, err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,8 +20,8 @@ import (
 	"github.com/agent-box/agent-box/session"
 )
 
-const connectUsage = `usage: agent-box connect [--remote-bin PATH] [-o SSH_OPTION]... DEST
-       agent-box connect --exec 'COMMAND'
+const connectUsage = `usage: agent-box connect [--channel] [--remote-bin PATH] [-o SSH_OPTION]... DEST
+       agent-box connect [--channel] --exec 'COMMAND'
 
 The MCP server an agent's client starts on this machine: it reaches the
 box's agent-box over ssh (ssh DEST -- .local/bin/agent-box, with the
@@ -40,6 +42,7 @@ func runConnect(args []string) int {
 	execCmd := fs.String("exec", "", "a command whose stdin/stdout are the box's agent-box, instead of ssh")
 	giveUp := fs.Duration("give-up", 20*time.Second, "how long a call waits for a box that went away before it fails")
 	keepalive := fs.Duration("keepalive", 10*time.Second, "how often to check that the box answers; a check unanswered as long ends the connection, which is dialled again (0: never)")
+	channel := fs.Bool("channel", false, "also be a Claude Code channel (a research preview of Claude Code's): send the model the box's ended runs (docs/hooks.md)")
 	var sshOpts multiFlag
 	fs.Var(&sshOpts, "o", "an ssh option (as ssh -o): it wins over connect's own and ~/.ssh/config's")
 	if err := fs.Parse(args); err != nil {
@@ -89,6 +92,19 @@ func runConnect(args []string) int {
 		cacheDir = filepath.Join(dir, "agent-box", "connect")
 	}
 	srv := &relay.Server{Box: box, CacheDir: cacheDir, Options: session.Options{Stderr: os.Stderr, GiveUp: *giveUp, Keepalive: *keepalive}, Log: logger}
+	if *channel {
+		// A cursor file per box: only the newest connect of a file sends.
+		dir, err := defaultCursorFile(os.Getenv)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "agent-box connect: --channel: %v\n", err)
+			return cli.ExitUsage
+		}
+		sum := sha256.Sum256([]byte(box.Name))
+		srv.Channel = &relay.Channel{CursorFile: filepath.Join(filepath.Dir(dir), fmt.Sprintf("channel-%x.json", sum[:8]))}
+		if ms, err := strconv.Atoi(os.Getenv("AGENT_BOX_WATCH_POLL_MS")); err == nil && ms > 0 {
+			srv.Channel.Poll = time.Duration(ms) * time.Millisecond // a test knob, as watch's
+		}
+	}
 	if err := srv.Serve(ctx, os.Stdin, os.Stdout); err != nil && ctx.Err() == nil {
 		logger.Print(err)
 		return 1
