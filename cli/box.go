@@ -21,7 +21,7 @@ const (
 )
 
 // Commands lists the subcommands Run knows.
-var Commands = []string{"ps", "logs", "start", "kill", "wait"}
+var Commands = []string{"ps", "logs", "start", "kill", "wait", "run", "attach"}
 
 // Box is the box the CLI acts on.
 type Box struct {
