@@ -45,6 +45,21 @@ func exitCode(t *testing.T, err error) int {
 	return 0
 }
 
+// waitExit waits for cmd to end, at most d, and returns its status.
+func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return exitCode(t, err)
+	case <-time.After(d):
+		cmd.Process.Kill()
+		t.Fatalf("%s did not end within %s", cmd, d)
+		return 0
+	}
+}
+
 // run follows the program it starts as if it ran here: its stdout on
 // stdout, its stderr on stderr, and its status as agent-box's (128+N for
 // a signal), on this machine and through a transport alike.
@@ -69,9 +84,11 @@ func TestRunFollowsItsProgram(t *testing.T) {
 			// -i: stdin goes to the run, and its end closes the run's.
 			cmd = exec.Command(binary, append(box, "run", "-i", "cat-"+via, "--", "sh", "-c", `cat; exit 4`)...)
 			cmd.Stdin = strings.NewReader("typed\x00\xff\n")
-			got, err := cmd.Output()
-			assert.Equal(t, 4, exitCode(t, err))
-			assert.Equal(t, "typed\x00\xff\n", string(got))
+			out.b.Reset()
+			cmd.Stdout = &out
+			require.NoError(t, cmd.Start())
+			assert.Equal(t, 4, waitExit(t, cmd, 30*time.Second))
+			assert.Equal(t, "typed\x00\xff\n", out.String())
 		})
 	}
 }
@@ -92,7 +109,7 @@ func TestRunForwardsCtrlC(t *testing.T) {
 			t.Cleanup(func() { cmd.Process.Kill() })
 			abtest.WaitFor(t, "the run to be ready", 30*time.Second, func() bool { return strings.Contains(out.String(), "ready") })
 			require.NoError(t, cmd.Process.Signal(os.Interrupt))
-			assert.Equal(t, 130, exitCode(t, cmd.Wait()))
+			assert.Equal(t, 130, waitExit(t, cmd, 30*time.Second))
 			assert.Equal(t, "ready\ngot-int\n", out.String())
 		})
 	}
@@ -125,7 +142,7 @@ func TestAttachToAPipeRun(t *testing.T) {
 	s.OK("process_write", map[string]any{"name": "repl", "data": "after-eof\n"})
 	abtest.WaitFor(t, "output after the local stdin ended", 30*time.Second, func() bool { return strings.Contains(out.String(), "after-eof") })
 	s.OK("process_write", map[string]any{"name": "repl", "close": true})
-	assert.Equal(t, 7, exitCode(t, cmd.Wait()), errb.String())
+	assert.Equal(t, 7, waitExit(t, cmd, 30*time.Second), errb.String())
 	assert.Equal(t, "hello-attach\nafter-eof\n", out.String(), "from the end it had when attach began: no history")
 
 	gate := filepath.Join(t.TempDir(), "gate")
@@ -141,7 +158,7 @@ func TestAttachToAPipeRun(t *testing.T) {
 		return strings.Contains(errb.String(), "input is not forwarded")
 	})
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	assert.Equal(t, 5, exitCode(t, cmd.Wait()), errb.String())
+	assert.Equal(t, 5, waitExit(t, cmd, 30*time.Second), errb.String())
 }
 
 // attach to a pty run from a terminal: the keys reach the program as they
@@ -199,14 +216,7 @@ func TestAttachToAPtyRunFromATerminal(t *testing.T) {
 
 	_, err = ptmx.Write([]byte("\x10\x11"))
 	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		assert.Equal(t, 0, exitCode(t, err))
-	case <-time.After(30 * time.Second):
-		t.Fatal("ctrl-p ctrl-q did not detach")
-	}
+	assert.Equal(t, 0, waitExit(t, cmd, 30*time.Second), "ctrl-p ctrl-q detaches")
 	abtest.WaitFor(t, "the detach message", 30*time.Second, func() bool { return strings.Contains(screen.String(), "detached from tty") })
 	after, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
 	require.NoError(t, err)
