@@ -106,20 +106,23 @@ func (c *cmd) runForeground(args []string) int {
 	if *interactive {
 		req["stdin"] = "pipe"
 	}
-	// Signals from here on are the run's: one that comes while it starts
-	// waits in the channel, and is sent once there is a run to send it to.
+	// Signals from here on are the run's.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
-	var res struct {
-		Run run `json:"run"`
-	}
-	if err := c.call(context.Background(), "process_start", req, &res); err != nil {
+	r, early, err := c.startRun(req, sigs)
+	if err != nil {
+		if early != nil {
+			fmt.Fprintf(c.err, "agent-box: interrupted while starting %s: %v (agent-box ps %s shows whether it started)\n", visible(r.Name, 0), err, visible(r.Name, 0))
+			return ExitError
+		}
 		return c.fail(err)
 	}
-	r := res.Run
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if early != nil {
+		c.signalRun(ctx, r, signalName(early))
+	}
 	go c.forwardSignals(ctx, r, sigs)
 	if *interactive {
 		go func() {
@@ -133,6 +136,34 @@ func (c *cmd) runForeground(args []string) int {
 		return c.fail(err)
 	}
 	return c.endStatus(r.Name, end)
+}
+
+// startRun starts the run of req. A signal while it starts (a box slow
+// to reach) gives up the start, and is returned; if the run started all
+// the same, it is the run's.
+func (c *cmd) startRun(req map[string]any, sigs <-chan os.Signal) (run, os.Signal, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	early := make(chan os.Signal, 1)
+	go func() {
+		select {
+		case sig := <-sigs:
+			early <- sig
+			cancel()
+		case <-started:
+			early <- nil
+		}
+	}()
+	var res struct {
+		Run run `json:"run"`
+	}
+	err := c.call(ctx, "process_start", req, &res)
+	close(started)
+	if err != nil {
+		res.Run.Name, _ = req["name"].(string)
+	}
+	return res.Run, <-early, err
 }
 
 // endStatus is the status to exit with for a run that ended so, saying on
@@ -167,11 +198,16 @@ func (c *cmd) forwardSignals(ctx context.Context, r run, sigs <-chan os.Signal) 
 			}
 			lastInt = time.Now()
 		}
-		err := c.call(ctx, "process_kill", map[string]any{"name": r.Name, "run_id": r.RunID, "signal": name}, nil)
-		if err != nil && ctx.Err() == nil {
-			// Most likely the run has just ended, which the follow says.
-			fmt.Fprintf(c.err, "agent-box: SIG%s not sent to %s: %v\n", name, visible(r.Name, 0), err)
-		}
+		c.signalRun(ctx, r, name)
+	}
+}
+
+// signalRun sends signal name to run r's processes.
+func (c *cmd) signalRun(ctx context.Context, r run, name string) {
+	err := c.call(ctx, "process_kill", map[string]any{"name": r.Name, "run_id": r.RunID, "signal": name}, nil)
+	if err != nil && ctx.Err() == nil {
+		// Most likely the run has just ended, which the follow says.
+		fmt.Fprintf(c.err, "agent-box: SIG%s not sent to %s: %v\n", name, visible(r.Name, 0), err)
 	}
 }
 

@@ -18,7 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-box/agent-box/cli"
 	"github.com/agent-box/agent-box/internal/abtest"
+	"github.com/agent-box/agent-box/proc"
 )
 
 // boxArgs are the ways to reach the box of state: this machine's state
@@ -146,12 +148,14 @@ func TestAttachToAPipeRun(t *testing.T) {
 	assert.Equal(t, "hello-attach\nafter-eof\n", out.String(), "from the end it had when attach began: no history")
 
 	gate := filepath.Join(t.TempDir(), "gate")
-	_, errOut, code := agentBox(t, state, "start", "nostdin", "--", "sh", "-c", `while [ ! -e '`+gate+`' ]; do sleep 0.05; done; exit 5`)
+	_, errOut, code := agentBox(t, state, "start", "nostdin", "--", "sh", "-c", `echo earlier; echo before; while [ ! -e '`+gate+`' ]; do sleep 0.05; done; exit 5`)
 	require.Equal(t, 0, code, errOut)
-	cmd = exec.Command(binary, "--state-dir", state, "attach", "nostdin")
+	s.OK("tail_log", map[string]any{"name": "nostdin", "wait_ms": 30000, "until": "before"})
+	// -n 1: the last line first.
+	cmd = exec.Command(binary, "--state-dir", state, "attach", "-n", "1", "nostdin")
 	cmd.Stdin = strings.NewReader("ignored\n")
-	errb = &lockedBuffer{}
-	cmd.Stderr = errb
+	out, errb = &lockedBuffer{}, &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, errb
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill() })
 	abtest.WaitFor(t, "attach to say input is not forwarded", 30*time.Second, func() bool {
@@ -159,6 +163,7 @@ func TestAttachToAPipeRun(t *testing.T) {
 	})
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	assert.Equal(t, 5, waitExit(t, cmd, 30*time.Second), errb.String())
+	assert.Equal(t, "before\n", out.String())
 }
 
 // attach to a pty run from a terminal: the keys reach the program as they
@@ -222,4 +227,30 @@ func TestAttachToAPtyRunFromATerminal(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, *before, *after, "the terminal is as attach found it")
 	assert.Equal(t, "running", abtest.RunOf(t, s.OK("process_list", nil), "tty")["state"], "detaching leaves the run going")
+}
+
+// Ctrl-C while a box is slow to start the run gives up the start: agent-box
+// ends, saying how to see whether the run started.
+func TestRunInterruptedWhileStarting(t *testing.T) {
+	t.Parallel()
+	// A transport that never answers: the start waits for it.
+	cmd := exec.Command(binary, "--exec", "sleep 120", "run", "slow", "--", "true")
+	var errb lockedBuffer
+	cmd.Stderr = &errb
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill() })
+	abtest.WaitFor(t, "agent-box to start its transport", 30*time.Second, func() bool {
+		procs, err := proc.Processes()
+		require.NoError(t, err)
+		for _, p := range procs {
+			if p.PPID == cmd.Process.Pid {
+				return true
+			}
+		}
+		return false
+	})
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	// At once, not when the session gives up on the box (20 s on).
+	assert.Equal(t, cli.ExitError, waitExit(t, cmd, 10*time.Second), errb.String())
+	assert.Contains(t, errb.String(), "interrupted while starting slow")
 }
