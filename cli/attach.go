@@ -22,9 +22,9 @@ Follows a running run's output from now on (-n: from its last N lines)
 until it ends, then exits with its status, as docker attach does. What is
 typed goes to the run's stdin if it has one (started with stdin "pipe", or
 a pty). On a terminal, a pty run gets the keys as they are typed (the
-terminal is raw until agent-box ends) and the terminal's size, and the
-detach keys (default ctrl-p,ctrl-q) end agent-box, not the run. Ctrl-C
-ends agent-box too, except on a pty run, which gets it as ^C.
+terminal is raw until agent-box ends, so Ctrl-C is the run's ^C) and the
+terminal's size. The detach keys (default ctrl-p,ctrl-q), and Ctrl-C where
+it is not the run's, end agent-box with status 0 and leave the run going.
 The end of agent-box's stdin does not close the run's: a script's input
 ends without ending the REPL it typed into.
 `

@@ -134,8 +134,8 @@ outlive the connection, and a CLI over the same runs.
   agent-box start [--cwd DIR] [--framed] [--timeout S] [--limits L] NAME -- CMD [ARG...]
   agent-box kill [-s SIG] [--grace MS] NAME   signal every process of a run
   agent-box wait NAME                     wait for a run; exit with its status
-  agent-box run [--cwd DIR] [--timeout S] [--limits L] [-i] NAME -- CMD [ARG...]   start and follow; Ctrl-C reaches the run
-  agent-box attach [--detach-keys KEYS] [--no-stdin] [-n N] NAME   follow a run and type into it
+  agent-box run [--cwd DIR] [--timeout S] [--limits L] [-i] NAME -- CMD [ARG...]
+  agent-box attach [--detach-keys KEYS] [--no-stdin] [-n N] NAME
   agent-box doctor [--json]               check this box: binaries, state dir, session, limits
   agent-box version [--json]
   agent-box install [-o OPTION] [--from DIR] BOX   on your machine: copy agent-box to BOX over ssh
