@@ -21,7 +21,7 @@ const (
 )
 
 // Commands lists the subcommands Run knows.
-var Commands = []string{"ps", "logs", "start", "kill", "stop", "wait", "rm", "restart", "write"}
+var Commands = []string{"ps", "logs", "start", "run", "attach", "kill", "stop", "wait", "write", "restart", "rm"}
 
 // Box is the box the CLI acts on.
 type Box struct {

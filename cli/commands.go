@@ -21,8 +21,8 @@ import (
 
 // Run executes args (args[0] is the subcommand) on box and returns the
 // exit status.
-func Run(box Box, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return (&cmd{box: box, stdin: stdin, out: stdout, err: stderr}).run(args)
+func Run(box Box, args []string, stdin *os.File, stdout, stderr io.Writer) int {
+	return (&cmd{box: box, in: stdin, out: stdout, err: stderr}).run(args)
 }
 
 // Help prints the usage of command on stdout.
@@ -42,6 +42,10 @@ func (c *cmd) run(args []string) int {
 		return c.kill(args[1:])
 	case "wait":
 		return c.wait(args[1:])
+	case "run":
+		return c.runForeground(args[1:])
+	case "attach":
+		return c.attach(args[1:])
 	case "stop":
 		return c.stop(args[1:])
 	case "rm":
@@ -58,18 +62,18 @@ func (c *cmd) run(args []string) int {
 type cmd struct {
 	box   Box
 	ctx   context.Context // the command's, once it has one (interrupted)
-	stdin io.Reader
+	in    *os.File        // stdin: input for write, run -i and attach (a terminal, or not)
 	out   io.Writer // stdout: the answer, and usage that was asked for
 	err   io.Writer
 	usage string // the subcommand's arguments, for its usage line
 }
 
-// in is the command's stdin (none: empty).
-func (c *cmd) in() io.Reader {
-	if c.stdin == nil {
+// input is the command's stdin (none: empty).
+func (c *cmd) input() io.Reader {
+	if c.in == nil {
 		return strings.NewReader("")
 	}
-	return c.stdin
+	return c.in
 }
 
 // fail reports err: a call the box refused as a bad argument is a usage
@@ -320,40 +324,17 @@ func (c *cmd) logs(args []string) int {
 
 func (c *cmd) start(args []string) int {
 	fs := c.flags("start", "[--cwd DIR] [--framed] [-i] [--pty] [--timeout S] [--limits L] NAME -- CMD [ARG...]")
-	cwd := fs.String("cwd", "", "working directory (default: the current one on this machine, the home directory on another box)")
+	sf := addStartFlags(fs)
 	framed := fs.Bool("framed", false, "keep stdout and stderr apart")
-	timeout := fs.Int("timeout", 0, "kill the run after this many seconds")
-	limitsFlag := fs.String("limits", "", "caps, e.g. memory_mb=512,cpu_percent=50,pids=100")
 	stdin := fs.Bool("i", false, "keep stdin open, for agent-box write and attach")
 	pty := fs.Bool("pty", false, "run on a terminal (its input: agent-box write and attach)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return c.badFlags(fs, err)
 	}
-	var limits map[string]any
-	if *limitsFlag != "" {
-		if limits, err = parseLimits(*limitsFlag); err != nil {
-			return c.bad(fs, "--limits: %v", err)
-		}
-	}
-	switch {
-	case len(pos) == 0:
-		return c.bad(fs, "missing NAME and -- CMD")
-	case pos[0] == "--":
-		return c.bad(fs, "missing NAME before --")
-	case len(pos) == 1:
-		return c.bad(fs, "missing -- CMD after NAME %q", pos[0])
-	case pos[1] != "--":
-		return c.bad(fs, "expected -- after NAME %q, got %q (the command goes after --)", pos[0], pos[1])
-	case len(pos) == 2:
-		return c.bad(fs, "missing the command after --")
-	}
-	if *cwd == "" && c.box.Local {
-		*cwd, _ = os.Getwd()
-	}
-	req := map[string]any{"name": pos[0], "argv": pos[2:]}
-	if *cwd != "" {
-		req["cwd"] = *cwd
+	req, code, ok := c.startRequest(fs, sf, pos)
+	if !ok {
+		return code
 	}
 	if *framed {
 		req["capture_mode"] = "framed"
@@ -363,12 +344,6 @@ func (c *cmd) start(args []string) int {
 	}
 	if *pty {
 		req["pty"] = true
-	}
-	if *timeout != 0 {
-		req["timeout_s"] = *timeout
-	}
-	if limits != nil {
-		req["limits"] = limits
 	}
 	ctx, stop := c.interrupted()
 	defer stop()

@@ -16,7 +16,9 @@ func TestCLIImportsOnlyTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := map[string]bool{"github.com/agent-box/agent-box/session": true, "github.com/agent-box/agent-box/wire": true}
+	allowed := map[string]bool{"github.com/agent-box/agent-box/session": true, "github.com/agent-box/agent-box/wire": true,
+		// attach's raw mode and window size, on macOS too.
+		"github.com/charmbracelet/x/term": true}
 	for _, imp := range pkg.Imports {
 		first, _, _ := strings.Cut(imp, "/")
 		if strings.Contains(first, ".") && !allowed[imp] {

@@ -157,7 +157,7 @@ func (c *cmd) write(args []string) int {
 		if !*noNewline {
 			data = append(data, '\n')
 		}
-	} else if data, err = io.ReadAll(c.in()); err != nil {
+	} else if data, err = io.ReadAll(c.input()); err != nil {
 		return c.fail(fmt.Errorf("reading stdin: %w", err))
 	}
 	if len(data) == 0 && !*eof {

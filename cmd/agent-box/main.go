@@ -143,6 +143,8 @@ outlive the connection, and a CLI over the same runs, on this box or any other.
   agent-box kill [-s SIG] [--grace MS] NAME   signal every process of a run
   agent-box stop [-t SECONDS] NAME        SIGTERM, then SIGKILL; back when it has ended
   agent-box wait NAME                     wait for a run; exit with its status
+  agent-box run [--cwd DIR] [--timeout S] [--limits L] [-i] NAME -- CMD [ARG...]
+  agent-box attach [--detach-keys KEYS] [--no-stdin] [-n N] NAME
   agent-box write [-n] [--eof] NAME [TEXT...]   input for a run started with -i or --pty
   agent-box restart NAME                  stop a run and start its command again
   agent-box rm [-a] NAME                  forget a finished run and its log

@@ -131,7 +131,7 @@ func TestReadmeCLIFlags(t *testing.T) {
 		assert.Contains(t, subs, c, "the README's CLI block has no line for %q", c)
 	}
 	state := t.TempDir()
-	samples := map[string]string{"DIR": t.TempDir(), "S": "1", "N": "5", "MS": "1", "SIG": "TERM", "ID": "20260101T000000.000000000Z-000000", "L": "pids=100"}
+	samples := map[string]string{"DIR": t.TempDir(), "S": "1", "MS": "1", "SIG": "TERM", "ID": "20260101T000000.000000000Z-000000", "L": "pids=100", "KEYS": "ctrl-p,ctrl-q", "N": "1"}
 	n := 0
 	for _, sub := range subs {
 		if !slices.Contains(cli.Commands, sub) {
