@@ -94,6 +94,13 @@ func demux(t *testing.T, path string) (stdout, stderr []byte) {
 	return stdout, stderr
 }
 
+// growScript writes random bytes (no UTF-8, no lines) on both streams
+// until gate exists, then a last line, and exits 7: a log that grows under
+// a follow and across every cut.
+func growScript(gate string) string {
+	return fmt.Sprintf(`while [ ! -e %s ]; do head -c 3000 /dev/urandom; head -c 1000 /dev/urandom >&2; sleep 0.01; done; echo last; exit 7`, shellQuote(gate))
+}
+
 // TestCLILogsFollowThroughDrops: a person follows a growing log from their
 // machine with agent-box --box BOX logs -f, over the real sshd, while the
 // network between ssh and sshd is cut again and again: the run's stdout
@@ -109,20 +116,42 @@ func TestCLILogsFollowThroughDrops(t *testing.T) {
 	state := t.TempDir()
 	reapAtCleanup(t, state)
 	gate := filepath.Join(t.TempDir(), "gate")
-
-	// Random bytes (no UTF-8, no lines) on both streams until the gate
-	// opens: the log grows under the follow and across every cut.
-	script := fmt.Sprintf(`while [ ! -e %s ]; do head -c 3000 /dev/urandom; head -c 1000 /dev/urandom >&2; sleep 0.01; done; echo last; exit 7`, shellQuote(gate))
-	out, errOut, code := result(t, srv.cli(fwd.port(), state, "start", "--framed", "grow", "--", "sh", "-c", script))
+	out, errOut, code := result(t, srv.cli(fwd.port(), state, "start", "--framed", "grow", "--", "sh", "-c", growScript(gate)))
 	require.Equal(t, 0, code, "start: %s%s", out, errOut)
 	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) })
+	throughDrops(t, srv, fwd, state, gate, "grow", "logs", "-f", "grow")
+}
 
-	follow := srv.cli(fwd.port(), state, "logs", "-f", "grow")
+// TestCLIRunThroughDrops: agent-box --box BOX run, as docker run, over the
+// real sshd with the network cut again and again: the program's stdout on
+// stdout, its stderr on stderr, each byte once and in order, and its exit
+// code as agent-box's.
+func TestCLIRunThroughDrops(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("connect lane: starts an sshd")
+	}
+	srv := startSSHD(t)
+	fwd := newForwarder(t, srv.port)
+	state := t.TempDir()
+	reapAtCleanup(t, state)
+	gate := filepath.Join(t.TempDir(), "gate")
+	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) })
+	throughDrops(t, srv, fwd, state, gate, "grow", "run", "grow", "--", "sh", "-c", growScript(gate))
+}
+
+// throughDrops runs the CLI with args (a follow of the framed run name,
+// whose program is growScript(gate)) while the forwarder cuts the link
+// under it four times, then opens the gate; the CLI's stdout and stderr
+// must be the log's streams, and its status the run's, 7.
+func throughDrops(t *testing.T, srv *sshServer, fwd *forwarder, state, gate, name string, args ...string) {
+	t.Helper()
+	follow := srv.cli(fwd.port(), state, args...)
 	var stdout, stderr lockedBuffer
 	follow.Stdout, follow.Stderr = &stdout, &stderr
 	seen := map[procID]bool{}
 	fresh := freshServer(seen, func() []int { return serverPIDs(state) })
-	fresh() // the start's server, if it is still there
+	fresh() // a server of an earlier command, if it is still there
 	require.NoError(t, follow.Start())
 
 	const drops = 4
@@ -135,7 +164,7 @@ func TestCLILogsFollowThroughDrops(t *testing.T) {
 		// unreachable at its first failed dial, by design (connect's
 		// and the CLI's), so a cut inside the first dial is not a drop.
 		if !pollUntil(ctx, callTimeout, func() bool { return stdout.Len() > 0 }) {
-			t.Errorf("logs -f printed nothing in %s", callTimeout)
+			t.Errorf("%q printed nothing in %s", args, callTimeout)
 			return
 		}
 		for n := 0; n <= drops; n++ {
@@ -154,11 +183,11 @@ func TestCLILogsFollowThroughDrops(t *testing.T) {
 	cancel()
 	<-cut
 	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "logs -f exits with the run's status; stderr: %.300q", stderr.Bytes())
+	require.ErrorAs(t, err, &exit, "%q exits with the run's status; stderr: %.300q", args, stderr.Bytes())
 	assert.Equal(t, 7, exit.ExitCode(), "stderr ends: %.300q", stderr.Bytes()[max(0, stderr.Len()-300):])
 	require.GreaterOrEqual(t, len(seen), drops+1, "distinct agent-box servers on the box")
 
-	out, errOut, code = result(t, srv.cli(fwd.port(), state, "ps", "--json", "grow"))
+	out, errOut, code := result(t, srv.cli(fwd.port(), state, "ps", "--json", name))
 	require.Equal(t, 0, code, errOut)
 	var list struct {
 		Runs []struct {
