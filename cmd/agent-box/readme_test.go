@@ -3,9 +3,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -201,4 +203,58 @@ func TestReadmeCLIFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The hook configs of the README and docs/hooks.md are JSON, and every
+// command in them is an agent-box watch this agent-box takes: run against
+// a box of this machine, looking once, it answers 0 (nothing ended), not a
+// usage error.
+func TestReadmeHookConfigs(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	n := 0
+	for _, doc := range []string{"README.md", "docs/hooks.md"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", doc))
+		require.NoError(t, err)
+		for _, block := range regexp.MustCompile("(?s)```json\n(.*?)```").FindAllSubmatch(b, -1) {
+			if !bytes.Contains(block[1], []byte(`"hooks"`)) {
+				continue
+			}
+			var config struct {
+				Hooks map[string][]struct {
+					Hooks []struct {
+						Type    string `json:"type"`
+						Command string `json:"command"`
+					} `json:"hooks"`
+				} `json:"hooks"`
+			}
+			require.NoError(t, json.Unmarshal(block[1], &config), "%s: %s", doc, block[1])
+			for event, matchers := range config.Hooks {
+				for _, m := range matchers {
+					for _, h := range m.Hooks {
+						n++
+						assert.Equal(t, "command", h.Type, "%s %s", doc, event)
+						words := strings.Fields(h.Command)
+						require.True(t, len(words) > 2 && words[0] == "agent-box" && words[1] == "watch", "%s %s: %q", doc, event, h.Command)
+						args := []string{"watch", "--cursor-file", filepath.Join(t.TempDir(), "cursor.json")}
+						for i := 2; i < len(words); i++ {
+							if words[i] == "--box" && i+1 < len(words) {
+								args = append(args, "--exec", binary+" --state-dir "+state)
+								i++
+								continue
+							}
+							args = append(args, words[i])
+						}
+						if !slices.Contains(args, "--no-wait") {
+							args = append(args, "--no-wait")
+						}
+						cmd := exec.Command(binary, args...)
+						out, err := cmd.CombinedOutput()
+						assert.NoError(t, err, "%s %s: %q: %s", doc, event, h.Command, out)
+					}
+				}
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, n, 10, "the hooks of both docs: Claude Code's three and Codex's two, twice")
 }
