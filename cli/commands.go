@@ -63,7 +63,7 @@ type cmd struct {
 	box   Box
 	ctx   context.Context // the command's, once it has one (interrupted)
 	in    *os.File        // stdin: input for write, run -i and attach (a terminal, or not)
-	out   io.Writer // stdout: the answer, and usage that was asked for
+	out   io.Writer       // stdout: the answer, and usage that was asked for
 	err   io.Writer
 	usage string // the subcommand's arguments, for its usage line
 }
