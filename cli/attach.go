@@ -178,11 +178,10 @@ func (c *cmd) runNamed(ctx context.Context, name string) (run, bool, error) {
 // now, or the start of its last lines. The box says where, so that a
 // framed log is entered at the start of a frame.
 func (c *cmd) attachOffset(ctx context.Context, r run, framed bool, lines int) (int64, error) {
+	// Not raw: a framed log's lines are counted in its text, and the
+	// answer starts at the frame that holds the first of them.
 	args := map[string]any{"name": r.Name, "run_id": r.RunID, "tail_lines": max(lines, 1),
-		"encoding": "base64", "max_bytes": 64 << 10}
-	if framed {
-		args["raw"] = true
-	}
+		"encoding": "base64", "max_bytes": maxWindow}
 	var w struct {
 		Offset    int64 `json:"offset"`
 		EndOffset int64 `json:"end_offset"`

@@ -273,7 +273,7 @@ func (c *cmd) ps(args []string) int {
 func (c *cmd) logs(args []string) int {
 	fs := c.flags("logs", "[-f] [-n N] [--stream stdout|stderr] [--run-id ID] NAME")
 	follow := fs.Bool("f", false, "follow until the run ends, then exit with its status")
-	lines := fs.Int("n", -1, "only the last N lines (then, with -f, what follows)")
+	lines := fs.Int("n", -1, "only the last N lines (then, with -f, what follows); at most a window of 1 MiB")
 	stream := fs.String("stream", "", "framed runs: only stdout or stderr")
 	runID := fs.String("run-id", "", "an older run of NAME")
 	name, code, ok := c.nameArg(fs, args)
@@ -292,21 +292,28 @@ func (c *cmd) logs(args []string) int {
 	}
 	ctx, stop := c.interrupted()
 	defer stop()
+	if *lines < -1 {
+		return c.bad(fs, "-n %d: the number of lines is 0 or more", *lines)
+	}
 	from := int64(0)
 	if *lines >= 0 {
 		// Where the last N lines begin, the box counts: in a framed
 		// log, the start of the frame that holds the first of them.
-		q := map[string]any{"name": name, "tail_lines": max(*lines, 1), "encoding": "base64"}
+		q := map[string]any{"name": name, "tail_lines": max(*lines, 1), "encoding": "base64", "max_bytes": maxWindow}
 		if *runID != "" {
 			q["run_id"] = *runID
 		}
 		var w struct {
-			Offset    int64 `json:"offset"`
-			EndOffset int64 `json:"end_offset"`
+			RunID     string `json:"run_id"`
+			Offset    int64  `json:"offset"`
+			EndOffset int64  `json:"end_offset"`
 		}
 		if err := c.call(ctx, "tail_log", q, &w); err != nil {
 			return c.fail(err)
 		}
+		// The follow reads the run these lines are of, whatever starts
+		// under the name meanwhile.
+		*runID = w.RunID
 		from = w.Offset
 		if *lines == 0 {
 			from = w.EndOffset
@@ -357,6 +364,9 @@ func (c *cmd) start(args []string) int {
 	fmt.Fprintf(c.out, "started %s run_id=%s pid=%d log=%s\n", visible(r.Name, 0), visible(r.RunID, 0), r.PID, visible(r.LogPath, 0))
 	return 0
 }
+
+// maxWindow is the most a tail_log answer holds (logread's MaxWindow).
+const maxWindow = 1 << 20
 
 // parseLimits reads --limits: KEY=N pairs, comma-separated. What the keys
 // and numbers may be, the box says.

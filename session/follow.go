@@ -63,10 +63,13 @@ func (t Tools) Follow(ctx context.Context, f Follow, stdout, stderr io.Writer) (
 	if f.Wait <= 0 {
 		f.Wait = 30 * time.Second
 	}
-	framed, size, err := t.framed(ctx, f)
+	framed, size, runID, err := t.framed(ctx, f)
 	if err != nil {
 		return End{Offset: f.Offset}, err
 	}
+	// The run found, not the name: a restart under the follow makes
+	// another run the name's newest, whose log is not this one.
+	f.RunID = runID
 	var demux *logframe.Demuxer
 	if framed {
 		demux = logframe.NewDemuxer(f.Offset)
@@ -140,8 +143,8 @@ func (t Tools) window(ctx context.Context, f Follow, off int64, framed bool) (wi
 }
 
 // framed says whether the run's log is framed (its stdout and stderr
-// apart), and how long the log is now.
-func (t Tools) framed(ctx context.Context, f Follow) (bool, int64, error) {
+// apart), how long the log is now, and the run's id.
+func (t Tools) framed(ctx context.Context, f Follow) (framed bool, size int64, runID string, err error) {
 	args := map[string]any{"name": f.Name, "all": f.RunID != ""}
 	var list struct {
 		Runs []struct {
@@ -150,11 +153,11 @@ func (t Tools) framed(ctx context.Context, f Follow) (bool, int64, error) {
 			LogBytes    int64  `json:"log_bytes"`
 		} `json:"runs"`
 	}
-	err := t.Call(ctx, "process_list", args, &list)
+	err = t.Call(ctx, "process_list", args, &list)
 	if err == nil {
 		for _, r := range list.Runs {
 			if f.RunID == "" || r.RunID == f.RunID {
-				return r.CaptureMode == "framed", r.LogBytes, nil
+				return r.CaptureMode == "framed", r.LogBytes, r.RunID, nil
 			}
 		}
 	}
@@ -165,12 +168,12 @@ func (t Tools) framed(ctx context.Context, f Follow) (bool, int64, error) {
 		probe["run_id"] = f.RunID
 	}
 	if perr := t.Call(ctx, "tail_log", probe, nil); perr != nil {
-		return false, 0, perr
+		return false, 0, "", perr
 	}
 	if err != nil {
-		return false, 0, err
+		return false, 0, "", err
 	}
-	return false, 0, fmt.Errorf("no run %s %s on %s", f.Name, f.RunID, t.Box)
+	return false, 0, "", fmt.Errorf("no run %s %s on %s", f.Name, f.RunID, t.Box)
 }
 
 // Caller sends a tools/call (its params as a client gives them) and

@@ -205,3 +205,39 @@ func TestCLIWaitsEndAtASignal(t *testing.T) {
 	}
 	assert.Equal(t, "running", onlyRun(t, state, "long")["state"])
 }
+
+// logs -f follows the run it began on, not the name: a restart under it
+// makes another run the name's newest, and the follow still reads the old
+// run's log to its end and exits with its status. So does logs -n -f.
+func TestCLILogsFollowsOneRunThroughARestart(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"logs", "-f", "chat"}, {"logs", "-n", "1", "-f", "chat"}} {
+		state := t.TempDir()
+		first := startRun(t, state, "chat", "--", "sh", "-c", `i=0; while :; do echo "$AGENT_BOX_RUN_ID $i"; i=$((i+1)); done`)
+		t.Cleanup(func() { agentBox(t, state, "kill", "-s", "KILL", "chat") })
+		// Through a transport, which keeps the follow behind the writer:
+		// its next window is asked for after the restart.
+		cmd := exec.Command(binary, append([]string{"--exec", binary + " --state-dir " + state}, args...)...)
+		var out, errb lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		require.NoError(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		abtest.WaitFor(t, "logs -f to print", 10*time.Second, func() bool { return strings.Count(out.String(), "\n") >= 3 })
+		_, errOut, code := agentBox(t, state, "restart", "chat")
+		require.Equal(t, 0, code, errOut)
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("%q went on after the restart", args)
+		}
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%q: %s", args, errb.String())
+		assert.Equal(t, 128+int(unix.SIGTERM), exit.ExitCode(), "%q: the old run's status; %s", args, errb.String())
+		for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+			require.True(t, strings.HasPrefix(line, first+" "), "%q: a line of another run: %q", args, line)
+		}
+	}
+}
