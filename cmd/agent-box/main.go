@@ -58,10 +58,16 @@ func run(args []string) int {
 	// The global flags may come before the command or after it
 	// ("agent-box ps --state-dir D"), but not after a "--", which starts
 	// a run's own command line.
+	// A hook runs watch, and status 2 wakes the model: a wrong flag before
+	// it is agent-box's own failure there, as one after it is.
+	badUsage := cli.ExitUsage
+	if commandWord(args) == "watch" {
+		badUsage = watchFailed
+	}
 	args, err := hoistGlobals(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
-		return cli.ExitUsage
+		return badUsage
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -70,8 +76,10 @@ func run(args []string) int {
 			return 0
 		}
 		fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
-		usage(os.Stderr, fs)
-		return cli.ExitUsage
+		if badUsage == cli.ExitUsage {
+			usage(os.Stderr, fs)
+		}
+		return badUsage
 	}
 	rest := fs.Args()
 	switch {
@@ -229,6 +237,31 @@ func jsonFlagOnly(command string, args []string) (asJSON bool, code int, done bo
 // value is.
 var globals = map[string]string{"state-dir": "a directory", "box": "a destination", "exec": "a command",
 	"o": "an ssh option", "remote-bin": "a path"}
+
+// commandWord is the command of a command line: its first word that is a
+// command, neither a flag nor a global flag's value; past an unknown flag,
+// whose value a word may be, the first word that names a command ("" when
+// there is none).
+func commandWord(args []string) string {
+	commands := append([]string{"watch", "connect", "install", "doctor", "version", "help"}, cli.Commands...)
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return ""
+		}
+		if !strings.HasPrefix(a, "-") {
+			if slices.Contains(commands, a) {
+				return a
+			}
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if _, global := globals[name]; (global || name == "default-limits") && !hasValue {
+			i++ // its value
+		}
+	}
+	return ""
+}
 
 // hoistGlobals moves the global flags given after the command to the
 // front, where the top-level flags are parsed: "agent-box ps --box b" as

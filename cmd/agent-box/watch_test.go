@@ -265,6 +265,15 @@ func TestWatchBadFlags(t *testing.T) {
 		assert.Empty(t, stdout)
 		assert.Contains(t, stderr, "agent-box watch: ")
 	}
+	// Before the command too: a hook's command line is typed by hand.
+	for _, args := range [][]string{{"--max-wait", "1m", "watch", "--box", "b"}, {"--box", "-x", "watch"}, {"--bogus", "watch"}} {
+		cmd := exec.Command(binary, args...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%q: %s", args, out)
+		assert.Equal(t, 125, exit.ExitCode(), "%q: %s", args, out)
+		assert.NotContains(t, string(out), "usage", "%q: one line, for the model a hook shows it to", args)
+	}
 	code, stdout, _ := watchOnce(t, "--help")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, "usage: agent-box watch")
