@@ -57,6 +57,26 @@ func withChannel(res json.RawMessage) json.RawMessage {
 	return b
 }
 
+// startChannel starts the channel's loop, once the client is initialized
+// and a session is open.
+func (r *relay) startChannel(ctx context.Context) {
+	if r.srv.Channel == nil {
+		return
+	}
+	r.mu.Lock()
+	sess, started := r.sess, r.channeled
+	r.channeled = r.channeled || sess != nil
+	r.mu.Unlock()
+	if sess == nil || started {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.channel(ctx, sess)
+	}()
+}
+
 // channel sends the box's ended runs to the client until ctx ends, or
 // another connect takes the cursor file over.
 func (r *relay) channel(ctx context.Context, sess *session.Session) {
@@ -67,7 +87,11 @@ func (r *relay) channel(ctx context.Context, sess *session.Session) {
 		if err != nil {
 			return 0, err
 		}
-		r.write(msg)
+		// A report that did not reach the client leaves the cursor where
+		// it was (watch writes it only after the report).
+		if err := r.send(msg); err != nil {
+			return 0, err
+		}
 		return len(report), nil
 	})
 	diag := writerFunc(func(p []byte) (int, error) {

@@ -50,14 +50,15 @@ type relay struct {
 	out io.Writer
 	wmu sync.Mutex
 
-	mu       sync.Mutex
-	sess     *session.Session
-	tools    json.RawMessage // the box's tools/list result, once fetched
-	cache    *cache
-	answered string                        // the box's version as the client was told at initialize
-	kept     cached                        // what the cache holds, or is to
-	inflight map[string]context.CancelFunc // by the client's request id
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	sess      *session.Session
+	tools     json.RawMessage // the box's tools/list result, once fetched
+	cache     *cache
+	answered  string                        // the box's version as the client was told at initialize
+	kept      cached                        // what the cache holds, or is to
+	inflight  map[string]context.CancelFunc // by the client's request id
+	channeled bool                          // the channel's loop has started
+	wg        sync.WaitGroup
 }
 
 // Serve relays the client's messages from in, and the answers to out,
@@ -109,7 +110,7 @@ func (r *relay) read(ctx context.Context, in io.Reader) error {
 		case m.Method == "":
 			// An answer to a request of ours: connect asks the client nothing.
 		case !isRequest:
-			r.notification(m)
+			r.notification(ctx, m)
 		default:
 			r.request(ctx, m)
 		}
@@ -117,9 +118,15 @@ func (r *relay) read(ctx context.Context, in io.Reader) error {
 	return sc.Err()
 }
 
-func (r *relay) notification(m message) {
+func (r *relay) notification(ctx context.Context, m message) {
+	if m.Method == "notifications/initialized" {
+		// Connect initializes the box itself, at every dial. The client
+		// may be sent notifications from now on (MCP's lifecycle).
+		r.startChannel(ctx)
+		return
+	}
 	if m.Method != "notifications/cancelled" {
-		return // initialized: connect initializes the box itself, at every dial
+		return
 	}
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
@@ -172,13 +179,6 @@ func (r *relay) initialize(ctx context.Context, m message) {
 		opt := r.srv.Options
 		opt.Dialled = r.dialled
 		r.sess = session.Open(r.srv.Box, m.Params, opt)
-		if r.srv.Channel != nil {
-			r.wg.Add(1)
-			go func(ctx context.Context, sess *session.Session) {
-				defer r.wg.Done()
-				r.channel(ctx, sess)
-			}(ctx, r.sess)
-		}
 	}
 	sess := r.sess
 	r.mu.Unlock()
@@ -414,9 +414,15 @@ func (r *relay) answerRaw(id json.RawMessage, key string, body json.RawMessage) 
 
 // write sends one message to the client, whole, one a line.
 func (r *relay) write(line []byte) {
+	_ = r.send(line)
+}
+
+// send is write, saying whether the message went out.
+func (r *relay) send(line []byte) error {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
-	_, _ = r.out.Write(append(line[:len(line):len(line)], '\n'))
+	_, err := r.out.Write(append(line[:len(line):len(line)], '\n'))
+	return err
 }
 
 func (r *relay) logf(format string, args ...any) {
