@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"encoding/base64"
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -144,6 +144,9 @@ func (c *cmd) write(args []string) int {
 	if err != nil {
 		return c.badFlags(fs, err)
 	}
+	if len(pos) > 0 && pos[0] == "--" {
+		pos = pos[1:] // write -- NAME TEXT: the "--" only ends the flags
+	}
 	if len(pos) == 0 {
 		return c.bad(fs, "missing NAME")
 	}
@@ -151,29 +154,28 @@ func (c *cmd) write(args []string) int {
 	if len(text) > 0 && text[0] == "--" {
 		text = text[1:]
 	}
-	var data []byte
+	var in io.Reader
 	if len(text) > 0 {
-		data = []byte(strings.Join(text, " "))
+		data := []byte(strings.Join(text, " "))
 		if !*noNewline {
 			data = append(data, '\n')
 		}
-	} else if data, err = io.ReadAll(c.input()); err != nil {
-		return c.fail(fmt.Errorf("reading stdin: %w", err))
-	}
-	if len(data) == 0 && !*eof {
-		return c.bad(fs, "nothing to write: give TEXT, or input on stdin, or --eof")
+		if len(data) == 0 && !*eof {
+			return c.bad(fs, "nothing to write: give TEXT, or input on stdin, or --eof")
+		}
+		in = bytes.NewReader(data)
+	} else {
+		in = c.input()
 	}
 	ctx, cancel := c.interrupted()
 	defer cancel()
-	req := map[string]any{"name": name, "data": base64.StdEncoding.EncodeToString(data), "encoding": "base64"}
-	if *eof {
-		req["close"] = true
+	// One run for the whole input, whatever starts under the name
+	// meanwhile; in chunks, which a box takes (a write is at most 1 MiB).
+	r, _, err := c.runNamed(ctx, name)
+	if err != nil {
+		return c.fail(err)
 	}
-	var res struct {
-		Written int  `json:"written"`
-		Closed  bool `json:"closed"`
-	}
-	if err := c.call(ctx, "process_write", req, &res); err != nil {
+	if err := c.sendInput(ctx, r, in, nil, *eof); err != nil {
 		return c.fail(err)
 	}
 	return 0

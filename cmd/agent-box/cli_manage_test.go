@@ -123,6 +123,17 @@ func TestCLIWrite(t *testing.T) {
 	out, _, _ = agentBox(t, state, "logs", "echoer")
 	assert.Equal(t, "got hello world\ngot a\\b\x01c\neof\n", out, "stdin's bytes as they are, then EOF")
 
+	// More than one write takes (1 MiB), from stdin, whole.
+	startRun(t, state, "counter", "-i", "--", "wc", "-c")
+	cmd = exec.Command(binary, "--state-dir", state, "write", "--eof", "--", "counter")
+	cmd.Stdin = strings.NewReader(strings.Repeat("x", 3<<20))
+	b, err = cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	_, errOut, code = agentBox(t, state, "wait", "counter")
+	require.Equal(t, 0, code, errOut)
+	out, _, _ = agentBox(t, state, "logs", "counter")
+	assert.Equal(t, fmt.Sprint(3<<20), strings.TrimSpace(out))
+
 	startRun(t, state, "deaf", "--", "sleep", "300")
 	t.Cleanup(func() { agentBox(t, state, "kill", "-s", "KILL", "deaf") })
 	_, errOut, code = agentBox(t, state, "write", "deaf", "x")
