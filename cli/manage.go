@@ -8,6 +8,9 @@ import (
 	"time"
 )
 
+// maxGraceS is the longest grace process_kill takes, in seconds.
+const maxGraceS = 600
+
 // stop is docker stop's: TERM, then KILL after a grace if the run is still
 // there, and back once it has ended.
 func (c *cmd) stop(args []string) int {
@@ -17,8 +20,8 @@ func (c *cmd) stop(args []string) int {
 	if !ok {
 		return code
 	}
-	if *grace < 0 {
-		return c.bad(fs, "-t %d: the grace is a number of seconds, 0 or more", *grace)
+	if *grace < 0 || *grace > maxGraceS {
+		return c.bad(fs, "-t %d: the grace is a number of seconds from 0 to %d", *grace, maxGraceS)
 	}
 	ctx, cancel := c.interrupted()
 	defer cancel()

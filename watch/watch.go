@@ -8,9 +8,9 @@
 // Caveats: every end is reported at least once, never twice by watches
 // that share a cursor file; the cursor is written only after the report
 // was, so a watch killed in between reports the same end again next time.
-// A box's cursor is process_list's, so a box whose state directory was
-// replaced rejects it; the watch then starts that box from now, and says
-// so.
+// A box's cursor is process_list's; a saved cursor the box refuses (one
+// that is not a cursor, as an edited file holds) is said, and that box is
+// watched from now.
 //
 // It speaks to the boxes only through session.Tools (MCP tools by name),
 // so it builds on macOS too.
@@ -284,8 +284,8 @@ func (w *watcher) look(ctx context.Context, b *boxState) error {
 	err := b.t.Call(ctx, "process_list", map[string]any{"changed_since": b.cur}, &page)
 	var te *session.ToolError
 	if errors.As(err, &te) && te.Err.Code == wire.InvalidArgument && b.cur != b.issued {
-		// The box does not take the saved cursor: its state directory was
-		// replaced, or the file holds another box's under this name. (One
+		// The box does not take the saved cursor: the file was edited,
+		// or holds what no agent-box issued under this name. (One
 		// it gave this loop is refused only by a box that cannot answer
 		// changed_since at all: that is an outage of its own, said once.)
 		w.diag("%s: the box does not take the saved cursor (%v); watching it from now", b.t.Box, err)

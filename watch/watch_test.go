@@ -319,7 +319,7 @@ func TestCancelledReportIsNotMade(t *testing.T) {
 	assert.Contains(t, report, "run build")
 }
 
-// A saved cursor the box refuses (its state directory was replaced) is
+// A saved cursor the box refuses (not a cursor: an edited file) is
 // said, and the box is watched from now: the refused cursor is replaced.
 func TestRefusedCursorStartsFromNow(t *testing.T) {
 	box := newFakeBox()

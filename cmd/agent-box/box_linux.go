@@ -116,13 +116,13 @@ func localWatchBox(stateDir, defaultLimits string) (session.Tools, error) {
 }
 
 // cliWords name the CLI's commands in runs' messages ("agent-box ps shows
-// the runs there are"); what only MCP can do is named as the MCP tool.
+// the runs there are").
 var cliWords = runs.Words{
 	List:    "agent-box ps",
 	ListAll: "agent-box ps -a",
 	Kill:    "agent-box kill",
-	Restart: "the MCP tool process_restart",
-	Remove:  "the MCP tool process_remove",
+	Restart: "agent-box restart",
+	Remove:  "agent-box rm",
 	Args:    map[string]string{"grace_ms": "--grace", "timeout_s": "--timeout", "stream": "--stream"},
 }
 

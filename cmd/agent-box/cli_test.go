@@ -329,6 +329,9 @@ func TestCLIUsageErrorsSayWhy(t *testing.T) {
 		{[]string{"kill", "--grace", "-1", "a"}, "--grace -1 is out of range"},
 		{[]string{"kill", "--grace", "9223372036854775807", "a"}, "--grace is out of range"},
 		{[]string{"wait"}, "NAME"},
+		{[]string{"stop", "-t", "601", "a"}, "-t 601"},
+		{[]string{"logs", "-n", "-5", "a"}, "-n -5"},
+		{[]string{"--box", "x"}, "go with a command"},
 		{[]string{"wait", "a", "b"}, "one NAME"},
 	} {
 		_, errOut, code := agentBox(t, state, tc.args...)

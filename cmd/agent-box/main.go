@@ -95,6 +95,10 @@ func run(args []string) int {
 		return runInstall(rest[1:])
 	case len(rest) > 0 && rest[0] == "watch":
 		return runWatch(*stateDir, *defaultLimits, *boxDest, *execCmd, *remoteBin, sshOpts, rest[1:])
+	case len(rest) == 0 && (*boxDest != "" || *execCmd != ""):
+		// Served here, the box named would be ignored.
+		fmt.Fprintln(os.Stderr, "agent-box: --box and --exec go with a command (agent-box --box DEST ps); agent-box connect DEST is the MCP server of a box")
+		return cli.ExitUsage
 	case len(rest) == 0 && isTerminal(os.Stdin):
 		usage(os.Stderr, fs)
 		return cli.ExitUsage

@@ -137,6 +137,10 @@ func runWatch(stateDir, defaultLimits, boxDest, execCmd, remoteBin string, sshOp
 		tools = append(tools, local)
 	}
 
+	// A reader gone (a hook's pipe closed) fails the report's write, and
+	// the watch with 125, its cursor as it was; SIGPIPE would end it
+	// without a word.
+	signal.Ignore(syscall.SIGPIPE)
 	// A signal ends the watch quietly: what it had not reported stays
 	// unreported, for the next watch.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)

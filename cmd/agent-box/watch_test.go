@@ -278,3 +278,32 @@ func TestWatchBadFlags(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, "usage: agent-box watch")
 }
+
+// A report that cannot be written (the hook's pipe closed) is agent-box's
+// own failure, 125, and leaves the cursor as it was: the next watch
+// reports the end.
+func TestWatchReportNotWritten(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	cursor := filepath.Join(t.TempDir(), "cursor.json")
+	box := boxExec(state)
+	gate := gatedRun(t, state, "job")
+	code, _, stderr := watchOnce(t, "--exec", box, "--cursor-file", cursor, "--no-wait")
+	require.Equal(t, 0, code, stderr)
+	openGate(t, state, "job", gate)
+
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	cmd := exec.Command(binary, "watch", "--exec", box, "--cursor-file", cursor, "--no-wait")
+	cmd.Stderr = w
+	err = cmd.Run()
+	w.Close()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, 125, exit.ExitCode(), "not SIGPIPE's death, and not a report")
+
+	code, _, stderr = watchOnce(t, "--exec", box, "--cursor-file", cursor, "--no-wait")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "run job ")
+}
