@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,8 +24,9 @@ until it ends, then exits with its status, as docker attach does. What is
 typed goes to the run's stdin if it has one (started with stdin "pipe", or
 a pty). On a terminal, a pty run gets the keys as they are typed (the
 terminal is raw until agent-box ends, so Ctrl-C is the run's ^C) and the
-terminal's size. The detach keys (default ctrl-p,ctrl-q), and Ctrl-C where
-it is not the run's, end agent-box with status 0 and leave the run going.
+terminal's size. The detach keys (default ctrl-p,ctrl-q; on a pty run, where
+the terminal is raw), and Ctrl-C where it is not the run's, end agent-box
+with status 0 and leave the run going.
 The end of agent-box's stdin does not close the run's: a script's input
 ends without ending the REPL it typed into.
 `
@@ -97,7 +99,9 @@ func (c *cmd) attach(args []string) int {
 		}()
 		f()
 	}
-	if r.Pty && terminal {
+	if raw {
+		// Only a terminal that types into the run sizes it: an attach
+		// that only looks changes nothing of what the agent sees.
 		go guard(func() { c.followWindowSize(ctx, r, c.in.Fd()) })
 	}
 
@@ -219,19 +223,18 @@ type detachKeys struct {
 func (k *detachKeys) filter(p []byte) ([]byte, bool) {
 	var out []byte
 	for _, b := range p {
-		if b != k.seq[k.held] && k.held > 0 {
-			out = append(out, k.seq[:k.held]...)
+		// The held bytes and b: what cannot begin the sequence is sent,
+		// from the front, so "aaab" detaches on "a,a,b" as "ab" on "a,b".
+		held := append(k.seq[:k.held:k.held], b)
+		for len(held) > 0 && !bytes.HasPrefix(k.seq, held) {
+			out = append(out, held[0])
+			held = held[1:]
+		}
+		k.held = len(held)
+		if k.held == len(k.seq) {
 			k.held = 0
+			return out, true
 		}
-		if b == k.seq[k.held] {
-			k.held++
-			if k.held == len(k.seq) {
-				k.held = 0
-				return out, true
-			}
-			continue
-		}
-		out = append(out, b)
 	}
 	return out, false
 }

@@ -54,3 +54,13 @@ func TestDetachKeysFilter(t *testing.T) {
 		}
 	}
 }
+
+// A sequence that repeats its own start is found however many of its
+// first key come before it.
+func TestDetachKeysFilterRepeatedStart(t *testing.T) {
+	k := &detachKeys{seq: []byte("aab")}
+	out, detached := k.filter([]byte("xaaab"))
+	if string(out) != "xa" || !detached {
+		t.Errorf("forwarded %q detached %v; want %q true", out, detached, "xa")
+	}
+}
