@@ -89,7 +89,11 @@ func gatedRun(t *testing.T, state, name string) string {
 	_, stderr, code := agentBox(t, state, "start", name, "--", "sh", "-c",
 		`while [ ! -e '`+gate+`' ]; do sleep 0.05; done; echo working; printf 'last\033[31m words\n'; exit 3`)
 	require.Equal(t, 0, code, stderr)
-	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o600) }) // no run outlives its test
+	t.Cleanup(func() {
+		// No run outlives its test, nor writes its dir as it is removed.
+		_ = os.WriteFile(gate, nil, 0o600)
+		agentBox(t, state, "wait", name)
+	})
 	return gate
 }
 
