@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
@@ -32,7 +34,7 @@ const cursorsVersion = 1
 // directory (0700) and the lock file (0600) as needed. flock, not fcntl:
 // two watches in one process (the tests) must exclude each other too, and
 // flock works alike on Linux and macOS.
-func (s store) lock() (unlock func(), err error) {
+func (s store) lock(ctx context.Context) (unlock func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return nil, fmt.Errorf("the cursor file's directory: %w", err)
 	}
@@ -40,10 +42,24 @@ func (s store) lock() (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("the cursor file's lock: %w", err)
 	}
+	// Without blocking, again and again: a watch that holds the lock
+	// while its report's reader stalls must not keep a signal from ending
+	// this one.
 	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
 			break
+		}
+		t := time.NewTimer(lockRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			f.Close()
+			return nil, ctx.Err()
+		case <-t.C:
 		}
 	}
 	if err != nil {
@@ -52,6 +68,9 @@ func (s store) lock() (unlock func(), err error) {
 	}
 	return func() { f.Close() }, nil // closing the last descriptor releases the lock
 }
+
+// lockRetry is how often a watch tries again for a lock another holds.
+const lockRetry = 10 * time.Millisecond
 
 // read reads the cursor file; a missing file holds no cursors. A file that
 // is not a cursor file is an error, never taken as empty: that would

@@ -102,8 +102,11 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	defer cancel()
 	w := &watcher{o: o, st: store{o.CursorFile}, cancel: cancel}
 	if !o.NoWait {
-		unlock, err := w.st.lock()
+		unlock, err := w.st.lock(ctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return Quiet, nil
+			}
 			return Quiet, err
 		}
 		w.token, err = w.st.claim()
@@ -289,7 +292,7 @@ func (w *watcher) look(ctx context.Context, b *boxState) error {
 		// it gave this loop is refused only by a box that cannot answer
 		// changed_since at all: that is an outage of its own, said once.)
 		w.diag("%s: the box does not take the saved cursor (%v); watching it from now", b.t.Box, err)
-		return w.forget(b)
+		return w.forget(ctx, b)
 	}
 	if err != nil {
 		return err
@@ -339,7 +342,7 @@ func (w *watcher) begin(ctx context.Context, b *boxState) error {
 	for _, r := range page.Runs {
 		b.running[r.Name] = r.RunID
 	}
-	return w.locked(func() error {
+	return w.locked(ctx, func() error {
 		c, err := w.st.read()
 		if err != nil {
 			return &fatalError{err}
@@ -359,8 +362,8 @@ func (w *watcher) begin(ctx context.Context, b *boxState) error {
 
 // forget drops the box's saved cursor (if it is still the one the box
 // rejected), so that the next look starts the box from now.
-func (w *watcher) forget(b *boxState) error {
-	err := w.locked(func() error {
+func (w *watcher) forget(ctx context.Context, b *boxState) error {
+	err := w.locked(ctx, func() error {
 		c, err := w.st.read()
 		if err != nil {
 			return &fatalError{err}
@@ -394,7 +397,7 @@ func (w *watcher) report(ctx context.Context, b *boxState, ended []run, next str
 		sb.WriteString(line(b.t.Box, r.Name, r.RunID, status(r), duration(r), last))
 		sb.WriteByte('\n')
 	}
-	return w.locked(func() error {
+	return w.locked(ctx, func() error {
 		if ctx.Err() != nil {
 			return errDone // a signal or --max-wait: report nothing now
 		}
@@ -425,9 +428,12 @@ func (w *watcher) report(ctx context.Context, b *boxState, ended []run, next str
 	})
 }
 
-func (w *watcher) locked(f func() error) error {
-	unlock, err := w.st.lock()
+func (w *watcher) locked(ctx context.Context, f func() error) error {
+	unlock, err := w.st.lock(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return errDone // a signal or --max-wait while another held it
+		}
 		return &fatalError{err}
 	}
 	defer unlock()

@@ -374,3 +374,28 @@ func TestBoxRefusingEveryCursorSaidOnce(t *testing.T) {
 	diag := o.Diag.(*syncBuffer).String()
 	assert.Equal(t, 1, strings.Count(diag, "\n"), diag)
 }
+
+// A watch that waits for the cursor file's lock, which another holds
+// (stuck writing its report to a reader that stalls), ends at its signal.
+func TestWaitForTheLockEndsOnCancel(t *testing.T) {
+	box := newFakeBox()
+	box.start("build")
+	file := filepath.Join(t.TempDir(), "cursor.json")
+	unlock, err := store{file}.lock(context.Background())
+	require.NoError(t, err)
+	defer unlock()
+	o := opts(file, box.tools("dev"))
+	o.NoWait = true
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Outcome, 1)
+	go func() {
+		out, err := Run(ctx, o)
+		assert.NoError(t, err)
+		done <- out
+	}()
+	// Its first call is made before it saves its first cursor, under the
+	// lock.
+	waitFor(t, "the watch to look", func() bool { return box.count("process_list") > 0 })
+	cancel()
+	assert.Equal(t, Quiet, recv(t, done))
+}
