@@ -224,17 +224,17 @@ func TestCLILogsFollowsOneRunThroughARestart(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"logs", "-f", "chat"}, {"logs", "-n", "1", "-f", "chat"}} {
 		state := t.TempDir()
-		first := startRun(t, state, "chat", "--", "sh", "-c", `i=0; while :; do echo "$AGENT_BOX_RUN_ID $i"; i=$((i+1)); done`)
+		first := startRun(t, state, "chat", "--", "sh", "-c", `i=0; while [ $i -lt 40000 ]; do echo "$AGENT_BOX_RUN_ID $i"; i=$((i+1)); done; exec sleep 300`)
 		t.Cleanup(func() { agentBox(t, state, "kill", "-s", "KILL", "chat") })
-		// Through a transport, which keeps the follow behind the writer:
-		// its next window is asked for after the restart.
+		// Through a transport, and with MBs to read, the follow is behind
+		// the writer: its next window is asked for after the restart.
 		cmd := exec.Command(binary, append([]string{"--exec", binary + " --state-dir " + state}, args...)...)
 		var out, errb lockedBuffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		require.NoError(t, cmd.Start())
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		abtest.WaitFor(t, "logs -f to print", 10*time.Second, func() bool { return strings.Count(out.String(), "\n") >= 3 })
+		abtest.WaitFor(t, "logs -f to print", 10*time.Second, func() bool { return strings.Count(out.String(), "\n") >= 1 })
 		_, errOut, code := agentBox(t, state, "restart", "chat")
 		require.Equal(t, 0, code, errOut)
 		var err error
