@@ -59,15 +59,15 @@ func (c *cmd) attach(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	r, framed, err := c.runNamed(ctx, name)
-	if err != nil {
+	var r run
+	if err := c.box.Find(ctx, name, "", &r); err != nil {
 		return c.fail(err)
 	}
 	if r.State != "running" {
 		fmt.Fprintf(c.err, "agent-box: %s is not running (%s); agent-box logs %s shows its output\n", visible(r.Name, 0), visible(stateWord(r), 0), visible(r.Name, 0))
 		return shellStatus(r.ExitCode, r.Signal)
 	}
-	from, err := c.attachOffset(ctx, r, framed, *lines)
+	_, from, err := c.lastLines(ctx, r.Name, r.RunID, *lines)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -154,49 +154,6 @@ func (c *cmd) note(raw bool, format string, args ...any) {
 		eol = "\r\n"
 	}
 	fmt.Fprintf(c.err, format+eol, args...)
-}
-
-// runNamed is the newest run of name, and whether its log is framed. No
-// such run: the box's words for it, from tail_log.
-func (c *cmd) runNamed(ctx context.Context, name string) (run, bool, error) {
-	var list struct {
-		Runs []struct {
-			run
-			CaptureMode string `json:"capture_mode"`
-		} `json:"runs"`
-	}
-	if err := c.call(ctx, "process_list", map[string]any{"name": name}, &list); err != nil {
-		return run{}, false, err
-	}
-	if len(list.Runs) == 0 {
-		if err := c.call(ctx, "tail_log", map[string]any{"name": name, "max_bytes": 1}, nil); err != nil {
-			return run{}, false, err
-		}
-		return run{}, false, fmt.Errorf("no run named %s on %s", name, c.box.Box)
-	}
-	r := list.Runs[0]
-	return r.run, r.CaptureMode == "framed", nil
-}
-
-// attachOffset is where attach begins to read r's log: its end as it is
-// now, or the start of its last lines. The box says where, so that a
-// framed log is entered at the start of a frame.
-func (c *cmd) attachOffset(ctx context.Context, r run, framed bool, lines int) (int64, error) {
-	// Not raw: a framed log's lines are counted in its text, and the
-	// answer starts at the frame that holds the first of them.
-	args := map[string]any{"name": r.Name, "run_id": r.RunID, "tail_lines": max(lines, 1),
-		"encoding": "base64", "max_bytes": maxWindow}
-	var w struct {
-		Offset    int64 `json:"offset"`
-		EndOffset int64 `json:"end_offset"`
-	}
-	if err := c.call(ctx, "tail_log", args, &w); err != nil {
-		return 0, err
-	}
-	if lines == 0 {
-		return w.EndOffset, nil
-	}
-	return w.Offset, nil
 }
 
 // resize gives a pty run the size of the terminal fd.

@@ -290,33 +290,18 @@ func (c *cmd) logs(args []string) int {
 	default:
 		return c.bad(fs, "--stream must be stdout or stderr, not %q", *stream)
 	}
-	ctx, stop := c.interrupted()
-	defer stop()
 	if *lines < -1 {
 		return c.bad(fs, "-n %d: the number of lines is 0 or more", *lines)
 	}
+	ctx, stop := c.interrupted()
+	defer stop()
 	from := int64(0)
 	if *lines >= 0 {
-		// Where the last N lines begin, the box counts: in a framed
-		// log, the start of the frame that holds the first of them.
-		q := map[string]any{"name": name, "tail_lines": max(*lines, 1), "encoding": "base64", "max_bytes": maxWindow}
-		if *runID != "" {
-			q["run_id"] = *runID
-		}
-		var w struct {
-			RunID     string `json:"run_id"`
-			Offset    int64  `json:"offset"`
-			EndOffset int64  `json:"end_offset"`
-		}
-		if err := c.call(ctx, "tail_log", q, &w); err != nil {
-			return c.fail(err)
-		}
 		// The follow reads the run these lines are of, whatever starts
 		// under the name meanwhile.
-		*runID = w.RunID
-		from = w.Offset
-		if *lines == 0 {
-			from = w.EndOffset
+		var err error
+		if *runID, from, err = c.lastLines(ctx, name, *runID, *lines); err != nil {
+			return c.fail(err)
 		}
 	}
 	end, err := c.box.Follow(ctx, session.Follow{Name: name, RunID: *runID, Offset: from, Now: !*follow}, stdout, stderr)
@@ -363,6 +348,28 @@ func (c *cmd) start(args []string) int {
 	r := res.Run
 	fmt.Fprintf(c.out, "started %s run_id=%s pid=%d log=%s\n", visible(r.Name, 0), visible(r.RunID, 0), r.PID, visible(r.LogPath, 0))
 	return 0
+}
+
+// lastLines is where the last n lines of a run's log begin (n 0: its
+// end), and the run's id (runID "": the newest of name). The box counts
+// them: in a framed log, from the start of the frame that holds the first.
+func (c *cmd) lastLines(ctx context.Context, name, runID string, n int) (string, int64, error) {
+	q := map[string]any{"name": name, "tail_lines": max(n, 1), "encoding": "base64", "max_bytes": maxWindow}
+	if runID != "" {
+		q["run_id"] = runID
+	}
+	var w struct {
+		RunID     string `json:"run_id"`
+		Offset    int64  `json:"offset"`
+		EndOffset int64  `json:"end_offset"`
+	}
+	if err := c.call(ctx, "tail_log", q, &w); err != nil {
+		return "", 0, err
+	}
+	if n == 0 {
+		return w.RunID, w.EndOffset, nil
+	}
+	return w.RunID, w.Offset, nil
 }
 
 // maxWindow is the most a tail_log answer holds (logread's MaxWindow).

@@ -174,8 +174,8 @@ func (c *cmd) write(args []string) int {
 	defer cancel()
 	// One run for the whole input, whatever starts under the name
 	// meanwhile; in chunks, which a box takes (a write is at most 1 MiB).
-	r, _, err := c.runNamed(ctx, name)
-	if err != nil {
+	var r run
+	if err := c.box.Find(ctx, name, "", &r); err != nil {
 		return c.fail(err)
 	}
 	if err := c.sendInput(ctx, r, in, nil, *eof); err != nil {

@@ -145,35 +145,49 @@ func (t Tools) window(ctx context.Context, f Follow, off int64, framed bool) (wi
 // framed says whether the run's log is framed (its stdout and stderr
 // apart), how long the log is now, and the run's id.
 func (t Tools) framed(ctx context.Context, f Follow) (framed bool, size int64, runID string, err error) {
-	args := map[string]any{"name": f.Name, "all": f.RunID != ""}
-	var list struct {
-		Runs []struct {
-			RunID       string `json:"run_id"`
-			CaptureMode string `json:"capture_mode"`
-			LogBytes    int64  `json:"log_bytes"`
-		} `json:"runs"`
+	var r struct {
+		RunID       string `json:"run_id"`
+		CaptureMode string `json:"capture_mode"`
+		LogBytes    int64  `json:"log_bytes"`
 	}
-	err = t.Call(ctx, "process_list", args, &list)
+	if err := t.Find(ctx, f.Name, f.RunID, &r); err != nil {
+		return false, 0, "", err
+	}
+	return r.CaptureMode == "framed", r.LogBytes, r.RunID, nil
+}
+
+// Find decodes into out the run of name with runID ("": its newest), as
+// process_list shows it. A run there is not fails in the box's words
+// (tail_log's, which name the caller's way to list runs).
+func (t Tools) Find(ctx context.Context, name, runID string, out any) error {
+	var list struct {
+		Runs []json.RawMessage `json:"runs"`
+	}
+	err := t.Call(ctx, "process_list", map[string]any{"name": name, "all": runID != ""}, &list)
 	if err == nil {
-		for _, r := range list.Runs {
-			if f.RunID == "" || r.RunID == f.RunID {
-				return r.CaptureMode == "framed", r.LogBytes, r.RunID, nil
+		for _, raw := range list.Runs {
+			var r struct {
+				RunID string `json:"run_id"`
+			}
+			if json.Unmarshal(raw, &r) == nil && (runID == "" || r.RunID == runID) {
+				return json.Unmarshal(raw, out)
 			}
 		}
 	}
-	// No such run: tail_log says so in the box's words (which name the
-	// caller's way to list runs).
-	probe := map[string]any{"name": f.Name, "offset": 0, "max_bytes": 1, "encoding": "base64"}
-	if f.RunID != "" {
-		probe["run_id"] = f.RunID
+	probe := map[string]any{"name": name, "offset": 0, "max_bytes": 1, "encoding": "base64"}
+	if runID != "" {
+		probe["run_id"] = runID
 	}
 	if perr := t.Call(ctx, "tail_log", probe, nil); perr != nil {
-		return false, 0, "", perr
+		return perr
 	}
 	if err != nil {
-		return false, 0, "", err
+		return err
 	}
-	return false, 0, "", fmt.Errorf("no run %s %s on %s", f.Name, f.RunID, t.Box)
+	if runID != "" {
+		return fmt.Errorf("no run %q of %q on %s", runID, name, t.Box)
+	}
+	return fmt.Errorf("no run named %q on %s", name, t.Box)
 }
 
 // Caller sends a tools/call (its params as a client gives them) and
