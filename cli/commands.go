@@ -449,10 +449,6 @@ func (c *cmd) waitFor(ctx context.Context, name string) (waitEnd, error) {
 		if err := c.call(ctx, "process_wait", map[string]any{"name": name}, &res); err != nil {
 			return res, err
 		}
-		if ctx.Err() != nil {
-			// A wait cut short by its ctx answers as one that timed out.
-			return res, ctx.Err()
-		}
 		if !res.WaitTimedOut {
 			return res, nil
 		}

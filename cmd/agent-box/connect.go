@@ -64,11 +64,7 @@ func runConnect(args []string) int {
 			return cli.ExitUsage
 		}
 	case *execCmd == "" && len(rest) == 1 && !strings.HasPrefix(rest[0], "-"):
-		var extra []string
-		for _, o := range sshOpts {
-			extra = append(extra, "-o", o)
-		}
-		box = session.SSH(rest[0], *remoteBin, extra)
+		box = sshBox(rest[0], *remoteBin, sshOpts)
 	default:
 		fmt.Fprintf(os.Stderr, "agent-box connect: give one DEST, or --exec 'COMMAND'\n%s", connectUsage)
 		return cli.ExitUsage
@@ -110,6 +106,15 @@ func runConnect(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// sshBox is a box reached over ssh, with the user's -o options.
+func sshBox(dest, remoteBin string, opts []string) session.Box {
+	var extra []string
+	for _, o := range opts {
+		extra = append(extra, "-o", o)
+	}
+	return session.SSH(dest, remoteBin, extra)
 }
 
 // multiFlag is a flag given any number of times.

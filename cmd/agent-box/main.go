@@ -127,11 +127,7 @@ func run(args []string) int {
 					fmt.Fprintf(os.Stderr, "agent-box: %s %q is not a destination\n", via, dest)
 					return cli.ExitUsage
 				}
-				var extra []string
-				for _, o := range sshOpts {
-					extra = append(extra, "-o", o)
-				}
-				box = session.SSH(dest, *remoteBin, extra)
+				box = sshBox(dest, *remoteBin, sshOpts)
 			}
 			return remote(box, rest)
 		}

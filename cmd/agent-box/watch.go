@@ -111,11 +111,7 @@ func runWatch(stateDir, defaultLimits, boxDest, execCmd, remoteBin string, sshOp
 			fmt.Fprintf(os.Stderr, "agent-box watch: --box %q is not a destination\n", dest)
 			return watchFailed
 		}
-		var extra []string
-		for _, o := range sshOpts {
-			extra = append(extra, "-o", o)
-		}
-		sessions = append(sessions, session.Open(session.SSH(dest, remoteBin, extra), cliInit(), session.Options{}))
+		sessions = append(sessions, session.Open(sshBox(dest, remoteBin, sshOpts), cliInit(), session.Options{}))
 	}
 	for _, command := range execs {
 		box, err := session.Exec(command, os.Getenv)
