@@ -101,6 +101,28 @@ func growScript(gate string) string {
 	return fmt.Sprintf(`while [ ! -e %s ]; do head -c 3000 /dev/urandom; head -c 1000 /dev/urandom >&2; sleep 0.01; done; echo last; exit 7`, shellQuote(gate))
 }
 
+// dropsBox is this sshd's box for a CLI through a forwarder that cuts
+// the link, a state dir whose runs are reaped at cleanup, and the gate of
+// growScript, opened at cleanup.
+type dropsBox struct {
+	srv         *sshServer
+	fwd         *forwarder
+	state, gate string
+}
+
+func newDropsBox(t *testing.T) *dropsBox {
+	if testing.Short() {
+		t.Skip("connect lane: starts an sshd")
+	}
+	srv := startSSHD(t)
+	b := &dropsBox{srv: srv, fwd: newForwarder(t, srv.port), state: t.TempDir(), gate: filepath.Join(t.TempDir(), "gate")}
+	reapAtCleanup(t, b.state)
+	t.Cleanup(func() { os.WriteFile(b.gate, nil, 0o600) })
+	return b
+}
+
+func (b *dropsBox) cli(args ...string) *exec.Cmd { return b.srv.cli(b.fwd.port(), b.state, args...) }
+
 // TestCLILogsFollowThroughDrops: a person follows a growing log from their
 // machine with agent-box --box BOX logs -f, over the real sshd, while the
 // network between ssh and sshd is cut again and again: the run's stdout
@@ -108,18 +130,10 @@ func growScript(gate string) string {
 // order, and logs -f exits with the run's status.
 func TestCLILogsFollowThroughDrops(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("connect lane: starts an sshd")
-	}
-	srv := startSSHD(t)
-	fwd := newForwarder(t, srv.port)
-	state := t.TempDir()
-	reapAtCleanup(t, state)
-	gate := filepath.Join(t.TempDir(), "gate")
-	out, errOut, code := result(t, srv.cli(fwd.port(), state, "start", "--framed", "grow", "--", "sh", "-c", growScript(gate)))
+	b := newDropsBox(t)
+	out, errOut, code := result(t, b.cli("start", "--framed", "grow", "--", "sh", "-c", growScript(b.gate)))
 	require.Equal(t, 0, code, "start: %s%s", out, errOut)
-	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) })
-	throughDrops(t, srv, fwd, state, gate, "grow", "logs", "-f", "grow")
+	b.throughDrops(t, "grow", "logs", "-f", "grow")
 }
 
 // TestCLIRunThroughDrops: agent-box --box BOX run, as docker run, over the
@@ -128,24 +142,17 @@ func TestCLILogsFollowThroughDrops(t *testing.T) {
 // code as agent-box's.
 func TestCLIRunThroughDrops(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("connect lane: starts an sshd")
-	}
-	srv := startSSHD(t)
-	fwd := newForwarder(t, srv.port)
-	state := t.TempDir()
-	reapAtCleanup(t, state)
-	gate := filepath.Join(t.TempDir(), "gate")
-	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) })
-	throughDrops(t, srv, fwd, state, gate, "grow", "run", "grow", "--", "sh", "-c", growScript(gate))
+	b := newDropsBox(t)
+	b.throughDrops(t, "grow", "run", "grow", "--", "sh", "-c", growScript(b.gate))
 }
 
 // throughDrops runs the CLI with args (a follow of the framed run name,
-// whose program is growScript(gate)) while the forwarder cuts the link
+// whose program is growScript(b.gate)) while the forwarder cuts the link
 // under it four times, then opens the gate; the CLI's stdout and stderr
 // must be the log's streams, and its status the run's, 7.
-func throughDrops(t *testing.T, srv *sshServer, fwd *forwarder, state, gate, name string, args ...string) {
+func (b *dropsBox) throughDrops(t *testing.T, name string, args ...string) {
 	t.Helper()
+	srv, fwd, state, gate := b.srv, b.fwd, b.state, b.gate
 	follow := srv.cli(fwd.port(), state, args...)
 	var stdout, stderr lockedBuffer
 	follow.Stdout, follow.Stderr = &stdout, &stderr
