@@ -152,8 +152,8 @@ func TestCLIRunThroughDrops(t *testing.T) {
 // must be the log's streams, and its status the run's, 7.
 func (b *dropsBox) throughDrops(t *testing.T, name string, args ...string) {
 	t.Helper()
-	srv, fwd, state, gate := b.srv, b.fwd, b.state, b.gate
-	follow := srv.cli(fwd.port(), state, args...)
+	fwd, state, gate := b.fwd, b.state, b.gate
+	follow := b.cli(args...)
 	var stdout, stderr lockedBuffer
 	follow.Stdout, follow.Stderr = &stdout, &stderr
 	seen := map[procID]bool{}
@@ -194,7 +194,7 @@ func (b *dropsBox) throughDrops(t *testing.T, name string, args ...string) {
 	assert.Equal(t, 7, exit.ExitCode(), "stderr ends: %.300q", stderr.Bytes()[max(0, stderr.Len()-300):])
 	require.GreaterOrEqual(t, len(seen), drops+1, "distinct agent-box servers on the box")
 
-	out, errOut, code := result(t, srv.cli(fwd.port(), state, "ps", "--json", name))
+	out, errOut, code := result(t, b.cli("ps", "--json", name))
 	require.Equal(t, 0, code, errOut)
 	var list struct {
 		Runs []struct {
