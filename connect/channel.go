@@ -58,29 +58,39 @@ func withChannel(res json.RawMessage) json.RawMessage {
 }
 
 // startChannel starts the channel's loop, once the client is initialized
-// and a session is open.
+// and the sessions are open.
 func (r *relay) startChannel(ctx context.Context) {
 	if r.srv.Channel == nil {
 		return
 	}
 	r.mu.Lock()
-	sess, started := r.sess, r.channeled
-	r.channeled = r.channeled || sess != nil
+	open, started := r.opened, r.channeled
+	r.channeled = r.channeled || open
+	var boxes []session.Tools
+	for _, mb := range r.members {
+		if mb.sess != nil {
+			boxes = append(boxes, mb.sess.Tools())
+		}
+	}
 	r.mu.Unlock()
-	if sess == nil || started {
+	if !open || started {
 		return
 	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		r.channel(ctx, sess)
+		r.channel(ctx, boxes)
 	}()
 }
 
-// channel sends the box's ended runs to the client until ctx ends, or
+// channel sends the boxes' ended runs to the client until ctx ends, or
 // another connect takes the cursor file over.
-func (r *relay) channel(ctx context.Context, sess *session.Session) {
-	box := sess.Box().Name
+func (r *relay) channel(ctx context.Context, boxes []session.Tools) {
+	names := make([]string, len(boxes))
+	for i, b := range boxes {
+		names[i] = b.Box
+	}
+	box := strings.Join(names, ", ")
 	send := writerFunc(func(report []byte) (int, error) {
 		msg, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/claude/channel",
 			"params": map[string]any{"content": strings.TrimRight(string(report), "\n"), "meta": map[string]string{"box": box}}})
@@ -99,7 +109,7 @@ func (r *relay) channel(ctx context.Context, sess *session.Session) {
 		return len(p), nil
 	})
 	for ctx.Err() == nil {
-		out, err := watch.Run(ctx, watch.Options{Boxes: []session.Tools{sess.Tools()}, CursorFile: r.srv.Channel.CursorFile,
+		out, err := watch.Run(ctx, watch.Options{Boxes: boxes, CursorFile: r.srv.Channel.CursorFile,
 			Report: send, Diag: diag, Poll: r.srv.Channel.Poll, OwnerPoll: r.srv.Channel.Poll})
 		switch {
 		case err != nil:

@@ -1,6 +1,8 @@
 // Package connect is agent-box connect: the MCP server an agent's client
 // starts on the user's machine, which relays every call to a box's
-// agent-box through a session that survives the transport's drops.
+// agent-box through a session that survives the transport's drops. Given
+// several boxes, it is one server for all of them: a session per box, and
+// package fleet's tool list and routing.
 //
 // MCP clients do not restart a stdio server that died (Claude Code's
 // issues 43177 and 82746), so the process the client started must outlive
@@ -21,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-box/agent-box/fleet"
 	"github.com/agent-box/agent-box/session"
 	"github.com/agent-box/agent-box/wire"
 )
@@ -29,9 +32,12 @@ import (
 // far below it).
 const maxLine = 64 << 20
 
-// Server relays one client's MCP session to one box.
+// Server relays one client's MCP session to its boxes.
 type Server struct {
-	Box     session.Box
+	// Boxes are the boxes, each with its name. One box is relayed as it
+	// is: its own tools, unchanged. Several are a fleet (package fleet),
+	// and each one's name is what the tools' box takes.
+	Boxes   []session.Box
 	Options session.Options
 	// InitWait bounds how long initialize waits for the box's first answer
 	// (default 30 s, under the minute clients give a request).
@@ -49,25 +55,42 @@ type relay struct {
 	srv *Server
 	out io.Writer
 	wmu sync.Mutex
+	ctx context.Context // the connection's: what runs in the background ends with it
 
 	mu        sync.Mutex
-	sess      *session.Session
-	tools     json.RawMessage // the box's tools/list result, once fetched
-	cache     *cache
-	answered  string                        // the box's version as the client was told at initialize
-	kept      cached                        // what the cache holds, or is to
+	members   []*member
+	opened    bool         // the sessions are open (at the first initialize)
+	fleet     *fleet.Fleet // several boxes: the fleet that routes calls; nil for one
+	lead      int          // the member whose answer to initialize and tools the client was given
+	tools     json.RawMessage // the client's tools/list result, once fetched
 	inflight  map[string]context.CancelFunc // by the client's request id
 	channeled bool                          // the channel's loop has started
 	wg        sync.WaitGroup
+}
+
+// member is one box of the connection.
+type member struct {
+	box      session.Box
+	sess     *session.Session
+	cache    *cache
+	answered string // the box's version, as last told at initialize or a dial
+	kept     cached // what the cache holds, or is to
 }
 
 // Serve relays the client's messages from in, and the answers to out,
 // until in ends or ctx does; then it lets the box finish what is in flight
 // (the transport gets EOF) and returns.
 func (srv *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
-	r := &relay{srv: srv, out: out, inflight: map[string]context.CancelFunc{}, cache: cacheFor(srv.CacheDir, srv.Box)}
+	if len(srv.Boxes) == 0 {
+		return errors.New("connect: no box")
+	}
+	r := &relay{srv: srv, out: out, inflight: map[string]context.CancelFunc{}}
+	for _, b := range srv.Boxes {
+		r.members = append(r.members, &member{box: b, cache: cacheFor(srv.CacheDir, b)})
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	r.ctx = ctx
 	read := make(chan error, 1)
 	go func() { read <- r.read(ctx, in) }()
 	var err error
@@ -77,9 +100,14 @@ func (srv *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error
 		err = ctx.Err()
 	}
 	r.mu.Lock()
-	sess := r.sess
+	var open []*session.Session
+	for _, mb := range r.members {
+		if mb.sess != nil {
+			open = append(open, mb.sess)
+		}
+	}
 	r.mu.Unlock()
-	if sess != nil {
+	for _, sess := range open {
 		sess.Close()
 	}
 	cancel()
@@ -167,75 +195,154 @@ func (r *relay) request(ctx context.Context, m message) {
 	}()
 }
 
-func (r *relay) session() *session.Session {
+// opened says whether the sessions are open (after initialize).
+func (r *relay) isOpen() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.sess
+	return r.opened
+}
+
+// open opens a session to every box, with the client's initialize (the
+// box's is made at every dial). The first initialize does; a repeat
+// (a client that tries again) reuses them.
+func (r *relay) open(params json.RawMessage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.opened {
+		return
+	}
+	var boxes []fleet.Box
+	for _, mb := range r.members {
+		opt := r.srv.Options
+		opt.Dialled = func(res json.RawMessage) { r.dialled(mb, res) }
+		mb.sess = session.Open(mb.box, params, opt)
+		boxes = append(boxes, fleet.Box{Name: mb.box.Name, Caller: mb.sess})
+	}
+	if len(r.members) > 1 {
+		// Server's boxes were named by main, with fleet.CheckName.
+		r.fleet, _ = fleet.New(boxes)
+	}
+	r.opened = true
 }
 
 func (r *relay) initialize(ctx context.Context, m message) {
-	r.mu.Lock()
-	if r.sess == nil {
-		opt := r.srv.Options
-		opt.Dialled = r.dialled
-		r.sess = session.Open(r.srv.Box, m.Params, opt)
+	r.open(m.Params)
+	if r.fleet == nil && len(r.members) > 1 {
+		r.answer(m.ID, nil, &rpcError{Code: -32603, Message: "agent-box connect: the boxes' names are not all good box names"})
+		return
 	}
-	sess := r.sess
-	r.mu.Unlock()
 	wait := r.srv.InitWait
 	if wait <= 0 {
 		wait = 30 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
 	var p struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
-	res, err := sess.Initialize(ctx)
+	lead, res, err := r.initializeAll(ctx, p.ProtocolVersion, wait)
 	if err == nil {
 		r.mu.Lock()
-		if old, lerr := r.cache.load(); lerr == nil && old.Asked == p.ProtocolVersion {
-			r.kept.Tools = old.Tools
-		}
-		r.kept.Asked, r.kept.Initialize, r.kept.At = p.ProtocolVersion, res, time.Now().UTC()
-		r.saveLocked()
-		r.answered = serverVersion(res)
+		r.lead = lead
 		r.mu.Unlock()
 		r.answer(m.ID, r.initAnswer(res), nil)
 		return
 	}
 	r.logf("initialize: %v", err)
-	if old, lerr := r.cache.load(); lerr == nil && old.Asked == p.ProtocolVersion {
+	for i, mb := range r.members {
+		old, lerr := mb.cache.load()
+		if lerr != nil || old.Asked != p.ProtocolVersion {
+			continue
+		}
 		// The box is away as the client starts: its tools as last seen,
 		// and calls that say why they fail until it is back.
-		r.logf("answering initialize and tools/list from what %s said at %s", r.srv.Box.Name, old.At.Format(time.RFC3339))
+		r.logf("answering initialize and tools/list from what %s said at %s", mb.box.Name, old.At.Format(time.RFC3339))
 		r.mu.Lock()
-		r.kept, r.tools = old, old.Tools
-		r.answered = serverVersion(old.Initialize)
+		r.lead = i
+		mb.kept, mb.answered = old, serverVersion(old.Initialize)
+		r.tools = nil
+		if old.Tools != nil {
+			r.tools, err = r.clientTools(old.Tools)
+		}
 		r.mu.Unlock()
+		if err != nil {
+			r.logf("the tools %s listed at %s: %v", mb.box.Name, old.At.Format(time.RFC3339), err)
+			continue
+		}
 		r.answer(m.ID, r.initAnswer(old.Initialize), nil)
 		return
 	}
-	r.answer(m.ID, nil, &rpcError{Code: -32603, Message: "agent-box connect: " + describe(r.srv.Box, err)})
+	r.answer(m.ID, nil, &rpcError{Code: -32603, Message: "agent-box connect: " + r.describe(err)})
 }
 
-// dialled is told the box's answer at every dial: an agent-box that is not
+// initializeAll waits for the boxes' answers to initialize, each for wait
+// at most, and returns the first (which member, and its answer): one box
+// answering is enough to serve the client. Each box that answers keeps
+// its answer in its cache, those that answer later too.
+func (r *relay) initializeAll(ctx context.Context, asked string, wait time.Duration) (int, json.RawMessage, error) {
+	type got struct {
+		i   int
+		res json.RawMessage
+		err error
+	}
+	ch := make(chan got, len(r.members))
+	for i, mb := range r.members {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			ctx, cancel := context.WithTimeout(r.ctx, wait)
+			defer cancel()
+			res, err := mb.sess.Initialize(ctx)
+			if err == nil {
+				r.mu.Lock()
+				if old, lerr := mb.cache.load(); lerr == nil && old.Asked == asked {
+					mb.kept.Tools = old.Tools
+				}
+				mb.kept.Asked, mb.kept.Initialize, mb.kept.At = asked, res, time.Now().UTC()
+				r.saveLocked(mb)
+				mb.answered = serverVersion(res)
+				r.mu.Unlock()
+			}
+			ch <- got{i, res, err}
+		}()
+	}
+	var first error
+	for range r.members {
+		select {
+		case g := <-ch:
+			if g.err == nil {
+				return g.i, g.res, nil
+			}
+			if first == nil {
+				first = g.err
+			}
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		}
+	}
+	return 0, nil, first
+}
+
+// dialled is told a box's answer at every dial: an agent-box that is not
 // the one the client was told of (upgraded on the box, or first reached
 // after an answer from the cache) may have other tools, so the tool list
-// is fetched anew and the client told it changed.
-func (r *relay) dialled(res json.RawMessage) {
+// is fetched anew and the client told it changed. Of several boxes, the
+// tools are the lead's (the box whose answer the client was given).
+func (r *relay) dialled(mb *member, res json.RawMessage) {
 	v := serverVersion(res)
 	r.mu.Lock()
-	changed := r.answered != "" && v != r.answered
+	changed := mb.answered != "" && v != mb.answered
+	lead := len(r.members) > 0 && r.members[r.lead] == mb
 	if changed {
-		r.answered, r.tools = v, nil
-		r.kept.Initialize, r.kept.Tools, r.kept.At = res, nil, time.Now().UTC()
-		r.saveLocked()
+		mb.answered = v
+		mb.kept.Initialize, mb.kept.Tools, mb.kept.At = res, nil, time.Now().UTC()
+		r.saveLocked(mb)
+		if lead {
+			r.tools = nil
+		}
 	}
 	r.mu.Unlock()
-	if changed {
-		r.logf("%s now runs agent-box %s: its tools are listed anew", r.srv.Box.Name, v)
+	if changed && lead {
+		r.logf("%s now runs agent-box %s: its tools are listed anew", mb.box.Name, v)
 		r.write([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
 	}
 }
@@ -254,10 +361,22 @@ func serverVersion(res json.RawMessage) string {
 // initAnswer is the client's answer to initialize, from the box's.
 func (r *relay) initAnswer(res json.RawMessage) json.RawMessage {
 	res = listChanges(res)
+	if r.fleet != nil {
+		res = withInstructions(res, r.fleet.Instructions())
+	}
 	if r.srv.Channel != nil {
 		res = withChannel(res)
 	}
 	return res
+}
+
+// clientTools is a box's tools/list result as the client is given it:
+// as it is, or the fleet's (every tool takes box).
+func (r *relay) clientTools(list json.RawMessage) (json.RawMessage, error) {
+	if r.fleet == nil {
+		return list, nil
+	}
+	return r.fleet.ToolList(list)
 }
 
 // listChanges is an answer to initialize that says the tool list may
@@ -283,16 +402,31 @@ func listChanges(res json.RawMessage) json.RawMessage {
 	return b
 }
 
-// saveLocked writes the cache (r.mu held).
-func (r *relay) saveLocked() {
-	if err := r.cache.save(r.kept); err != nil {
-		r.logf("keeping what %s said: %v", r.srv.Box.Name, err)
+// withInstructions is an answer to initialize with more instructions.
+func withInstructions(res json.RawMessage, more string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(res, &m) != nil || m == nil {
+		return res
+	}
+	var instructions string
+	_ = json.Unmarshal(m["instructions"], &instructions)
+	m["instructions"], _ = json.Marshal(instructions + more)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return res
+	}
+	return b
+}
+
+// saveLocked writes mb's cache (r.mu held).
+func (r *relay) saveLocked(mb *member) {
+	if err := mb.cache.save(mb.kept); err != nil {
+		r.logf("keeping what %s said: %v", mb.box.Name, err)
 	}
 }
 
 func (r *relay) serve(ctx context.Context, m message) {
-	sess := r.session()
-	if sess == nil {
+	if !r.isOpen() {
 		if m.Method == "ping" {
 			r.answer(m.ID, json.RawMessage(`{}`), nil)
 			return
@@ -300,30 +434,45 @@ func (r *relay) serve(ctx context.Context, m message) {
 		r.answer(m.ID, nil, &rpcError{Code: -32002, Message: "agent-box connect: initialize first"})
 		return
 	}
+	r.mu.Lock()
+	lead, fl := r.members[r.lead], r.fleet
+	r.mu.Unlock()
 	switch m.Method {
 	case "ping":
 		r.answer(m.ID, json.RawMessage(`{}`), nil)
 	case "tools/call":
-		ans, err := sess.CallTool(ctx, m.Params, r.write)
+		var ans session.Answer
+		var err error
+		if fl != nil {
+			ans, err = fl.CallTool(ctx, m.Params, r.write)
+		} else {
+			ans, err = lead.sess.CallTool(ctx, m.Params, r.write)
+		}
 		r.forward(ctx, m, ans, err)
 	case "tools/list":
 		if tools := r.cachedTools(m.Params); tools != nil {
 			r.answer(m.ID, tools, nil)
 			return
 		}
-		ans, err := sess.Call(ctx, m.Method, m.Params)
+		ans, err := lead.sess.Call(ctx, m.Method, m.Params)
 		if err == nil && ans.Error == nil {
+			list, lerr := r.clientTools(ans.Result)
+			if lerr != nil {
+				r.answer(m.ID, nil, &rpcError{Code: -32603, Message: "agent-box connect: " + lead.box.Name + ": " + lerr.Error()})
+				return
+			}
 			r.mu.Lock()
-			r.tools = ans.Result
-			if len(r.kept.Initialize) > 0 {
-				r.kept.Tools = ans.Result
-				r.saveLocked()
+			r.tools = list
+			if len(lead.kept.Initialize) > 0 {
+				lead.kept.Tools = ans.Result
+				r.saveLocked(lead)
 			}
 			r.mu.Unlock()
+			ans.Result = list
 		}
 		r.forward(ctx, m, ans, err)
 	default:
-		ans, err := sess.Call(ctx, m.Method, m.Params)
+		ans, err := lead.sess.Call(ctx, m.Method, m.Params)
 		r.forward(ctx, m, ans, err)
 	}
 }
@@ -359,7 +508,7 @@ func (r *relay) forward(ctx context.Context, m message, ans session.Answer, err 
 		if errors.Is(err, session.ErrOutcomeUnknown) {
 			code, retryable = wire.UnknownOutcome, false
 		}
-		msg := describe(r.srv.Box, err)
+		msg := r.describe(err)
 		res, _ := json.Marshal(map[string]any{
 			"content":           []map[string]string{{"type": "text", "text": msg}},
 			"isError":           true,
@@ -367,18 +516,19 @@ func (r *relay) forward(ctx context.Context, m message, ans session.Answer, err 
 		})
 		r.answer(m.ID, res, nil)
 	default:
-		r.answer(m.ID, nil, &rpcError{Code: -32603, Message: "agent-box connect: " + describe(r.srv.Box, err)})
+		r.answer(m.ID, nil, &rpcError{Code: -32603, Message: "agent-box connect: " + r.describe(err)})
 	}
 }
 
 // describe says what went wrong in words for the model and the person:
-// the box's name and the transport's own words are in err already.
-func describe(box session.Box, err error) string {
+// the box's name and the transport's own words are in err already, or
+// for one box are added.
+func (r *relay) describe(err error) string {
 	switch {
-	case errors.Is(err, session.ErrUnreachable), errors.Is(err, session.ErrOutcomeUnknown):
+	case errors.Is(err, session.ErrUnreachable), errors.Is(err, session.ErrOutcomeUnknown), len(r.members) > 1:
 		return err.Error()
 	}
-	return fmt.Sprintf("%s: %v", box.Name, err)
+	return fmt.Sprintf("%s: %v", r.members[0].box.Name, err)
 }
 
 type rpcError struct {

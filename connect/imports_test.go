@@ -13,8 +13,8 @@ func TestLocalSideImportsNothingOfTheBox(t *testing.T) {
 	const module = "github.com/agent-box/agent-box/"
 	// logframe is the frame format alone (the standard library's only),
 	// which the resumable reader decodes a framed log with.
-	allowed := map[string]bool{"connect": true, "session": true, "wire": true, "logframe": true, "watch": true, "cli": true}
-	for _, pkg := range []string{"../connect", "../session", "../watch", "../cli"} {
+	allowed := map[string]bool{"connect": true, "fleet": true, "session": true, "wire": true, "logframe": true, "watch": true, "cli": true}
+	for _, pkg := range []string{"../connect", "../fleet", "../session", "../watch", "../cli"} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", pkg, err)

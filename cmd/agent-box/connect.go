@@ -87,7 +87,7 @@ func runConnect(args []string) int {
 	if dir, err := os.UserCacheDir(); err == nil {
 		cacheDir = filepath.Join(dir, "agent-box", "connect")
 	}
-	srv := &relay.Server{Box: box, CacheDir: cacheDir, Options: session.Options{Stderr: os.Stderr, GiveUp: *giveUp, Keepalive: *keepalive}, Log: logger}
+	srv := &relay.Server{Boxes: []session.Box{box}, CacheDir: cacheDir, Options: session.Options{Stderr: os.Stderr, GiveUp: *giveUp, Keepalive: *keepalive}, Log: logger}
 	if *channel {
 		// A cursor file per box: only the newest connect of a file sends.
 		dir, err := defaultCursorFile(os.Getenv)

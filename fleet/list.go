@@ -1,0 +1,185 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/agent-box/agent-box/session"
+	"github.com/agent-box/agent-box/wire"
+)
+
+// defaultLimit is process_list's limit when none is given (the box's).
+const defaultLimit = 100
+
+// boxList is one box's process_list answer.
+type boxList struct {
+	Runs       []map[string]json.RawMessage `json:"runs"`
+	Total      int                          `json:"total"`
+	NextBefore string                       `json:"next_before"`
+	Cursor     string                       `json:"cursor"`
+}
+
+// mergedList is process_list's answer over every box.
+type mergedList struct {
+	Runs        []map[string]json.RawMessage `json:"runs"`
+	Total       int                          `json:"total"`
+	NextBefore  string                       `json:"next_before,omitempty"`
+	Cursor      string                       `json:"cursor"`
+	Unreachable []away                       `json:"unreachable,omitempty"`
+}
+
+// listAll is process_list over every box, merged: the newest runs of all
+// boxes by run id (which sorts by start time), at most limit of them, so
+// before pages through every box at once.
+func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
+	var since map[string]string
+	s, changes, err := c.str("changed_since")
+	if err != nil {
+		return failure(wire.InvalidArgument, "invalid argument: "+err.Error()), nil
+	}
+	if changes {
+		if since, err = decodeCursor(s); err != nil {
+			return failure(wire.InvalidArgument, "invalid argument: "+err.Error()), nil
+		}
+	}
+	limit := defaultLimit
+	if raw, ok := c.args["limit"]; ok {
+		_ = json.Unmarshal(raw, &limit) // a bad one is the boxes' to refuse
+	}
+	lists := make([]*boxList, len(f.boxes))
+	texts := make([]string, len(f.boxes))
+	failed := make([]string, len(f.boxes))
+	var refused *session.Answer
+	var mu sync.Mutex
+	f.each(ctx, f.all(), func(ctx context.Context, i int) {
+		args := c.cloneArgs()
+		if changes {
+			if cur, ok := since[f.boxes[i].Name]; ok {
+				args["changed_since"] = mustString(cur)
+			} else {
+				delete(args, "changed_since")
+			}
+		}
+		res, err := parseAnswer(f.boxes[i].Caller.CallTool(ctx, c.with(args).params(), nil))
+		var l boxList
+		switch {
+		case err != nil:
+			failed[i] = reason(ctx, err)
+		case res.IsError && res.code() == wire.InvalidArgument:
+			mu.Lock()
+			if refused == nil {
+				a := answer(prefixed(res, f.boxes[i].Name))
+				refused = &a
+			}
+			mu.Unlock()
+		case res.IsError:
+			failed[i] = res.message()
+		case json.Unmarshal(res.Structured, &l) != nil || l.Cursor == "":
+			failed[i] = "its answer to process_list has no cursor"
+		default:
+			lists[i], texts[i] = &l, res.text()
+		}
+	})
+	if ctx.Err() != nil {
+		return session.Answer{}, ctx.Err()
+	}
+	if refused != nil {
+		return *refused, nil
+	}
+	var out mergedList
+	cursors := map[string]string{}
+	more := false
+	for i, l := range lists {
+		name := f.boxes[i].Name
+		if l == nil {
+			out.Unreachable = append(out.Unreachable, away{Box: name, Reason: failed[i]})
+			if cur, ok := since[name]; ok {
+				cursors[name] = cur
+			}
+			continue
+		}
+		cursors[name] = l.Cursor
+		out.Total += l.Total
+		more = more || l.NextBefore != ""
+		for _, r := range l.Runs {
+			r["box"] = mustString(name)
+			out.Runs = append(out.Runs, r)
+		}
+	}
+	slices.SortStableFunc(out.Runs, func(a, b map[string]json.RawMessage) int {
+		return cmp.Compare(str(b["run_id"]), str(a["run_id"]))
+	})
+	if !changes && len(out.Runs) > limit && limit > 0 {
+		out.Runs, more = out.Runs[:limit], true
+	}
+	if more && !changes && len(out.Runs) > 0 {
+		out.NextBefore = str(out.Runs[len(out.Runs)-1]["run_id"])
+	}
+	if out.Runs == nil {
+		out.Runs = []map[string]json.RawMessage{}
+	}
+	out.Cursor = encodeCursor(cursors)
+	sc, err := json.Marshal(out)
+	if err != nil {
+		return session.Answer{}, err
+	}
+	return answer(result{Content: []content{{Type: "text", Text: f.listText(out, texts, changes)}}, Structured: sc}), nil
+}
+
+func str(raw json.RawMessage) string {
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+// listText is the merged answer for the model: the boxes' own lines of
+// the runs it holds, each run's name as NAME@BOX, then the boxes that did
+// not answer, then the cursor.
+func (f *Fleet) listText(out mergedList, texts []string, changes bool) string {
+	// A box's text has one line a run, which starts "NAME run_id=ID ".
+	lines := map[string]string{}
+	for _, t := range texts {
+		for _, line := range strings.Split(t, "\n") {
+			if _, rest, ok := strings.Cut(line, " run_id="); ok {
+				id, _, _ := strings.Cut(rest, " ")
+				lines[id] = line
+			}
+		}
+	}
+	var b strings.Builder
+	switch {
+	case len(out.Runs) == 0 && changes:
+		b.WriteString("no run started or ended since that cursor on any box that answered")
+	case len(out.Runs) == 0:
+		b.WriteString("no runs on any box that answered")
+	case out.NextBefore != "":
+		fmt.Fprintf(&b, "%d of %d runs, the newest; older ones: process_list with before=%s", len(out.Runs), out.Total, out.NextBefore)
+	case changes:
+		fmt.Fprintf(&b, "%d run(s) started or ended since that cursor:", len(out.Runs))
+	default:
+		fmt.Fprintf(&b, "%d run(s):", len(out.Runs))
+	}
+	unshown := 0
+	for _, r := range out.Runs {
+		name, box := str(r["name"]), str(r["box"])
+		line, ok := lines[str(r["run_id"])]
+		if !ok {
+			unshown++ // the box left it out of its text: structured content has it
+			continue
+		}
+		b.WriteString("\n" + name + "@" + box + strings.TrimPrefix(line, name))
+	}
+	if unshown > 0 {
+		fmt.Fprintf(&b, "\n%d more in structured content", unshown)
+	}
+	for _, a := range out.Unreachable {
+		fmt.Fprintf(&b, "\nunreachable: %s (%s)", a.Box, a.Reason)
+	}
+	b.WriteString("\ncursor=" + out.Cursor + " (process_list changed_since=cursor lists what starts or ends after this, on every box)")
+	return b.String()
+}

@@ -1,0 +1,356 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/agent-box/agent-box/session"
+	"github.com/agent-box/agent-box/wire"
+)
+
+// wait is process_wait without box. name (or NAME@BOX) goes to its box;
+// names are placed on their boxes and each box waits for its own, in
+// parallel: the first end on any box answers (the other boxes' waits are
+// cancelled), or with all, every box's answer merged.
+func (f *Fleet) wait(ctx context.Context, c call, progress func([]byte)) (session.Answer, error) {
+	if _, has := c.args["names"]; !has {
+		name, ok, err := c.str("name")
+		if err != nil || !ok || name == "" {
+			return failure(wire.InvalidArgument, "invalid argument: name is required (or names)"), nil
+		}
+		if run, box, at := strings.Cut(name, "@"); at {
+			i, known := f.index[box]
+			if !known {
+				return failure(wire.InvalidArgument, fmt.Sprintf("invalid argument: name %q: there is no box %q: box is one of %s", name, box, f.list())), nil
+			}
+			c.args["name"] = mustString(run)
+			return f.one(ctx, i, c, progress)
+		}
+		i, fail := f.find(ctx, c.tool, name)
+		if ctx.Err() != nil {
+			return session.Answer{}, ctx.Err()
+		}
+		if fail != nil {
+			return *fail, nil
+		}
+		return f.one(ctx, i, c, progress)
+	}
+	var names []string
+	if err := json.Unmarshal(c.args["names"], &names); err != nil {
+		return failure(wire.InvalidArgument, "invalid argument: names must be a list of run names"), nil
+	}
+	all := false
+	_ = json.Unmarshal(c.args["all"], &all)
+	groups, order, fail := f.place(ctx, names)
+	if ctx.Err() != nil {
+		return session.Answer{}, ctx.Err()
+	}
+	if fail != nil {
+		return *fail, nil
+	}
+	if len(order) == 1 {
+		args := c.cloneArgs()
+		args["names"], _ = json.Marshal(groups[order[0]])
+		return f.one(ctx, order[0], c.with(args), progress)
+	}
+	return f.waitAcross(ctx, c, groups, order, all, monotonic(progress))
+}
+
+// place puts each of names on its box: NAME@BOX on BOX, a bare NAME on
+// the one box that has a run of it.
+func (f *Fleet) place(ctx context.Context, names []string) (map[int][]string, []int, *session.Answer) {
+	groups := map[int][]string{}
+	var order []int
+	add := func(i int, name string) {
+		if _, ok := groups[i]; !ok {
+			order = append(order, i)
+		}
+		groups[i] = append(groups[i], name)
+	}
+	var bare []string
+	for _, n := range names {
+		run, box, at := strings.Cut(n, "@")
+		if !at {
+			bare = append(bare, n)
+			continue
+		}
+		i, known := f.index[box]
+		if !known {
+			a := failure(wire.InvalidArgument, fmt.Sprintf("invalid argument: names: %q: there is no box %q: box is one of %s", n, box, f.list()))
+			return nil, nil, &a
+		}
+		add(i, run)
+	}
+	if len(bare) == 0 {
+		return groups, order, nil
+	}
+	have, gone, fail := f.holders(ctx, bare)
+	if fail != nil {
+		return nil, nil, fail
+	}
+	for _, n := range bare {
+		on := have[n]
+		var a session.Answer
+		switch {
+		case len(on) == 1:
+			add(on[0], n)
+			continue
+		case len(on) > 1:
+			a = failure(wire.InvalidArgument, fmt.Sprintf("invalid argument: runs named %q are on boxes %s: name one as %s@BOX", n, f.join(on), n))
+		case len(gone) > 0:
+			a = failureRetry(wire.Unreachable, fmt.Sprintf("no box that answered has a run named %q, and %s could not be asked", n, describeAway(gone)))
+		default:
+			a = failure(wire.NoSuchRun, fmt.Sprintf("no such run: no run named %q on any box (process_list shows the runs there are)", n))
+		}
+		return nil, nil, &a
+	}
+	return groups, order, nil
+}
+
+// boxWait is one box's answer to its part of a wait.
+type boxWait struct {
+	box int
+	res result
+	sc  map[string]json.RawMessage // decorated: runs say their box
+}
+
+func (w boxWait) timedOut() bool {
+	var t bool
+	_ = json.Unmarshal(w.sc["wait_timed_out"], &t)
+	return t
+}
+
+func (w boxWait) running() []string {
+	var r []string
+	_ = json.Unmarshal(w.sc["running"], &r)
+	return r
+}
+
+// waitAcross waits on several boxes at once.
+func (f *Fleet) waitAcross(ctx context.Context, c call, groups map[int][]string, order []int, all bool, progress func([]byte)) (session.Answer, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type got struct {
+		i   int
+		res result
+		err error
+	}
+	ch := make(chan got, len(order))
+	for _, i := range order {
+		args := c.cloneArgs()
+		args["names"], _ = json.Marshal(groups[i])
+		params := c.with(args).params()
+		go func() {
+			res, err := parseAnswer(f.boxes[i].Caller.CallTool(wctx, params, progress))
+			ch <- got{i, res, err}
+		}()
+	}
+	pending := map[int]bool{}
+	for _, i := range order {
+		pending[i] = true
+	}
+	var done []boxWait
+	var gone []away
+	winner := -1
+	for range order {
+		g := <-ch
+		delete(pending, g.i)
+		if ctx.Err() != nil {
+			return session.Answer{}, ctx.Err()
+		}
+		switch {
+		case g.err != nil:
+			gone = append(gone, away{Box: f.boxes[g.i].Name, Reason: g.err.Error()})
+			continue
+		case g.res.IsError:
+			// One box refused its part (a name it has no run of): the
+			// wait as asked cannot be, so none of it goes on.
+			return answer(prefixed(g.res, f.boxes[g.i].Name)), nil
+		}
+		w := boxWait{box: g.i, res: g.res}
+		w.sc = map[string]json.RawMessage{}
+		_ = json.Unmarshal(g.res.Structured, &w.sc)
+		tagRuns(w.sc, f.boxes[g.i].Name)
+		done = append(done, w)
+		if !all && !w.timedOut() {
+			winner = len(done) - 1
+			break
+		}
+	}
+	if winner < 0 && len(done) == 0 {
+		return failureRetry(wire.Unreachable, "no box of this wait could be reached: "+describeAway(gone)), nil
+	}
+	// The still-waiting boxes' runs had not ended when the answer came.
+	var still []string
+	for _, i := range order {
+		if pending[i] {
+			for _, n := range groups[i] {
+				still = append(still, n+"@"+f.boxes[i].Name)
+			}
+		}
+	}
+	if winner >= 0 {
+		return f.firstEnd(done[winner], still, gone), nil
+	}
+	return f.merged(done, still, gone), nil
+}
+
+// firstEnd is the answer of the box whose run ended first.
+func (f *Fleet) firstEnd(w boxWait, still []string, gone []away) session.Answer {
+	running := append(w.running(), still...)
+	if len(running) > 0 {
+		w.sc["running"], _ = json.Marshal(running)
+	}
+	if len(gone) > 0 {
+		w.sc["unreachable"], _ = json.Marshal(gone)
+	}
+	text := "box " + f.boxes[w.box].Name + ": " + w.res.text()
+	if len(still) > 0 {
+		text += "\nstill running on other boxes: " + strings.Join(still, ", ")
+	}
+	text += unreachableText(gone)
+	sc, _ := json.Marshal(w.sc)
+	return answer(result{Content: []content{{Type: "text", Text: text}}, Structured: sc})
+}
+
+// runEnd are the fields of a wait's answer that say a run's end beside
+// it (process_wait's RunEnd), which ends[] entries carry too.
+var runEnd = []string{"duration_ms", "output_tail", "stderr_tail", "output_tail_offset", "stderr_tail_offset", "output_tail_whole", "output_tail_cut", "cleaned_bytes"}
+
+// merged is every box's answer as one: the first run to end is run, and
+// every other end is in ends.
+func (f *Fleet) merged(done []boxWait, still []string, gone []away) session.Answer {
+	base := 0
+	for k, w := range done {
+		if !w.timedOut() {
+			base = k
+			break
+		}
+	}
+	sc := done[base].sc
+	var ends []json.RawMessage
+	_ = json.Unmarshal(sc["ends"], &ends)
+	running := done[base].running()
+	timedOut := done[base].timedOut()
+	texts := []string{"box " + f.boxes[done[base].box].Name + ": " + done[base].res.text()}
+	for k, w := range done {
+		if k == base {
+			continue
+		}
+		texts = append(texts, "box "+f.boxes[w.box].Name+": "+w.res.text())
+		var more []json.RawMessage
+		_ = json.Unmarshal(w.sc["ends"], &more)
+		if w.timedOut() {
+			timedOut = true
+			var run struct {
+				Name string `json:"name"`
+			}
+			if json.Unmarshal(w.sc["run"], &run) == nil && run.Name != "" && !contains(w.running(), run.Name+"@"+f.boxes[w.box].Name) {
+				running = append(running, run.Name+"@"+f.boxes[w.box].Name)
+			}
+		} else {
+			end := map[string]json.RawMessage{"run": w.sc["run"]}
+			for _, k := range runEnd {
+				if v, ok := w.sc[k]; ok {
+					end[k] = v
+				}
+			}
+			b, _ := json.Marshal(end)
+			ends = append(ends, b)
+		}
+		ends = append(ends, more...)
+		running = append(running, w.running()...)
+	}
+	running = append(running, still...)
+	if len(ends) > 0 {
+		sc["ends"], _ = json.Marshal(ends)
+	}
+	if len(running) > 0 {
+		sc["running"], _ = json.Marshal(running)
+	}
+	sc["wait_timed_out"], _ = json.Marshal(timedOut)
+	if len(gone) > 0 {
+		sc["unreachable"], _ = json.Marshal(gone)
+	}
+	b, _ := json.Marshal(sc)
+	return answer(result{Content: []content{{Type: "text", Text: strings.Join(texts, "\n") + unreachableText(gone)}}, Structured: b})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func unreachableText(gone []away) string {
+	var b strings.Builder
+	for _, a := range gone {
+		fmt.Fprintf(&b, "\nunreachable: %s (%s)", a.Box, a.Reason)
+	}
+	return b.String()
+}
+
+// monotonic passes on the progress of several boxes' waits under one
+// token only as it grows, as MCP requires of a token's progress.
+func monotonic(fn func([]byte)) func([]byte) {
+	if fn == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	var last float64
+	sent := false
+	return func(line []byte) {
+		var m struct {
+			Params struct {
+				Progress float64 `json:"progress"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(line, &m) != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if sent && m.Params.Progress <= last {
+			return
+		}
+		last, sent = m.Params.Progress, true
+		fn(line)
+	}
+}
+
+// ownNames lets a process_wait given box name its runs NAME@BOX too, as
+// process_list and other waits name them, as long as BOX is that box.
+func (c call) ownNames(box string) error {
+	strip := func(n string) (string, error) {
+		run, b, at := strings.Cut(n, "@")
+		if at && b != box {
+			return "", fmt.Errorf("%q is not on box %s: leave box out to wait across boxes", n, box)
+		}
+		return run, nil
+	}
+	if name, ok, err := c.str("name"); err == nil && ok {
+		run, err := strip(name)
+		if err != nil {
+			return err
+		}
+		c.args["name"] = mustString(run)
+	}
+	var names []string
+	if raw, ok := c.args["names"]; ok && json.Unmarshal(raw, &names) == nil {
+		for i, n := range names {
+			run, err := strip(n)
+			if err != nil {
+				return err
+			}
+			names[i] = run
+		}
+		c.args["names"], _ = json.Marshal(names)
+	}
+	return nil
+}
