@@ -59,10 +59,10 @@ type relay struct {
 
 	mu        sync.Mutex
 	members   []*member
-	opened    bool         // the sessions are open (at the first initialize)
-	fleet     *fleet.Fleet // several boxes: the fleet that routes calls; nil for one
-	lead      int          // the member whose answer to initialize and tools the client was given
-	tools     json.RawMessage // the client's tools/list result, once fetched
+	opened    bool                          // the sessions are open (at the first initialize)
+	fleet     *fleet.Fleet                  // several boxes: the fleet that routes calls; nil for one
+	lead      int                           // the member whose answer to initialize and tools the client was given
+	tools     json.RawMessage               // the client's tools/list result, once fetched
 	inflight  map[string]context.CancelFunc // by the client's request id
 	channeled bool                          // the channel's loop has started
 	wg        sync.WaitGroup
