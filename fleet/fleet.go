@@ -232,6 +232,8 @@ func (f *Fleet) holders(ctx context.Context, names []string) (map[string][]int, 
 			switch {
 			case rerr != nil:
 				failed[i] = reason(ctx, rerr)
+			case res.IsError && res.code() == wire.NoSuchRun:
+				// Not here: a box that has no run of a name says so.
 			case res.IsError && res.code() == wire.InvalidArgument:
 				a := answer(prefixed(res, f.boxes[i].Name))
 				refused = &a

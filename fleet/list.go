@@ -54,6 +54,7 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 	lists := make([]*boxList, len(f.boxes))
 	texts := make([]string, len(f.boxes))
 	failed := make([]string, len(f.boxes))
+	absent := 0 // boxes with no run of the name asked for
 	var refused *session.Answer
 	var mu sync.Mutex
 	f.each(ctx, f.all(), func(ctx context.Context, i int) {
@@ -77,6 +78,16 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 				refused = &a
 			}
 			mu.Unlock()
+		case res.IsError && res.code() == wire.NoSuchRun:
+			// name is not on this box: it adds no run, but its cursor,
+			// that the next changed_since starts there from now.
+			mu.Lock()
+			absent++
+			mu.Unlock()
+			res, err := parseAnswer(f.boxes[i].Caller.CallTool(ctx, toolParams("process_list", json.RawMessage(`{"limit":1}`)), nil))
+			if err == nil && !res.IsError && json.Unmarshal(res.Structured, &l) == nil && l.Cursor != "" {
+				lists[i] = &boxList{Cursor: l.Cursor}
+			}
 		case res.IsError:
 			failed[i] = res.message()
 		case json.Unmarshal(res.Structured, &l) != nil || l.Cursor == "":
@@ -97,7 +108,9 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 	for i, l := range lists {
 		name := f.boxes[i].Name
 		if l == nil {
-			out.Unreachable = append(out.Unreachable, away{Box: name, Reason: failed[i]})
+			if failed[i] != "" {
+				out.Unreachable = append(out.Unreachable, away{Box: name, Reason: failed[i]})
+			}
 			if cur, ok := since[name]; ok {
 				cursors[name] = cur
 			}
@@ -110,6 +123,11 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 			r["box"] = mustString(name)
 			out.Runs = append(out.Runs, r)
 		}
+	}
+	if absent == len(f.boxes) {
+		// Every box said it has no run of name: so does the fleet.
+		name, _, _ := c.str("name")
+		return failure(wire.NoSuchRun, fmt.Sprintf("no such run: no run named %q on any box (process_list shows the runs there are)", name)), nil
 	}
 	slices.SortStableFunc(out.Runs, func(a, b map[string]json.RawMessage) int {
 		return cmp.Compare(str(b["run_id"]), str(a["run_id"]))
