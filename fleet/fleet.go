@@ -231,7 +231,7 @@ func (f *Fleet) holders(ctx context.Context, names []string) (map[string][]int, 
 			mu.Lock()
 			switch {
 			case rerr != nil:
-				failed[i] = reason(ctx, rerr)
+				failed[i] = f.reason(ctx, rerr)
 			case res.IsError && res.code() == wire.NoSuchRun:
 				// Not here: a box that has no run of a name says so.
 			case res.IsError && res.code() == wire.InvalidArgument:
@@ -269,9 +269,9 @@ func (f *Fleet) holders(ctx context.Context, names []string) (map[string][]int, 
 }
 
 // reason is why a box's part of a call failed, in words for the model.
-func reason(ctx context.Context, err error) string {
+func (f *Fleet) reason(ctx context.Context, err error) string {
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		return "it did not answer in time"
+		return fmt.Sprintf("no answer in %s", f.timeout())
 	}
 	return err.Error()
 }
