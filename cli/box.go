@@ -29,4 +29,7 @@ type Box struct {
 	// Local: the box is this machine, so start's --cwd defaults to the
 	// current directory (elsewhere, to the box's default: the home).
 	Local bool
+	// Boxes are the names of the boxes of a fleet (package fleet) that
+	// Tools reaches; nil for one box.
+	Boxes []string
 }

@@ -234,9 +234,23 @@ func (c *cmd) ps(args []string) int {
 	defer stop()
 	var list struct {
 		Runs json.RawMessage `json:"runs"`
+		// A fleet's boxes that did not answer (package fleet).
+		Unreachable []struct {
+			Box    string `json:"box"`
+			Reason string `json:"reason"`
+		} `json:"unreachable"`
 	}
 	if err := c.call(ctx, "process_list", q, &list); err != nil {
 		return c.fail(err)
+	}
+	// The boxes that answered are listed; those that did not are said,
+	// and fail ps only when none answered.
+	for _, u := range list.Unreachable {
+		fmt.Fprintf(c.err, "agent-box: box %s unreachable: %s\n", visible(u.Box, 0), visible(u.Reason, 0))
+	}
+	status := 0
+	if len(c.box.Boxes) > 0 && len(list.Unreachable) >= len(c.box.Boxes) {
+		status = ExitError
 	}
 	if *asJSON {
 		var b bytes.Buffer
@@ -245,7 +259,7 @@ func (c *cmd) ps(args []string) int {
 		}
 		b.WriteByte('\n')
 		c.out.Write(readableJSON(b.Bytes()))
-		return 0
+		return status
 	}
 	var runs []run
 	if err := json.Unmarshal(list.Runs, &runs); err != nil {
@@ -263,11 +277,15 @@ func (c *cmd) ps(args []string) int {
 			command = fmt.Sprintf("[pty %dx%d] %s", r.Cols, r.Rows, command)
 		}
 		mem, peak, cpu := usageCells(r.Usage)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", visible(c.box.Box, 0), visible(r.Name, 0), visible(r.RunID, 0), visible(stateWord(r), 0),
+		box := r.Box
+		if box == "" {
+			box = c.box.Box
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", visible(box, 0), visible(r.Name, 0), visible(r.RunID, 0), visible(stateWord(r), 0),
 			r.PID, mem, peak, cpu, limitsCell(r), started, logSize(r), command)
 	}
 	tw.Flush()
-	return 0
+	return status
 }
 
 func (c *cmd) logs(args []string) int {

@@ -12,6 +12,7 @@ import (
 // run is a run as the box's tools show it (process_list's runs), the
 // fields the CLI prints.
 type run struct {
+	Box        string     `json:"box"` // the box of a fleet's run (package fleet); "" from one box
 	Name       string     `json:"name"`
 	RunID      string     `json:"run_id"`
 	State      string     `json:"state"`

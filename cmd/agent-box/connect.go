@@ -22,6 +22,7 @@ import (
 
 const connectUsage = `usage: agent-box connect [--channel] [--remote-bin PATH] [-o SSH_OPTION]... DEST
        agent-box connect [--channel] --exec 'COMMAND'
+       agent-box connect [--channel] [--boxes-file F] [NAME=DEST | --exec NAME='COMMAND']...
 
 The MCP server an agent's client starts on this machine: it reaches the
 box's agent-box over ssh (ssh DEST -- .local/bin/agent-box, with the
@@ -32,6 +33,21 @@ in flight.
 
   claude mcp add box -- agent-box connect box
 
+Several boxes are one MCP server with one tool list, each tool taking box
+(one of the names): NAME=DEST and --exec NAME='COMMAND', any number, in
+any order, and the boxes of --boxes-file. A DEST that is a name itself
+(dev, box1.example.com) may go without one; user@host may not. Given no
+box at all, connect reads $XDG_CONFIG_HOME/agent-box/boxes.toml (else
+~/.config/agent-box/boxes.toml), one table a box:
+
+  [boxes.dev]
+  ssh = "dev.example.com"          # or: exec = "docker exec -i dev agent-box"
+  options = ["Port=2222"]          # ssh -o options (optional)
+  remote_bin = ".local/bin/agent-box"   # (optional)
+
+An --exec command that starts with VAR=value needs a name before it
+(--exec dev='VAR=value COMMAND'): else VAR would be read as its name.
+
 `
 
 // runConnect is agent-box connect.
@@ -39,34 +55,40 @@ func runConnect(args []string) int {
 	fs := flag.NewFlagSet("agent-box connect", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	remoteBin := fs.String("remote-bin", session.DefaultRemoteBin, "agent-box's path on the box (relative to the home directory)")
-	execCmd := fs.String("exec", "", "a command whose stdin/stdout are the box's agent-box, instead of ssh")
+	var gave []given
+	fs.Var(boxFlag{&gave, "--exec"}, "exec", "a box reached through a command whose stdin/stdout are its agent-box, instead of ssh: 'COMMAND' or NAME='COMMAND' (repeatable)")
+	boxesFile := fs.String("boxes-file", "", "a TOML file of boxes, one table [boxes.NAME] each (default, when no box is given: $XDG_CONFIG_HOME/agent-box/boxes.toml or ~/.config/agent-box/boxes.toml, if it exists)")
 	giveUp := fs.Duration("give-up", 20*time.Second, "how long a call waits for a box that went away before it fails")
 	keepalive := fs.Duration("keepalive", 10*time.Second, "how often to check that the box answers; a check unanswered as long ends the connection, which is dialled again (0: never)")
 	channel := fs.Bool("channel", false, "also be a Claude Code channel (a research preview of Claude Code's): send the model the box's ended runs (docs/hooks.md)")
 	var sshOpts multiFlag
-	fs.Var(&sshOpts, "o", "an ssh option (as ssh -o): it wins over connect's own and ~/.ssh/config's")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			fmt.Fprint(os.Stdout, connectUsage)
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		fmt.Fprintf(os.Stderr, "agent-box connect: %v\n%s", err, connectUsage)
-		return cli.ExitUsage
-	}
-	var box session.Box
-	switch rest := fs.Args(); {
-	case *execCmd != "" && len(rest) == 0:
-		var err error
-		if box, err = session.Exec(*execCmd, os.Getenv); err != nil {
-			fmt.Fprintf(os.Stderr, "agent-box connect: %v\n", err)
+	fs.Var(&sshOpts, "o", "an ssh option (as ssh -o), for every box over ssh: it wins over connect's own, the boxes file's and ~/.ssh/config's")
+	// DESTs and flags in any order: the flag package stops at the first
+	// word that is not a flag, so parse again after each.
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			if err == flag.ErrHelp {
+				fmt.Fprint(os.Stdout, connectUsage)
+				fs.SetOutput(os.Stdout)
+				fs.PrintDefaults()
+				return 0
+			}
+			fmt.Fprintf(os.Stderr, "agent-box connect: %v\n%s", err, connectUsage)
 			return cli.ExitUsage
 		}
-	case *execCmd == "" && len(rest) == 1 && !strings.HasPrefix(rest[0], "-"):
-		box = sshBox(rest[0], *remoteBin, sshOpts)
-	default:
-		fmt.Fprintf(os.Stderr, "agent-box connect: give one DEST, or --exec 'COMMAND'\n%s", connectUsage)
+		if rest = fs.Args(); len(rest) == 0 {
+			break
+		}
+		gave = append(gave, given{value: rest[0]})
+		rest = rest[1:]
+	}
+	boxes, err := connectBoxes(gave, *boxesFile, transport{remoteBin: *remoteBin, sshOpts: sshOpts, getenv: os.Getenv})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent-box connect: %v\n", err)
+		return cli.ExitUsage
+	}
+	if len(boxes) == 0 {
+		fmt.Fprintf(os.Stderr, "agent-box connect: give a DEST, --exec 'COMMAND', several NAME=DEST or --exec NAME='COMMAND', or --boxes-file F\n%s", connectUsage)
 		return cli.ExitUsage
 	}
 	if *keepalive == 0 {
@@ -87,15 +109,20 @@ func runConnect(args []string) int {
 	if dir, err := os.UserCacheDir(); err == nil {
 		cacheDir = filepath.Join(dir, "agent-box", "connect")
 	}
-	srv := &relay.Server{Boxes: []session.Box{box}, CacheDir: cacheDir, Options: session.Options{Stderr: os.Stderr, GiveUp: *giveUp, Keepalive: *keepalive}, Log: logger}
+	srv := &relay.Server{Boxes: boxes, CacheDir: cacheDir, Options: session.Options{Stderr: os.Stderr, GiveUp: *giveUp, Keepalive: *keepalive}, Log: logger}
 	if *channel {
-		// A cursor file per box: only the newest connect of a file sends.
+		// A cursor file per box, or per list of boxes: only the newest
+		// connect of a file sends.
 		dir, err := defaultCursorFile(os.Getenv)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "agent-box connect: --channel: %v\n", err)
 			return cli.ExitUsage
 		}
-		sum := sha256.Sum256([]byte(box.Name))
+		names := make([]string, len(boxes))
+		for i, b := range boxes {
+			names[i] = b.Name
+		}
+		sum := sha256.Sum256([]byte(strings.Join(names, "\n")))
 		srv.Channel = &relay.Channel{CursorFile: filepath.Join(filepath.Dir(dir), fmt.Sprintf("channel-%x.json", sum[:8]))}
 		if ms, err := strconv.Atoi(os.Getenv("AGENT_BOX_WATCH_POLL_MS")); err == nil && ms > 0 {
 			srv.Channel.Poll = time.Duration(ms) * time.Millisecond // a test knob, as watch's
@@ -106,15 +133,6 @@ func runConnect(args []string) int {
 		return 1
 	}
 	return 0
-}
-
-// sshBox is a box reached over ssh, with the user's -o options.
-func sshBox(dest, remoteBin string, opts []string) session.Box {
-	var extra []string
-	for _, o := range opts {
-		extra = append(extra, "-o", o)
-	}
-	return session.SSH(dest, remoteBin, extra)
 }
 
 // multiFlag is a flag given any number of times.

@@ -50,8 +50,10 @@ func run(args []string) int {
 	defaultLimits := fs.String("default-limits", "", "caps for every run that sets none of its own, e.g. memory_mb=2048,cpu_percent=100,pids=512 (default $AGENT_BOX_DEFAULT_LIMITS)")
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	boxDest := fs.String("box", "", "the box to act on, over ssh (default $AGENT_BOX_BOX; none: this machine)")
-	execCmd := fs.String("exec", "", "the box to act on, through a command whose stdin and stdout are its agent-box ('docker exec -i dev agent-box')")
+	var gave []given
+	fs.Var(boxFlag{&gave, "--box"}, "box", "the box to act on, over ssh: DEST, or NAME=DEST with several boxes (repeatable; default $AGENT_BOX_BOX; none: this machine)")
+	fs.Var(boxFlag{&gave, "--exec"}, "exec", "the box to act on, through a command whose stdin and stdout are its agent-box: 'COMMAND', or NAME='COMMAND' with several boxes (repeatable)")
+	boxesFile := fs.String("boxes-file", "", "a TOML file of boxes to act on, one table [boxes.NAME] each (as connect's)")
 	remoteBin := fs.String("remote-bin", session.DefaultRemoteBin, "with --box: agent-box's path on the box (relative to the home directory)")
 	var sshOpts multiFlag
 	fs.Var(&sshOpts, "o", "with --box: an ssh option (as ssh -o), over ~/.ssh/config's")
@@ -94,42 +96,32 @@ func run(args []string) int {
 	case len(rest) > 0 && rest[0] == "install":
 		return runInstall(rest[1:])
 	case len(rest) > 0 && rest[0] == "watch":
-		return runWatch(*stateDir, *defaultLimits, *boxDest, *execCmd, *remoteBin, sshOpts, rest[1:])
-	case len(rest) == 0 && (*boxDest != "" || *execCmd != ""):
+		return runWatch(*stateDir, *defaultLimits, gave, *boxesFile, *remoteBin, sshOpts, rest[1:])
+	case len(rest) == 0 && (len(gave) > 0 || *boxesFile != ""):
 		// Served here, the box named would be ignored.
-		fmt.Fprintln(os.Stderr, "agent-box: --box and --exec go with a command (agent-box --box DEST ps); agent-box connect DEST is the MCP server of a box")
+		fmt.Fprintln(os.Stderr, "agent-box: --box, --exec and --boxes-file go with a command (agent-box --box DEST ps); agent-box connect DEST is the MCP server of a box")
 		return cli.ExitUsage
 	case len(rest) == 0 && isTerminal(os.Stdin):
 		usage(os.Stderr, fs)
 		return cli.ExitUsage
 	}
 	if len(rest) > 0 && slices.Contains(cli.Commands, rest[0]) {
-		dest, via := *boxDest, "--box"
-		if dest == "" && *execCmd == "" && *stateDir == "" {
-			dest, via = os.Getenv("AGENT_BOX_BOX"), "$AGENT_BOX_BOX"
+		if len(gave) == 0 && *boxesFile == "" && *stateDir == "" {
+			if env := os.Getenv("AGENT_BOX_BOX"); env != "" {
+				gave = []given{{"$AGENT_BOX_BOX", env}}
+			}
 		}
 		switch {
-		case *boxDest != "" && *execCmd != "":
-			fmt.Fprintln(os.Stderr, "agent-box: give --box or --exec, not both")
+		case *stateDir != "" && (len(gave) > 0 || *boxesFile != ""):
+			fmt.Fprintln(os.Stderr, "agent-box: --state-dir is a directory of this machine; it does not go with --box, --exec or --boxes-file")
 			return cli.ExitUsage
-		case *stateDir != "" && (*boxDest != "" || *execCmd != ""):
-			fmt.Fprintln(os.Stderr, "agent-box: --state-dir is a directory of this machine; it does not go with --box or --exec")
-			return cli.ExitUsage
-		case dest != "" || *execCmd != "":
-			var box session.Box
-			if *execCmd != "" {
-				if box, err = session.Exec(*execCmd, os.Getenv); err != nil {
-					fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
-					return cli.ExitUsage
-				}
-			} else {
-				if strings.HasPrefix(dest, "-") {
-					fmt.Fprintf(os.Stderr, "agent-box: %s %q is not a destination\n", via, dest)
-					return cli.ExitUsage
-				}
-				box = sshBox(dest, *remoteBin, sshOpts)
+		case len(gave) > 0 || *boxesFile != "":
+			boxes, err := givenBoxes(gave, *boxesFile, transport{remoteBin: *remoteBin, sshOpts: sshOpts, getenv: os.Getenv}, fleetNames)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "agent-box: %v\n", err)
+				return cli.ExitUsage
 			}
-			return remote(box, rest)
+			return remote(boxes, rest)
 		}
 	}
 	return box(*stateDir, *defaultLimits, rest)
@@ -145,6 +137,7 @@ outlive the connection, and a CLI over the same runs, on this box or any other.
   ssh box -- agent-box                    serve MCP on stdio (what connect runs on the box)
 
   agent-box [--box DEST | --exec 'COMMAND'] COMMAND ...   the runs of another box ($AGENT_BOX_BOX)
+  agent-box [--box NAME=DEST | --exec NAME='COMMAND']... [--boxes-file F] COMMAND ...   of several
   agent-box ps [-a] [--json]              list runs
   agent-box logs [-f] [-n N] [--stream stdout|stderr] [--run-id ID] NAME
   agent-box start [--cwd DIR] [--framed] [-i] [--pty] [--timeout S] [--limits L] NAME -- CMD [ARG...]
@@ -236,7 +229,7 @@ func jsonFlagOnly(command string, args []string) (asJSON bool, code int, done bo
 // globals are the flags of every command of the CLI, with what their
 // value is.
 var globals = map[string]string{"state-dir": "a directory", "box": "a destination", "exec": "a command",
-	"o": "an ssh option", "remote-bin": "a path"}
+	"boxes-file": "a file", "o": "an ssh option", "remote-bin": "a path"}
 
 // commandWord is the command of a command line: its first word that is a
 // command, neither a flag nor a global flag's value; past an unknown flag,

@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -27,7 +26,7 @@ const (
 	watchFailed   = cli.ExitError
 )
 
-const watchUsage = `usage: agent-box watch [--box DEST | --exec 'COMMAND']... [--cursor-file F] [--no-wait] [--stdout] [--max-wait DURATION]
+const watchUsage = `usage: agent-box watch [--box [NAME=]DEST | --exec [NAME=]'COMMAND']... [--boxes-file F] [--cursor-file F] [--no-wait] [--stdout] [--max-wait DURATION]
 
 Waits until a run ends on any of the boxes that the cursor file has not
 reported yet (also one that ended while no watch ran), prints one line per
@@ -39,8 +38,9 @@ nothing, --max-wait passed, a newer watch took the cursor file over, or
 SIGTERM, SIGINT or SIGHUP), or --stdout printed one; 125 agent-box's own
 failure, a bad command line included (never 2, which would wake the model).
 
-Boxes: every --box and --exec given; else $AGENT_BOX_BOX; else this
-machine (Linux). A box that cannot be reached is said once on stderr and
+Boxes: every --box and --exec given, and those of --boxes-file; else
+$AGENT_BOX_BOX; else this machine (Linux). Reports call a box by its NAME
+if given one, else by its DEST or COMMAND. A box that cannot be reached is said once on stderr and
 tried again; the others are watched meanwhile.
 
 flags:
@@ -48,12 +48,12 @@ flags:
 
 // runWatch is agent-box watch. The boxes given before the command
 // (agent-box --box b watch) count as given to it.
-func runWatch(stateDir, defaultLimits, boxDest, execCmd, remoteBin string, sshOpts multiFlag, args []string) int {
+func runWatch(stateDir, defaultLimits string, gave []given, boxesFile, remoteBin string, sshOpts multiFlag, args []string) int {
 	fs := flag.NewFlagSet("agent-box watch", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var boxes, execs multiFlag
-	fs.Var(&boxes, "box", "a box to watch, over ssh (repeatable)")
-	fs.Var(&execs, "exec", "a box to watch, through a command whose stdin and stdout are its agent-box (repeatable)")
+	fs.Var(boxFlag{&gave, "--box"}, "box", "a box to watch, over ssh: DEST or NAME=DEST (repeatable)")
+	fs.Var(boxFlag{&gave, "--exec"}, "exec", "a box to watch, through a command whose stdin and stdout are its agent-box: 'COMMAND' or NAME='COMMAND' (repeatable)")
+	fs.StringVar(&boxesFile, "boxes-file", boxesFile, "a TOML file of boxes to watch, one table [boxes.NAME] each (as connect's)")
 	fs.Var(&sshOpts, "o", "with --box: an ssh option (as ssh -o)")
 	fs.StringVar(&remoteBin, "remote-bin", remoteBin, "with --box: agent-box's path on the box")
 	fs.StringVar(&stateDir, "state-dir", stateDir, "this machine's state directory, when it is the box watched")
@@ -79,20 +79,22 @@ func runWatch(stateDir, defaultLimits, boxDest, execCmd, remoteBin string, sshOp
 		fmt.Fprintln(os.Stderr, "agent-box watch: --max-wait must not be negative")
 		return watchFailed
 	}
-	if boxDest != "" {
-		boxes = append(multiFlag{boxDest}, boxes...)
-	}
-	if execCmd != "" {
-		execs = append(multiFlag{execCmd}, execs...)
-	}
-	if stateDir != "" && (len(boxes) > 0 || len(execs) > 0) {
-		fmt.Fprintln(os.Stderr, "agent-box watch: --state-dir is a directory of this machine; it does not go with --box or --exec")
+	someBox := len(gave) > 0 || boxesFile != ""
+	if stateDir != "" && someBox {
+		fmt.Fprintln(os.Stderr, "agent-box watch: --state-dir is a directory of this machine; it does not go with --box, --exec or --boxes-file")
 		return watchFailed
 	}
-	if len(boxes) == 0 && len(execs) == 0 && stateDir == "" {
+	if !someBox && stateDir == "" {
 		if env := os.Getenv("AGENT_BOX_BOX"); env != "" {
-			boxes = multiFlag{env}
+			gave = []given{{"$AGENT_BOX_BOX", env}}
 		}
+	}
+	// A box given without a name keeps its DEST or command as its name,
+	// under which the cursor file has kept its place.
+	boxes, err := givenBoxes(gave, boxesFile, transport{remoteBin: remoteBin, sshOpts: sshOpts, getenv: os.Getenv}, ownNames)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent-box watch: %v\n", err)
+		return watchFailed
 	}
 	if *cursorFile == "" {
 		f, err := defaultCursorFile(os.Getenv)
@@ -106,23 +108,10 @@ func runWatch(stateDir, defaultLimits, boxDest, execCmd, remoteBin string, sshOp
 	var tools []session.Tools
 	var sessions []*session.Session
 	defer func() { closeAll(sessions) }()
-	for _, dest := range boxes {
-		if dest == "" || strings.HasPrefix(dest, "-") {
-			fmt.Fprintf(os.Stderr, "agent-box watch: --box %q is not a destination\n", dest)
-			return watchFailed
-		}
-		sessions = append(sessions, session.Open(sshBox(dest, remoteBin, sshOpts), cliInit(), session.Options{}))
-	}
-	for _, command := range execs {
-		box, err := session.Exec(command, os.Getenv)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "agent-box watch: %v\n", err)
-			return watchFailed
-		}
-		sessions = append(sessions, session.Open(box, cliInit(), session.Options{}))
-	}
-	for _, s := range sessions {
-		tools = append(tools, s.Tools())
+	for _, b := range boxes {
+		s := session.Open(b, cliInit(), session.Options{})
+		sessions = append(sessions, s)
+		tools = append(tools, session.Tools{Caller: s, Box: b.Name})
 	}
 	if len(tools) == 0 {
 		local, err := localWatchBox(stateDir, defaultLimits)
