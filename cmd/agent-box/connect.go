@@ -118,12 +118,7 @@ func runConnect(args []string) int {
 			fmt.Fprintf(os.Stderr, "agent-box connect: --channel: %v\n", err)
 			return cli.ExitUsage
 		}
-		names := make([]string, len(boxes))
-		for i, b := range boxes {
-			names[i] = b.Name
-		}
-		sum := sha256.Sum256([]byte(strings.Join(names, "\n")))
-		srv.Channel = &relay.Channel{CursorFile: filepath.Join(filepath.Dir(dir), fmt.Sprintf("channel-%x.json", sum[:8]))}
+		srv.Channel = &relay.Channel{CursorFile: channelCursorFile(filepath.Dir(dir), boxes)}
 		if ms, err := strconv.Atoi(os.Getenv("AGENT_BOX_WATCH_POLL_MS")); err == nil && ms > 0 {
 			srv.Channel.Poll = time.Duration(ms) * time.Millisecond // a test knob, as watch's
 		}
@@ -133,6 +128,19 @@ func runConnect(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// channelCursorFile is the cursor file of connect --channel over boxes,
+// in dir: one for each list of boxes, by their names in order.
+func channelCursorFile(dir string, boxes []session.Box) string {
+	names := make([]string, len(boxes))
+	for i, b := range boxes {
+		names[i] = b.Name
+	}
+	// One box: the hash of its name, as before there were several. Several
+	// boxes' names have no newline (fleet.CheckName): they join one way.
+	sum := sha256.Sum256([]byte(strings.Join(names, "\n")))
+	return filepath.Join(dir, fmt.Sprintf("channel-%x.json", sum[:8]))
 }
 
 // multiFlag is a flag given any number of times.
