@@ -154,7 +154,7 @@ func (c *cmd) oneName(fs *flag.FlagSet, pos []string) (string, int, bool) {
 	case 0:
 		return "", c.bad(fs, "missing NAME"), false
 	case 1:
-		return pos[0], 0, true
+		return c.runOn(pos[0]), 0, true
 	}
 	return "", c.bad(fs, "expected one NAME, got %d arguments: %s", len(pos), quoted(pos)), false
 }
@@ -228,7 +228,7 @@ func (c *cmd) ps(args []string) int {
 	}
 	q := map[string]any{"all": *all}
 	if len(pos) == 1 {
-		q["name"] = pos[0]
+		q["name"] = c.runOn(pos[0])
 	}
 	ctx, stop := c.interrupted()
 	defer stop()

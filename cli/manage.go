@@ -76,7 +76,7 @@ func (c *cmd) rm(args []string) int {
 	case *all:
 		req["all_finished"] = true
 		if len(pos) == 1 {
-			req["name"] = pos[0]
+			req["name"] = c.runOn(pos[0])
 		}
 	default:
 		name, code, ok := c.oneName(fs, pos)
@@ -153,7 +153,7 @@ func (c *cmd) write(args []string) int {
 	if len(pos) == 0 {
 		return c.bad(fs, "missing NAME")
 	}
-	name, text := pos[0], pos[1:]
+	name, text := c.runOn(pos[0]), pos[1:]
 	if len(text) > 0 && text[0] == "--" {
 		text = text[1:]
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -52,12 +53,14 @@ func (c *cmd) startRequest(fs *flag.FlagSet, sf startFlags, pos []string) (req m
 		return nil, c.bad(fs, "expected -- after NAME %q, got %q (the command goes after --)", pos[0], pos[1]), false
 	case len(pos) == 2:
 		return nil, c.bad(fs, "missing the command after --"), false
+	case len(c.box.Boxes) > 0 && !strings.Contains(pos[0], "@"):
+		return nil, c.bad(fs, "NAME@BOX: say which of the boxes starts %q (BOX: %s)", pos[0], strings.Join(c.box.Boxes, ", ")), false
 	}
 	cwd := *sf.cwd
 	if cwd == "" && c.box.Local {
 		cwd, _ = os.Getwd()
 	}
-	req = map[string]any{"name": pos[0], "argv": pos[2:]}
+	req = map[string]any{"name": c.runOn(pos[0]), "argv": pos[2:]}
 	if cwd != "" {
 		req["cwd"] = cwd
 	}

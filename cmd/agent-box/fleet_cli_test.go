@@ -84,7 +84,7 @@ func TestPsAcrossBoxes(t *testing.T) {
 }
 
 // The other commands go through the fleet too: logs NAME reads the one
-// box with a run of that name. start needs a box, which the fleet asks for.
+// box with a run of that name; NAME@BOX names the box.
 func TestCLICommandsAcrossBoxes(t *testing.T) {
 	t.Parallel()
 	s1, s2 := twoBoxes(t)
@@ -97,9 +97,38 @@ func TestCLICommandsAcrossBoxes(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Equal(t, "from-a\n", out)
 
-	_, stderr, code = agentBoxArgs(t, "--exec", a, "--exec", b, "start", "x", "--", "true")
+	// A box without a run of the name is no box away.
+	out, stderr, code = agentBoxArgs(t, "--exec", a, "--exec", b, "ps", "j1")
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stderr)
+	assert.Regexp(t, `(?m)^a\s+j1\s`, out)
+	assert.NotContains(t, out, "j2")
+	_, stderr, code = agentBoxArgs(t, "--exec", a, "--exec", b, "wait", "j2")
+	assert.Equal(t, 0, code, stderr)
+
+	// NAME@BOX: a run on that box. start and run need it; elsewhere it
+	// says which box's run of a name on several is meant.
+	_, stderr, code = agentBoxArgs(t, "--exec", a, "--exec", b, "start", "y", "--", "true")
 	assert.Equal(t, cli.ExitUsage, code)
-	assert.Contains(t, stderr, "needs box: one of a, b")
+	assert.Contains(t, stderr, `NAME@BOX: say which of the boxes starts "y" (BOX: a, b)`)
+	out, stderr, code = agentBoxArgs(t, "--exec", a, "--exec", b, "run", "y@b", "--", "sh", "-c", "echo on-b; exit 7")
+	assert.Equal(t, 7, code, stderr)
+	assert.Equal(t, "on-b\n", out)
+	assert.Equal(t, "y", onlyRun(t, s2, "y")["name"], "run on b")
+	_, stderr, code = agentBoxArgs(t, "--exec", a, "--exec", b, "start", "y@a", "--", "sh", "-c", "echo on-a")
+	require.Equal(t, 0, code, stderr)
+	_, stderr, code = agentBox(t, s1, "wait", "y")
+	require.Equal(t, 0, code, stderr)
+	_, stderr, code = agentBoxArgs(t, "--exec", a, "--exec", b, "logs", "y")
+	assert.Equal(t, cli.ExitUsage, code)
+	assert.Contains(t, stderr, `runs named "y" are on boxes a and b`)
+	out, stderr, code = agentBoxArgs(t, "--exec", a, "--exec", b, "logs", "y@a")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "on-a\n", out)
+	out, stderr, code = agentBoxArgs(t, "--exec", a, "--exec", b, "ps", "y@b")
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `(?m)^b\s+y\s+\S+\s+exited\(7\)`, out)
+	assert.NotRegexp(t, `(?m)^a\s`, out)
 
 	// A boxes file, in its order, with boxes of the command line after.
 	file := filepath.Join(t.TempDir(), "boxes.toml")

@@ -133,11 +133,13 @@ outlive the connection, and a CLI over the same runs, on this box or any other.
 
   agent-box connect DEST                  on your machine: the MCP server your client runs;
   agent-box connect --exec 'COMMAND'      reaches the box over ssh or COMMAND, survives drops
+  agent-box connect NAME=DEST... --exec NAME='COMMAND'... [--boxes-file F]   several boxes, one tool list
   agent-box install DEST                  put agent-box on a box over ssh (no Go needed there)
   ssh box -- agent-box                    serve MCP on stdio (what connect runs on the box)
 
   agent-box [--box DEST | --exec 'COMMAND'] COMMAND ...   the runs of another box ($AGENT_BOX_BOX)
-  agent-box [--box NAME=DEST | --exec NAME='COMMAND']... [--boxes-file F] COMMAND ...   of several
+  agent-box [--box NAME=DEST | --exec NAME='COMMAND']... [--boxes-file F] COMMAND ...
+                                          the runs of several boxes: a run is NAME, or NAME@BOX
   agent-box ps [-a] [--json]              list runs
   agent-box logs [-f] [-n N] [--stream stdout|stderr] [--run-id ID] NAME
   agent-box start [--cwd DIR] [--framed] [-i] [--pty] [--timeout S] [--limits L] NAME -- CMD [ARG...]
@@ -152,7 +154,7 @@ outlive the connection, and a CLI over the same runs, on this box or any other.
   agent-box doctor [--json]               check this box: binaries, state dir, session, limits
   agent-box version [--json]
   agent-box install [-o OPTION] [--from DIR] BOX   on your machine: copy agent-box to BOX over ssh
-  agent-box watch [--box DEST|--exec CMD]... [--no-wait] [--stdout] [--max-wait D]
+  agent-box watch [--box DEST|--exec CMD]... [--boxes-file F] [--no-wait] [--stdout] [--max-wait D]
                                           wait for runs to end: report them on stderr, exit 2 (errors: 125)
   agent-box help [COMMAND]
 
