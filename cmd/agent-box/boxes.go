@@ -45,9 +45,10 @@ func destArg(s, via string) (boxArg, error) {
 	return b, nil
 }
 
-// namedExec is --exec NAME='COMMAND': a box name, then '='. A command that
-// starts with a variable assignment (VAR=value cmd) reads so too; named
-// (--exec dev='VAR=value cmd') or through env(1), it is a command again.
+// namedExec is --exec NAME='COMMAND': a box name, then '='. A command
+// that starts so was no command before: no shell runs it (session.Exec),
+// so VAR=value cmd never set VAR; a program whose name holds '=' is given
+// by its path (./a=b).
 var namedExec = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}=`)
 
 // execArg is --exec 'COMMAND' or --exec NAME='COMMAND'.

@@ -45,9 +45,6 @@ box at all, connect reads $XDG_CONFIG_HOME/agent-box/boxes.toml (else
   options = ["Port=2222"]          # ssh -o options (optional)
   remote_bin = ".local/bin/agent-box"   # (optional)
 
-An --exec command that starts with VAR=value needs a name before it
-(--exec dev='VAR=value COMMAND'): else VAR would be read as its name.
-
 `
 
 // runConnect is agent-box connect.
