@@ -231,7 +231,7 @@ func (f *Fleet) holders(ctx context.Context, names []string) (map[string][]int, 
 			mu.Lock()
 			switch {
 			case rerr != nil:
-				failed[i] = f.reason(ctx, rerr)
+				failed[i] = f.reason(ctx, i, rerr)
 			case res.IsError && res.code() == wire.NoSuchRun:
 				// Not here: a box that has no run of a name says so.
 			case res.IsError && res.code() == wire.InvalidArgument:
@@ -268,12 +268,15 @@ func (f *Fleet) holders(ctx context.Context, names []string) (map[string][]int, 
 	return have, gone, nil
 }
 
-// reason is why a box's part of a call failed, in words for the model.
-func (f *Fleet) reason(ctx context.Context, err error) string {
+// reason is why box i's part of a call failed, in words for the model,
+// which see the box's name beside it.
+func (f *Fleet) reason(ctx context.Context, i int, err error) string {
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 		return fmt.Sprintf("no answer in %s", f.timeout())
 	}
-	return err.Error()
+	// A session's "box unreachable: NAME: " says again what unreachable
+	// and the box's name beside it say.
+	return strings.TrimPrefix(err.Error(), session.ErrUnreachable.Error()+": "+f.boxes[i].Name+": ")
 }
 
 // each runs fn for the boxes idx in parallel, each bounded by Timeout,

@@ -70,7 +70,7 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 		var l boxList
 		switch {
 		case err != nil:
-			failed[i] = f.reason(ctx, err)
+			failed[i] = f.reason(ctx, i, err)
 		case res.IsError && res.code() == wire.InvalidArgument:
 			mu.Lock()
 			if refused == nil {

@@ -163,7 +163,7 @@ func (f *Fleet) waitAcross(ctx context.Context, c call, groups map[int][]string,
 		}
 		switch {
 		case g.err != nil:
-			gone = append(gone, away{Box: f.boxes[g.i].Name, Reason: g.err.Error()})
+			gone = append(gone, away{Box: f.boxes[g.i].Name, Reason: f.reason(wctx, g.i, g.err)})
 			continue
 		case g.res.IsError:
 			// One box refused its part (a name it has no run of): the
