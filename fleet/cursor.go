@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"encoding/base64"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -14,11 +16,36 @@ import (
 // what changed there while it was away is listed once it answers. A box
 // the cursor does not know (added to the fleet since) lists its runs as
 // if every one were new.
+//
+// Written "f1.NAME:CURSOR,NAME:CURSOR", names sorted: box names and
+// agent-box's cursors ("c1." and base64url) hold neither ':' nor ',', and
+// the model copies every byte of it at every call, so it is not wrapped
+// in more encoding. A box cursor of another alphabet (a newer box's) is
+// written as "~" and its base64url.
 const cursorPrefix = "f1."
 
+// plainCursor is the alphabet a box's cursor is written in as it is.
+var plainCursor = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
 func encodeCursor(m map[string]string) string {
-	b, _ := json.Marshal(m) // keys sorted: one state, one cursor
-	return cursorPrefix + base64.RawURLEncoding.EncodeToString(b)
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names) // one state, one cursor
+	var b strings.Builder
+	b.WriteString(cursorPrefix)
+	for i, n := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		cur := m[n]
+		if !plainCursor.MatchString(cur) {
+			cur = "~" + base64.RawURLEncoding.EncodeToString([]byte(cur))
+		}
+		b.WriteString(n + ":" + cur)
+	}
+	return b.String()
 }
 
 // errNotCursor is what a changed_since that is no cursor of ours gets.
@@ -28,14 +55,27 @@ func decodeCursor(s string) (map[string]string, error) {
 	rest, ok := strings.CutPrefix(s, cursorPrefix)
 	if !ok {
 		if strings.HasPrefix(s, "c") && strings.Contains(s, ".") {
-			return nil, fmt.Errorf("changed_since is the cursor of one box's process_list: give that box too, or the cursor of a process_list without box")
+			return nil, errors.New("changed_since is the cursor of one box's process_list: give that box too, or the cursor of a process_list without box")
 		}
-		return nil, fmt.Errorf("%s", errNotCursor)
+		return nil, errors.New(errNotCursor)
 	}
-	b, err := base64.RawURLEncoding.DecodeString(rest)
-	var m map[string]string
-	if err != nil || json.Unmarshal(b, &m) != nil || m == nil {
-		return nil, fmt.Errorf("%s", errNotCursor)
+	m := map[string]string{}
+	if rest == "" {
+		return m, nil
+	}
+	for _, entry := range strings.Split(rest, ",") {
+		name, cur, ok := strings.Cut(entry, ":")
+		if !ok || CheckName(name) != nil || cur == "" {
+			return nil, errors.New(errNotCursor)
+		}
+		if enc, ok := strings.CutPrefix(cur, "~"); ok {
+			b, err := base64.RawURLEncoding.DecodeString(enc)
+			if err != nil {
+				return nil, errors.New(errNotCursor)
+			}
+			cur = string(b)
+		}
+		m[name] = cur
 	}
 	return m, nil
 }
