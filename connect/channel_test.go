@@ -51,6 +51,34 @@ func (l *lines) next(what string, match func(map[string]any) bool) map[string]an
 	}
 }
 
+// startLines starts cmd (agent-box connect) with a raw client, and
+// initializes it: the client, the answer to initialize, and what stops it
+// (also at the test's cleanup).
+func startLines(t *testing.T, cmd *exec.Cmd) (*lines, map[string]any, func()) {
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	stop := func() { in.Close(); cmd.Wait() }
+	t.Cleanup(stop)
+	l := &lines{t: t, in: in, read: make(chan map[string]any, 100)}
+	go func() {
+		defer close(l.read)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				l.read <- m
+			}
+		}
+	}()
+	l.send(map[string]any{"id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}})
+	return l, l.next("the answer to initialize", answerTo(1)), stop
+}
+
 func answerTo(id float64) func(map[string]any) bool {
 	return func(m map[string]any) bool { return m["id"] == id }
 }
@@ -65,28 +93,7 @@ func TestChannelSendsEndedRuns(t *testing.T) {
 	start := func() (*lines, func()) {
 		cmd := exec.Command(binary, "connect", "--channel", "--exec", fmt.Sprintf("%s --state-dir %s", binary, state))
 		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+xdg, "XDG_CACHE_HOME="+t.TempDir(), "AGENT_BOX_WATCH_POLL_MS=100")
-		in, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		stop := func() { in.Close(); cmd.Wait() }
-		t.Cleanup(stop)
-		l := &lines{t: t, in: in, read: make(chan map[string]any, 100)}
-		go func() {
-			defer close(l.read)
-			sc := bufio.NewScanner(out)
-			sc.Buffer(nil, 1<<20)
-			for sc.Scan() {
-				var m map[string]any
-				if json.Unmarshal(sc.Bytes(), &m) == nil {
-					l.read <- m
-				}
-			}
-		}()
-		l.send(map[string]any{"id": 1, "method": "initialize", "params": map[string]any{
-			"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}})
-		init := l.next("the answer to initialize", answerTo(1))
+		l, init, stop := startLines(t, cmd)
 		caps := init["result"].(map[string]any)["capabilities"].(map[string]any)
 		assert.Contains(t, caps["experimental"], "claude/channel")
 		assert.Contains(t, init["result"].(map[string]any)["instructions"], "<channel>")
@@ -126,4 +133,31 @@ func TestChannelSendsEndedRuns(t *testing.T) {
 	assert.Contains(t, ev["content"], "later")
 	assert.Contains(t, ev["content"], "exit code 4")
 	assert.False(t, strings.Contains(ev["content"].(string), "build"), "sent once: %q", ev["content"])
+}
+
+// TestChannelOverSeveralBoxes: connect --channel over several boxes sends
+// the ends of every box's runs, each saying its box.
+func TestChannelOverSeveralBoxes(t *testing.T) {
+	t.Parallel()
+	a, b, xdg := t.TempDir(), t.TempDir(), t.TempDir()
+	cmd := exec.Command(binary, "connect", "--channel",
+		"--exec", fmt.Sprintf("a=%s --state-dir %s", binary, a), "--exec", fmt.Sprintf("b=%s --state-dir %s", binary, b))
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+xdg, "XDG_CACHE_HOME="+t.TempDir(), "AGENT_BOX_WATCH_POLL_MS=100")
+	l, _, _ := startLines(t, cmd)
+	l.send(map[string]any{"method": "notifications/initialized"})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m, _ := filepath.Glob(filepath.Join(xdg, "agent-box", "channel-*.json")); len(m) == 1 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no channel cursor file in %s", xdg)
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+	l.send(map[string]any{"id": 2, "method": "tools/call", "params": map[string]any{"name": "process_start",
+		"arguments": map[string]any{"box": "b", "name": "build", "command": "echo compiling; exit 3"}}})
+	l.next("the answer to process_start", answerTo(2))
+	ev := l.next("a channel event", func(m map[string]any) bool { return m["method"] == "notifications/claude/channel" })["params"].(map[string]any)
+	assert.Contains(t, ev["content"], "build")
+	assert.Contains(t, ev["content"], "on b ")
+	assert.Contains(t, ev["content"], "exit code 3")
 }
