@@ -34,6 +34,8 @@ type fakeBox struct {
 
 	entered  chan string   // a call's tool, as it starts (never blocks)
 	progress chan progPush // process_wait sends these to its caller
+	expire   chan struct{} // a process_wait in progress times out now
+	returned chan string   // a call's tool, as it returns (never blocks)
 }
 
 type fakeRun struct {
@@ -54,7 +56,7 @@ type progPush struct {
 }
 
 func newFakeBox(name string) *fakeBox {
-	return &fakeBox{name: name, changed: make(chan struct{}), entered: make(chan string, 1000), progress: make(chan progPush)}
+	return &fakeBox{name: name, changed: make(chan struct{}), entered: make(chan string, 1000), progress: make(chan progPush), expire: make(chan struct{}), returned: make(chan string, 1000)}
 }
 
 // runID is a run id as a box makes them; they sort by start time, so sec
@@ -169,6 +171,12 @@ func (b *fakeBox) CallTool(ctx context.Context, params json.RawMessage, progress
 	if err := json.Unmarshal(params, &p); err != nil {
 		return session.Answer{}, err
 	}
+	defer func() {
+		select {
+		case b.returned <- p.Name:
+		default:
+		}
+	}()
 	b.mu.Lock()
 	b.calls = append(b.calls, seen{p.Name, p.Arguments})
 	fail, hang := b.fail, b.hang
@@ -335,6 +343,8 @@ func (b *fakeBox) wait(ctx context.Context, a map[string]any, s func(string) str
 		select {
 		case <-changed:
 		case <-timer.C:
+			timedOut = true
+		case <-b.expire:
 			timedOut = true
 		case p := <-b.progress:
 			if progress != nil && token != nil {
