@@ -29,8 +29,10 @@ type fakeBox struct {
 	fail error
 	// hang makes every call block until its ctx is done.
 	hang bool
-	// cancelled counts the calls that ended because their ctx was done.
+	// cancelled counts the calls that ended because their ctx was done,
+	// and ended tells of each (never blocks).
 	cancelled int
+	ended     chan struct{}
 
 	entered  chan string   // a call's tool, as it starts (never blocks)
 	progress chan progPush // process_wait sends these to its caller
@@ -56,7 +58,7 @@ type progPush struct {
 }
 
 func newFakeBox(name string) *fakeBox {
-	return &fakeBox{name: name, changed: make(chan struct{}), entered: make(chan string, 1000), progress: make(chan progPush), expire: make(chan struct{}), returned: make(chan string, 1000)}
+	return &fakeBox{name: name, changed: make(chan struct{}), entered: make(chan string, 1000), progress: make(chan progPush), expire: make(chan struct{}), returned: make(chan string, 1000), ended: make(chan struct{}, 1000)}
 }
 
 // runID is a run id as a box makes them; they sort by start time, so sec
@@ -101,6 +103,16 @@ func (b *fakeBox) setHang(h bool) {
 	b.mu.Lock()
 	b.hang = h
 	b.mu.Unlock()
+}
+
+func (b *fakeBox) cancel() {
+	b.mu.Lock()
+	b.cancelled++
+	b.mu.Unlock()
+	select {
+	case b.ended <- struct{}{}:
+	default:
+	}
 }
 
 func (b *fakeBox) cancels() int {
@@ -190,9 +202,7 @@ func (b *fakeBox) CallTool(ctx context.Context, params json.RawMessage, progress
 	}
 	if hang {
 		<-ctx.Done()
-		b.mu.Lock()
-		b.cancelled++
-		b.mu.Unlock()
+		b.cancel()
 		return session.Answer{}, ctx.Err()
 	}
 	a := p.Arguments
@@ -354,9 +364,7 @@ func (b *fakeBox) wait(ctx context.Context, a map[string]any, s func(string) str
 			}
 			close(p.done)
 		case <-ctx.Done():
-			b.mu.Lock()
-			b.cancelled++
-			b.mu.Unlock()
+			b.cancel()
 			return session.Answer{}, ctx.Err()
 		}
 	}

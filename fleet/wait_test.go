@@ -11,8 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agent-box/agent-box/internal/abtest"
 )
 
 // goCall runs a call in the background; its reply comes on the channel.
@@ -62,7 +60,12 @@ func TestWaitFirstEndAcrossBoxes(t *testing.T) {
 	assert.Equal(t, false, r.SC["wait_timed_out"])
 	assert.True(t, strings.HasPrefix(r.Text, "box A: web exited (code 0)"), r.Text)
 	assert.True(t, strings.HasSuffix(r.Text, "\nstill running on other boxes: db@B"), r.Text)
-	abtest.WaitFor(t, "B's wait cancelled", 10*time.Second, func() bool { return b.cancels() == 1 })
+	select {
+	case <-b.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("B's wait was not cancelled")
+	}
+	assert.Equal(t, 1, b.cancels())
 	assert.Equal(t, 0, a.cancels())
 }
 
@@ -251,4 +254,23 @@ func TestWaitAllOneBoxTimesOut(t *testing.T) {
 	assert.Equal(t, true, r.SC["wait_timed_out"], "not every run ended")
 	assert.Equal(t, []string{"web@A"}, r.strings("running"))
 	assert.Nil(t, r.SC["ends"])
+}
+
+// One box's wait, through the fleet: the runs it names still running are
+// NAME@BOX, as a wait across boxes takes them.
+func TestWaitOnOneBoxNamesItsRunning(t *testing.T) {
+	a, b := newFakeBox("A"), newFakeBox("B")
+	a.start("web", 1)
+	a.start("db", 2)
+	h := newHarness(t, a, b)
+	a.end("web")
+	r := h.call("process_wait", map[string]any{"names": []string{"web@A", "db@A"}})
+	require.False(t, r.IsError, r.Text)
+	assert.Equal(t, "A", r.run()["box"])
+	assert.Equal(t, []string{"db@A"}, r.strings("running"))
+	others := r.list("others")
+	require.Len(t, others, 1)
+	assert.Equal(t, "A", others[0]["box"])
+	assert.Equal(t, []any{"web", "db"}, a.got("process_wait")[0]["names"])
+	assert.Empty(t, b.got("process_wait"))
 }
