@@ -32,6 +32,11 @@ func newHarness(t *testing.T, boxes ...*fakeBox) *harness {
 	for _, b := range boxes {
 		fb = append(fb, fleet.Box{Name: b.name, Caller: b})
 	}
+	return harnessOf(t, fb)
+}
+
+func harnessOf(t *testing.T, fb []fleet.Box) *harness {
+	t.Helper()
 	f, err := fleet.New(fb)
 	require.NoError(t, err)
 	f.Timeout = testTimeout
