@@ -259,14 +259,23 @@ func (b *fakeBox) list(a map[string]any, s func(string) string) session.Answer {
 	}
 	since := -1
 	if c := s("changed_since"); c != "" {
+		for _, k := range []string{"name", "all", "limit", "before", "state"} {
+			if _, ok := a[k]; ok {
+				return toolErr(wire.InvalidArgument, "invalid argument: changed_since lists every run that changed, of every name; give it alone")
+			}
+		}
 		n, err := strconv.Atoi(strings.TrimPrefix(c, "c1."))
 		if !strings.HasPrefix(c, "c1.") || err != nil {
 			return toolErr(wire.InvalidArgument, "invalid argument: changed_since is not a cursor of process_list (pass the cursor field of an earlier answer unchanged)")
 		}
 		since = n
 	}
+	all, _ := a["all"].(bool)
 	var runs []*fakeRun
 	for _, r := range b.runs {
+		if !all && since < 0 && b.newest(r.name) != r {
+			continue // without all, a name's newest run only
+		}
 		if (s("name") == "" || r.name == s("name")) && (s("state") == "" || r.state == s("state")) && r.gen > since {
 			runs = append(runs, r)
 		}

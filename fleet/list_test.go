@@ -207,3 +207,14 @@ func TestListCursorAndNewBox(t *testing.T) {
 	assert.Equal(t, "invalid_argument", r.code())
 	assert.Contains(t, r.Text, "that cursor was made before box B was in the fleet")
 }
+
+// A box's own refusal of the arguments, the same on every box, is the
+// answer; the fleet adds nothing of its own to what the model gave.
+func TestListChangedSinceAlone(t *testing.T) {
+	a, b := newFakeBox("A"), newFakeBox("B")
+	h := newHarness(t, a, b)
+	cur := h.call("process_list", map[string]any{}).SC["cursor"]
+	r := h.call("process_list", map[string]any{"changed_since": cur, "limit": 5})
+	assert.Equal(t, "invalid_argument", r.code())
+	assert.Regexp(t, `^box [AB]: invalid argument: changed_since lists every run that changed, of every name; give it alone$`, r.Text)
+}
