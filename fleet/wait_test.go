@@ -274,3 +274,18 @@ func TestWaitOnOneBoxNamesItsRunning(t *testing.T) {
 	assert.Equal(t, []any{"web", "db"}, a.got("process_wait")[0]["names"])
 	assert.Empty(t, b.got("process_wait"))
 }
+
+func TestWaitBareNameOnTwoBoxes(t *testing.T) {
+	a, b := newFakeBox("A"), newFakeBox("B")
+	a.start("web", 1)
+	b.start("web", 2)
+	h := newHarness(t, a, b)
+	r := h.call("process_wait", map[string]any{"names": []string{"web"}})
+	assert.Equal(t, "invalid_argument", r.code())
+	assert.Equal(t, `invalid argument: runs named "web" are on boxes A and B: name one as web@BOX`, r.Text)
+	r = h.call("process_wait", map[string]any{"name": "web"})
+	assert.Equal(t, "invalid_argument", r.code())
+	assert.Contains(t, r.Text, `runs named "web" are on boxes A and B`)
+	assert.Empty(t, a.got("process_wait"))
+	assert.Empty(t, b.got("process_wait"))
+}
