@@ -1,12 +1,14 @@
 package fleet_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -123,4 +125,19 @@ func TestRealBoxes(t *testing.T) {
 		}
 		assert.Equal(t, "A", r.run()["box"])
 	})
+}
+
+// testdata/tools.json is the tools/list a box answers now: the fleet's
+// tool list is tested on the box's own.
+func TestToolListIsTheBoxs(t *testing.T) {
+	b := realBox(t, "A")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ans, err := b.Caller.(*session.Session).Call(ctx, "tools/list", json.RawMessage(`{}`))
+	require.NoError(t, err)
+	require.Nil(t, ans.Error)
+	var got, want any
+	require.NoError(t, json.Unmarshal(ans.Result, &got))
+	require.NoError(t, json.Unmarshal(realToolList(t), &want))
+	assert.Equal(t, want, got, "testdata/tools.json is stale: write there the result of a box's tools/list")
 }
