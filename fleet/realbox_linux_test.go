@@ -107,22 +107,16 @@ func TestRealBoxes(t *testing.T) {
 		r := h.call("process_list", map[string]any{"name": "web"})
 		require.False(t, r.IsError, r.Text)
 		require.Len(t, r.list("runs"), 1)
-		if r.SC["unreachable"] != nil {
-			t.Skip("DEFECT (real boxes): process_list name=web without box: B, which has no web, is listed unreachable: " + r.Text)
-		}
+		assert.Nil(t, r.SC["unreachable"], "B has no web, and said so: %s", r.Text)
 	})
 	t.Run("no box has it", func(t *testing.T) {
 		r := h.call("tail_log", map[string]any{"name": "nope"})
 		assert.True(t, r.IsError)
-		if r.code() != "no_such_run" {
-			t.Skip("DEFECT (real boxes): tail_log name=nope, on no box: want no_such_run, got " + r.code() + ": " + r.Text)
-		}
+		assert.Equal(t, "no_such_run", r.code(), r.Text)
 	})
 	t.Run("change by name", func(t *testing.T) {
 		r := h.call("process_kill", map[string]any{"name": "web"})
-		if r.IsError {
-			t.Skip("DEFECT (real boxes): process_kill name=web, web only on A, B reachable: refused: " + r.Text)
-		}
+		require.False(t, r.IsError, "web only on A, B reachable: %s", r.Text)
 		assert.Equal(t, "A", r.run()["box"])
 	})
 }

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -154,36 +155,53 @@ func (f *Fleet) waitAcross(ctx context.Context, c call, groups map[int][]string,
 	}
 	var done []boxWait
 	var gone []away
-	winner := -1
-	for range order {
-		g := <-ch
+	ended := false // a run ended: without all, the answer
+	take := func(g got) *session.Answer {
 		delete(pending, g.i)
-		if ctx.Err() != nil {
-			return session.Answer{}, ctx.Err()
-		}
 		switch {
+		case g.err != nil && ended && errors.Is(g.err, context.Canceled):
+			pending[g.i] = true // cancelled for the end: still waiting
 		case g.err != nil:
 			gone = append(gone, away{Box: f.boxes[g.i].Name, Reason: f.reason(wctx, g.i, g.err)})
-			continue
+		case g.res.IsError && ended:
+			gone = append(gone, away{Box: f.boxes[g.i].Name, Reason: g.res.message()})
 		case g.res.IsError:
 			// One box refused its part (a name it has no run of): the
 			// wait as asked cannot be, so none of it goes on.
-			return answer(prefixed(g.res, f.boxes[g.i].Name)), nil
+			a := answer(prefixed(g.res, f.boxes[g.i].Name))
+			return &a
+		default:
+			w := boxWait{box: g.i, res: g.res, sc: map[string]json.RawMessage{}}
+			_ = json.Unmarshal(g.res.Structured, &w.sc)
+			tagRuns(w.sc, f.boxes[g.i].Name)
+			done = append(done, w)
+			ended = ended || (!all && !w.timedOut())
 		}
-		w := boxWait{box: g.i, res: g.res}
-		w.sc = map[string]json.RawMessage{}
-		_ = json.Unmarshal(g.res.Structured, &w.sc)
-		tagRuns(w.sc, f.boxes[g.i].Name)
-		done = append(done, w)
-		if !all && !w.timedOut() {
-			winner = len(done) - 1
-			break
+		return nil
+	}
+	n := 0
+	for ; n < len(order) && !ended; n++ {
+		g := <-ch
+		if ctx.Err() != nil {
+			return session.Answer{}, ctx.Err()
+		}
+		if a := take(g); a != nil {
+			return *a, nil
 		}
 	}
-	if winner < 0 && len(done) == 0 {
+	if ended {
+		// The other boxes' waits are cancelled, and their answers read:
+		// one that failed before is unreachable, not still running, and
+		// one that ended as well is an end too.
+		cancel()
+		for ; n < len(order); n++ {
+			take(<-ch)
+		}
+	}
+	if len(done) == 0 {
 		return failureRetry(wire.Unreachable, "no box of this wait could be reached: "+describeAway(gone)), nil
 	}
-	// The still-waiting boxes' runs had not ended when the answer came.
+	// The boxes still waiting had not seen their runs end.
 	var still []string
 	for _, i := range order {
 		if pending[i] {
@@ -192,37 +210,17 @@ func (f *Fleet) waitAcross(ctx context.Context, c call, groups map[int][]string,
 			}
 		}
 	}
-	if winner >= 0 {
-		return f.firstEnd(done[winner], still, gone), nil
-	}
-	return f.merged(done, still, gone), nil
-}
-
-// firstEnd is the answer of the box whose run ended first.
-func (f *Fleet) firstEnd(w boxWait, still []string, gone []away) session.Answer {
-	running := append(w.running(), still...)
-	if len(running) > 0 {
-		w.sc["running"], _ = json.Marshal(running)
-	}
-	if len(gone) > 0 {
-		w.sc["unreachable"], _ = json.Marshal(gone)
-	}
-	text := "box " + f.boxes[w.box].Name + ": " + w.res.text()
-	if len(still) > 0 {
-		text += "\nstill running on other boxes: " + strings.Join(still, ", ")
-	}
-	text += unreachableText(gone)
-	sc, _ := json.Marshal(w.sc)
-	return answer(result{Content: []content{{Type: "text", Text: text}}, Structured: sc})
+	return f.merged(done, still, gone, all), nil
 }
 
 // runEnd are the fields of a wait's answer that say a run's end beside
 // it (process_wait's RunEnd), which ends[] entries carry too.
 var runEnd = []string{"duration_ms", "output_tail", "stderr_tail", "output_tail_offset", "stderr_tail_offset", "output_tail_whole", "output_tail_cut", "cleaned_bytes"}
 
-// merged is every box's answer as one: the first run to end is run, and
-// every other end is in ends.
-func (f *Fleet) merged(done []boxWait, still []string, gone []away) session.Answer {
+// merged is the boxes' answers as one: the first run to end is run, and
+// every other end is in ends; the runs of boxes whose wait timed out, or
+// was cancelled for the first end (still), are running.
+func (f *Fleet) merged(done []boxWait, still []string, gone []away, all bool) session.Answer {
 	base := 0
 	for k, w := range done {
 		if !w.timedOut() {
@@ -244,7 +242,9 @@ func (f *Fleet) merged(done []boxWait, still []string, gone []away) session.Answ
 		var more []json.RawMessage
 		_ = json.Unmarshal(w.sc["ends"], &more)
 		if w.timedOut() {
-			timedOut = true
+			// With all, the wait is not over while a run is still going;
+			// without, one end is its answer.
+			timedOut = timedOut || all
 			var run struct {
 				Name string `json:"name"`
 			}
@@ -276,7 +276,11 @@ func (f *Fleet) merged(done []boxWait, still []string, gone []away) session.Answ
 		sc["unreachable"], _ = json.Marshal(gone)
 	}
 	b, _ := json.Marshal(sc)
-	return answer(result{Content: []content{{Type: "text", Text: strings.Join(texts, "\n") + unreachableText(gone)}}, Structured: b})
+	text := strings.Join(texts, "\n")
+	if len(still) > 0 {
+		text += "\nstill running on other boxes: " + strings.Join(still, ", ")
+	}
+	return answer(result{Content: []content{{Type: "text", Text: text + unreachableText(gone)}}, Structured: b})
 }
 
 func contains(list []string, s string) bool {
