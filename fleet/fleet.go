@@ -7,6 +7,7 @@
 // tools only by their wire form. One box needs no fleet: connect relays
 // it unchanged.
 //
+// A run's name may be NAME@BOX, as answers name runs: that is box BOX.
 // The rules, for a call without box:
 //   - process_start needs box.
 //   - process_list covers every box: runs carry box, a box that does not
@@ -118,6 +119,16 @@ func (f *Fleet) CallTool(ctx context.Context, params json.RawMessage, progress f
 	box, given, err := c.take("box")
 	if err != nil {
 		return failure(wire.InvalidArgument, "invalid argument: box must be a string (one of "+f.list()+")"), nil
+	}
+	// A run named NAME@BOX, as answers name them, is on BOX.
+	if name, ok, err := c.str("name"); err == nil && ok {
+		if run, on, at := strings.Cut(name, "@"); at {
+			if given && on != box {
+				return failure(wire.InvalidArgument, fmt.Sprintf("invalid argument: name %q says box %s, and box says %s", name, on, box)), nil
+			}
+			c.args["name"] = mustString(run)
+			box, given = on, true
+		}
 	}
 	if given {
 		i, ok := f.index[box]

@@ -178,3 +178,32 @@ func TestRunToolWithoutBox(t *testing.T) {
 		assert.Contains(t, r.Text, "needs box")
 	})
 }
+
+// TestNameAtBoxIsThatBox: a run named NAME@BOX, as listings name runs, is
+// on BOX, for every tool: no box is asked which has it.
+func TestNameAtBoxIsThatBox(t *testing.T) {
+	a, b := newFakeBox("A"), newFakeBox("B")
+	a.start("web", 1)
+	bID := b.start("web", 2)
+	h := newHarness(t, a, b)
+
+	r := h.call("process_kill", map[string]any{"name": "web@B"})
+	require.False(t, r.IsError, r.Text)
+	assert.Equal(t, bID, r.run()["run_id"])
+	assert.Equal(t, map[string]any{"name": "web"}, b.got("process_kill")[0], "the box sees its own name of the run")
+	assert.Empty(t, a.got("process_list"), "no box asked")
+
+	r = h.call("process_start", map[string]any{"name": "db@A", "command": "sleep 9"})
+	require.False(t, r.IsError, r.Text)
+	assert.Equal(t, "A", r.run()["box"])
+	assert.Equal(t, "db", r.run()["name"])
+
+	r = h.call("process_wait", map[string]any{"name": "web@A", "box": "A", "timeout_ms": 1})
+	require.False(t, r.IsError, r.Text)
+	r = h.call("tail_log", map[string]any{"name": "web@A", "box": "B"})
+	assert.Equal(t, "invalid_argument", r.code(), r.Text)
+	assert.Contains(t, r.Text, "box says B")
+	r = h.call("tail_log", map[string]any{"name": "web@C"})
+	assert.Equal(t, "invalid_argument", r.code(), r.Text)
+	assert.Contains(t, r.Text, `no box "C"`)
+}

@@ -123,6 +123,6 @@ func output(tool string, raw json.RawMessage) json.RawMessage {
 // Instructions are what the fleet adds to the box's instructions.
 func (f *Fleet) Instructions() string {
 	return " This server reaches several boxes: " + strings.Join(f.Names(), ", ") + ". " +
-		"Every tool takes box; process_start needs it. Without box, process_list and process_wait cover every box " +
-		"(names as NAME@BOX), and the other tools find the one box with a run of that name."
+		"Every tool takes box; process_start needs it. A run is NAME@BOX (name it so, or give box). Without box, process_list and process_wait cover every box, " +
+		"and the other tools find the one box with a run of that name."
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/agent-box/agent-box/wire"
 )
 
-// wait is process_wait without box. name (or NAME@BOX) goes to its box;
+// wait is process_wait without box. name goes to its box;
 // names are placed on their boxes and each box waits for its own, in
 // parallel: the first end on any box answers (the other boxes' waits are
 // cancelled), or with all, every box's answer merged.
@@ -21,14 +21,6 @@ func (f *Fleet) wait(ctx context.Context, c call, progress func([]byte)) (sessio
 		name, ok, err := c.str("name")
 		if err != nil || !ok || name == "" {
 			return failure(wire.InvalidArgument, "invalid argument: name is required (or names)"), nil
-		}
-		if run, box, at := strings.Cut(name, "@"); at {
-			i, known := f.index[box]
-			if !known {
-				return failure(wire.InvalidArgument, fmt.Sprintf("invalid argument: name %q: there is no box %q: box is one of %s", name, box, f.list())), nil
-			}
-			c.args["name"] = mustString(run)
-			return f.one(ctx, i, c, progress)
 		}
 		i, fail := f.find(ctx, c.tool, name)
 		if ctx.Err() != nil {
@@ -328,8 +320,8 @@ func monotonic(fn func([]byte)) func([]byte) {
 	}
 }
 
-// ownNames lets a process_wait given box name its runs NAME@BOX too, as
-// process_list and other waits name them, as long as BOX is that box.
+// ownNames lets a process_wait given box name its runs NAME@BOX in
+// names too, as long as BOX is that box (CallTool reads name's).
 func (c call) ownNames(box string) error {
 	strip := func(n string) (string, error) {
 		run, b, at := strings.Cut(n, "@")
@@ -337,13 +329,6 @@ func (c call) ownNames(box string) error {
 			return "", fmt.Errorf("%q is not on box %s: leave box out to wait across boxes", n, box)
 		}
 		return run, nil
-	}
-	if name, ok, err := c.str("name"); err == nil && ok {
-		run, err := strip(name)
-		if err != nil {
-			return err
-		}
-		c.args["name"] = mustString(run)
 	}
 	var names []string
 	if raw, ok := c.args["names"]; ok && json.Unmarshal(raw, &names) == nil {
