@@ -215,6 +215,10 @@ func (r *relay) open(params json.RawMessage) {
 	for _, mb := range r.members {
 		opt := r.srv.Options
 		opt.Dialled = func(res json.RawMessage) { r.dialled(mb, res) }
+		if len(r.members) > 1 && opt.Stderr != nil {
+			// Several transports write one stderr: each line says its box.
+			opt.Stderr = &linePrefix{w: opt.Stderr, prefix: []byte(mb.box.Name + ": "), start: true}
+		}
 		mb.sess = session.Open(mb.box, params, opt)
 		boxes = append(boxes, fleet.Box{Name: mb.box.Name, Caller: mb.sess})
 	}
@@ -579,4 +583,29 @@ func (r *relay) logf(format string, args ...any) {
 	if r.srv.Log != nil {
 		r.srv.Log.Printf(format, args...)
 	}
+}
+
+// linePrefix writes prefix before every line written through it.
+type linePrefix struct {
+	w      io.Writer
+	prefix []byte
+	mu     sync.Mutex // a redial's transport may write while the last one's last words do
+	start  bool       // the next byte begins a line
+}
+
+func (l *linePrefix) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b []byte
+	for _, c := range p {
+		if l.start {
+			b = append(b, l.prefix...)
+		}
+		b = append(b, c)
+		l.start = c == '\n'
+	}
+	if _, err := l.w.Write(b); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
