@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -178,13 +178,15 @@ func cpuOfFleet(fleet, one int) (fleetCPU, error) {
 }
 
 // listFleet times one process_list with no arguments through c, and
-// checks that every box answered with all its runs: a box that is
-// unreachable, or a connect that took fewer boxes than it was given, is an
-// error, not a faster figure.
+// checks that every box answered with all its runs, merged newest first:
+// a box that is unreachable, a connect that took fewer boxes than it was
+// given, or runs left unmerged is an error, not a faster figure.
 func listFleet(c *client, want, boxes int) (time.Duration, error) {
 	var res struct {
-		Runs        []json.RawMessage `json:"runs"`
-		Total       int               `json:"total"`
+		Runs []struct {
+			RunID string `json:"run_id"`
+		} `json:"runs"`
+		Total       int `json:"total"`
 		Unreachable []struct {
 			Box    string `json:"box"`
 			Reason string `json:"reason"`
@@ -198,6 +200,13 @@ func listFleet(c *client, want, boxes int) (time.Duration, error) {
 		return 0, fmt.Errorf("%d of %d boxes unreachable (first: %s, %s)", len(res.Unreachable), boxes, res.Unreachable[0].Box, res.Unreachable[0].Reason)
 	case res.Total != want:
 		return 0, fmt.Errorf("process_list counts %d runs, want %d over %d boxes (does this agent-box connect take several --exec?)", res.Total, want, boxes)
+	case len(res.Runs) == 0:
+		return 0, errors.New("process_list lists no run")
+	}
+	for i := 1; i < len(res.Runs); i++ {
+		if res.Runs[i-1].RunID < res.Runs[i].RunID {
+			return 0, fmt.Errorf("process_list lists run %s before the newer %s: not merged newest first", res.Runs[i-1].RunID, res.Runs[i].RunID)
+		}
 	}
 	return d, nil
 }
