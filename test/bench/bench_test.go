@@ -42,6 +42,7 @@ func TestPlumbing(t *testing.T) {
 		listSizes:  []int{50, 120}, listReps: 1,
 		followN: 3, waitN: 1, soakN: 20,
 		connectHopN: 3, connectDrops: 2, connectCalls: 20,
+		fleetSizes: []int{3}, fleetRuns: 1, fleetCalls: 2,
 	}}
 	if err := b.setup(t.TempDir()); err != nil {
 		t.Fatal(err)

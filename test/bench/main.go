@@ -54,6 +54,9 @@ type config struct {
 	connectHopN  int   // calls through connect (and as many direct) for the hop
 	connectDrops int   // transports killed under a call in flight
 	connectCalls int   // calls through connect in all, for its memory
+	fleetSizes   []int // connects over this many boxes, ascending; the last is measured for memory
+	fleetRuns    int   // exited runs on each box
+	fleetCalls   int   // timed process_list calls per fleet (and as many through one box)
 }
 
 var (
@@ -64,6 +67,7 @@ var (
 		listSizes:  []int{1000, 10000, 50000}, listReps: 5,
 		followN: 100, waitN: 100, soakN: 10000,
 		connectHopN: 1000, connectDrops: 100, connectCalls: 10000,
+		fleetSizes: []int{20, 100}, fleetRuns: 5, fleetCalls: 100,
 	}
 	quickConfig = config{
 		spawnN: 10, startN: 10,
@@ -72,6 +76,7 @@ var (
 		listSizes:  []int{1000}, listReps: 3,
 		followN: 20, waitN: 5, soakN: 1000,
 		connectHopN: 200, connectDrops: 10, connectCalls: 1000,
+		fleetSizes: []int{20, 50}, fleetRuns: 5, fleetCalls: 20,
 	}
 )
 
@@ -113,7 +118,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.quick, "quick", false, "tiny sizes (64 MiB capture, 16 MiB drain, 1k runs): finishes in under a minute")
 	flag.StringVar(&o.out, "out", "test/bench/results.json", "where to write the results as JSON")
 	flag.StringVar(&o.parent, "work-dir", "", "directory for the temporary state dir and baseline files (default: $TMPDIR); pick the filesystem to measure")
-	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (startup,start,follow,wait,capture,drain,list,decode,limits,connect,tokens); default all (but tokens in --quick)")
+	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run (startup,start,follow,wait,capture,drain,list,decode,limits,connect,fleet,tokens); default all (but tokens in --quick)")
 	flag.StringVar(&o.listSizes, "list-sizes", "", "comma-separated run counts for process_list, overriding the mode's (e.g. 10000)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work dir (state dirs, generated records) for profiling; runs are still killed")
 	flag.BoolVar(&o.durable, "durable-records", false, "create process_list's records with runrecord.Store.Create (fsync per record: minutes for 50k) instead of plain writes of the same bytes")
@@ -313,6 +318,7 @@ func (b *bench) scenarios() []scenario {
 		{"list", b.benchList},
 		{"decode", b.benchDecode},
 		{"connect", b.benchConnect},
+		{"fleet", b.benchFleet},
 		{"tokens", b.benchTokens},
 	}
 }
