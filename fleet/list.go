@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -16,21 +17,36 @@ import (
 // defaultLimit is process_list's limit when none is given (the box's).
 const defaultLimit = 100
 
-// boxList is one box's process_list answer.
+// boxList is one box's process_list answer: its runs kept as the box
+// wrote them, each with the two fields the merge reads.
 type boxList struct {
-	Runs       []map[string]json.RawMessage `json:"runs"`
-	Total      int                          `json:"total"`
-	NextBefore string                       `json:"next_before"`
-	Cursor     string                       `json:"cursor"`
+	Runs       []json.RawMessage `json:"runs"`
+	Total      int               `json:"total"`
+	NextBefore string            `json:"next_before"`
+	Cursor     string            `json:"cursor"`
+}
+
+// listAnswer is a box's answer to process_list, read in one pass: the
+// merge of many boxes is mostly reading their answers.
+type listAnswer struct {
+	Content    []content `json:"content"`
+	IsError    bool      `json:"isError"`
+	Structured boxList   `json:"structuredContent"`
+}
+
+// listed is one run of a merged list.
+type listed struct {
+	id, name, box string
+	raw           json.RawMessage // as the box wrote it, box added
 }
 
 // mergedList is process_list's answer over every box.
 type mergedList struct {
-	Runs        []map[string]json.RawMessage `json:"runs"`
-	Total       int                          `json:"total"`
-	NextBefore  string                       `json:"next_before,omitempty"`
-	Cursor      string                       `json:"cursor"`
-	Unreachable []away                       `json:"unreachable,omitempty"`
+	Runs        []listed
+	Total       int
+	NextBefore  string
+	Cursor      string
+	Unreachable []away
 }
 
 // listAll is process_list over every box, merged: the newest runs of all
@@ -66,8 +82,23 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 				delete(args, "changed_since")
 			}
 		}
-		res, err := parseAnswer(f.boxes[i].Caller.CallTool(ctx, c.with(args).params(), nil))
-		var l boxList
+		ans, err := f.boxes[i].Caller.CallTool(ctx, c.with(args).params(), nil)
+		var la listAnswer
+		if err == nil && ans.Error == nil && json.Unmarshal(ans.Result, &la) == nil && !la.IsError {
+			if la.Structured.Cursor == "" {
+				failed[i] = "its answer to process_list has no cursor"
+				return
+			}
+			var text strings.Builder
+			for _, c := range la.Content {
+				if c.Type == "text" {
+					text.WriteString(c.Text)
+				}
+			}
+			lists[i], texts[i] = &la.Structured, text.String()
+			return
+		}
+		res, err := parseAnswer(ans, err)
 		switch {
 		case err != nil:
 			failed[i] = f.reason(ctx, i, err)
@@ -84,16 +115,15 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 			mu.Lock()
 			absent++
 			mu.Unlock()
+			var l boxList
 			res, err := parseAnswer(f.boxes[i].Caller.CallTool(ctx, toolParams("process_list", json.RawMessage(`{"limit":1}`)), nil))
 			if err == nil && !res.IsError && json.Unmarshal(res.Structured, &l) == nil && l.Cursor != "" {
 				lists[i] = &boxList{Cursor: l.Cursor}
 			}
 		case res.IsError:
 			failed[i] = res.message()
-		case json.Unmarshal(res.Structured, &l) != nil || l.Cursor == "":
-			failed[i] = "its answer to process_list has no cursor"
 		default:
-			lists[i], texts[i] = &l, res.text()
+			failed[i] = "its answer to process_list is not one"
 		}
 	})
 	if ctx.Err() != nil {
@@ -101,6 +131,11 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 	}
 	if refused != nil {
 		return *refused, nil
+	}
+	if absent == len(f.boxes) {
+		// Every box said it has no run of name: so does the fleet.
+		name, _, _ := c.str("name")
+		return failure(wire.NoSuchRun, fmt.Sprintf("no such run: no run named %q on any box (process_list shows the runs there are)", name)), nil
 	}
 	var out mergedList
 	cursors := map[string]string{}
@@ -119,45 +154,69 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 		cursors[name] = l.Cursor
 		out.Total += l.Total
 		more = more || l.NextBefore != ""
-		for _, r := range l.Runs {
-			r["box"] = mustString(name)
-			out.Runs = append(out.Runs, r)
+		tag := []byte(`{"box":` + string(mustString(name)))
+		for _, raw := range l.Runs {
+			var r struct {
+				Name  string `json:"name"`
+				RunID string `json:"run_id"`
+			}
+			if json.Unmarshal(raw, &r) != nil || len(raw) < 2 || raw[0] != '{' {
+				continue // not a run: nothing to list
+			}
+			// The box added as the first field, without decoding the
+			// run and encoding it again.
+			tagged := append(append([]byte{}, tag...), raw[1:]...)
+			if string(raw) != "{}" {
+				tagged = append(append(append([]byte{}, tag...), ','), raw[1:]...)
+			}
+			out.Runs = append(out.Runs, listed{id: r.RunID, name: r.Name, box: name, raw: tagged})
 		}
 	}
-	if absent == len(f.boxes) {
-		// Every box said it has no run of name: so does the fleet.
-		name, _, _ := c.str("name")
-		return failure(wire.NoSuchRun, fmt.Sprintf("no such run: no run named %q on any box (process_list shows the runs there are)", name)), nil
-	}
-	// Each run's id is decoded once, not at each of the sort's n log n
-	// comparisons: with many boxes those decodes were much of the merge.
-	type idRun struct {
-		id  string
-		run map[string]json.RawMessage
-	}
-	byID := make([]idRun, len(out.Runs))
-	for i, r := range out.Runs {
-		byID[i] = idRun{str(r["run_id"]), r}
-	}
-	slices.SortStableFunc(byID, func(a, b idRun) int { return cmp.Compare(b.id, a.id) })
-	for i, x := range byID {
-		out.Runs[i] = x.run
-	}
+	slices.SortStableFunc(out.Runs, func(a, b listed) int { return cmp.Compare(b.id, a.id) })
 	if !changes && len(out.Runs) > limit && limit > 0 {
 		out.Runs, more = out.Runs[:limit], true
 	}
 	if more && !changes && len(out.Runs) > 0 {
-		out.NextBefore = str(out.Runs[len(out.Runs)-1]["run_id"])
-	}
-	if out.Runs == nil {
-		out.Runs = []map[string]json.RawMessage{}
+		out.NextBefore = out.Runs[len(out.Runs)-1].id
 	}
 	out.Cursor = encodeCursor(cursors)
-	sc, err := json.Marshal(out)
-	if err != nil {
-		return session.Answer{}, err
+	return rawAnswer(f.listText(out, texts, changes), out.structured()), nil
+}
+
+// structured is the merged list's structured content, written from the
+// boxes' runs as they are.
+func (out mergedList) structured() []byte {
+	b := []byte(`{"runs":[`)
+	for i, r := range out.Runs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, r.raw...)
 	}
-	return answer(result{Content: []content{{Type: "text", Text: f.listText(out, texts, changes)}}, Structured: sc}), nil
+	b = append(b, `],"total":`...)
+	b = strconv.AppendInt(b, int64(out.Total), 10)
+	if out.NextBefore != "" {
+		b = append(b, `,"next_before":`...)
+		b = append(b, mustString(out.NextBefore)...)
+	}
+	b = append(b, `,"cursor":`...)
+	b = append(b, mustString(out.Cursor)...)
+	if len(out.Unreachable) > 0 {
+		u, _ := json.Marshal(out.Unreachable)
+		b = append(b, `,"unreachable":`...)
+		b = append(b, u...)
+	}
+	return append(b, '}')
+}
+
+// rawAnswer is a tool's result of text and structured content already
+// written as JSON.
+func rawAnswer(text string, structured []byte) session.Answer {
+	b := []byte(`{"content":[{"type":"text","text":`)
+	b = append(b, mustString(text)...)
+	b = append(b, `}],"structuredContent":`...)
+	b = append(b, structured...)
+	return session.Answer{Result: append(b, '}')}
 }
 
 func str(raw json.RawMessage) string {
@@ -195,8 +254,8 @@ func (f *Fleet) listText(out mergedList, texts []string, changes bool) string {
 	}
 	unshown := 0
 	for _, r := range out.Runs {
-		name, box := str(r["name"]), str(r["box"])
-		line, ok := lines[str(r["run_id"])]
+		name, box := r.name, r.box
+		line, ok := lines[r.id]
 		if !ok {
 			unshown++ // the box left it out of its text: structured content has it
 			continue
