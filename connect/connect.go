@@ -264,12 +264,13 @@ func (r *relay) initialize(ctx context.Context, m message) {
 		r.lead = i
 		mb.kept, mb.answered = old, serverVersion(old.Initialize)
 		r.tools = nil
+		var terr error
 		if old.Tools != nil {
-			r.tools, err = r.clientTools(old.Tools)
+			r.tools, terr = r.clientTools(old.Tools)
 		}
 		r.mu.Unlock()
-		if err != nil {
-			r.logf("the tools %s listed at %s: %v", mb.box.Name, old.At.Format(time.RFC3339), err)
+		if terr != nil {
+			r.logf("the tools %s listed at %s: %v", mb.box.Name, old.At.Format(time.RFC3339), terr)
 			continue
 		}
 		r.answer(m.ID, r.initAnswer(old.Initialize), nil)

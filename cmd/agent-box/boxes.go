@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/BurntSushi/toml"
 
@@ -179,9 +180,11 @@ func readBoxesFile(path string) ([]boxArg, error) {
 	return boxes, nil
 }
 
-// readSmallFile reads a regular file of at most limit bytes.
+// readSmallFile reads a regular file of at most limit bytes. It follows
+// a symlink (dotfiles are often links), and opens without blocking: a
+// FIFO in the file's place must not hang connect as its client starts it.
 func readSmallFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

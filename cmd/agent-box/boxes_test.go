@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -94,6 +95,12 @@ func TestBoxesFileMistakes(t *testing.T) {
 	big := writeBoxesFile(t, "# "+strings.Repeat("x", maxBoxesFile)+"\n")
 	_, err = readBoxesFile(big)
 	assert.ErrorContains(t, err, "is larger than")
+	// A FIFO in its place is refused at once: the open must not wait for
+	// a writer, or connect would hang as its client starts it.
+	fifo := filepath.Join(dir, "fifo.toml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	_, err = readBoxesFile(fifo)
+	assert.ErrorContains(t, err, "is not a regular file")
 }
 
 // NAME=DEST splits at the first '=' (a destination has none); --exec
