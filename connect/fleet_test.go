@@ -165,7 +165,7 @@ func TestFleetWaitsAcrossBoxes(t *testing.T) {
 	assert.Equal(t, "fast", run["name"])
 	assert.Equal(t, "b", run["box"])
 	assert.EqualValues(t, 2, run["exit_code"])
-	assert.Contains(t, r.Data["running"], "slow@a")
+	assert.Contains(t, r.Data["unanswered"], "slow@a", "its wait was cancelled for the end on b")
 	assert.Contains(t, r.Text, "done-on-b")
 
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))

@@ -101,7 +101,7 @@ func TestRealBoxes(t *testing.T) {
 		assert.Equal(t, "quick", r.run()["name"])
 		assert.Equal(t, "B", r.run()["box"])
 		assert.Equal(t, "exited", r.run()["state"])
-		assert.Equal(t, []string{"web@A"}, r.strings("running"))
+		assert.Equal(t, []string{"web@A"}, r.strings("unanswered"))
 	})
 	t.Run("list by name", func(t *testing.T) {
 		r := h.call("process_list", map[string]any{"name": "web"})

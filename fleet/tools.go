@@ -110,6 +110,9 @@ func output(tool string, raw json.RawMessage) json.RawMessage {
 		var props map[string]json.RawMessage
 		if json.Unmarshal(s["properties"], &props) == nil && props != nil {
 			props["unreachable"] = json.RawMessage(`{"type":"array","items":{"type":"object","properties":{"box":{"type":"string"},"reason":{"type":"string"}}}}`)
+			if tool == "process_wait" {
+				props["unanswered"] = json.RawMessage(`{"type":"array","items":{"type":"string"}}`)
+			}
 			s["properties"], _ = json.Marshal(props)
 		}
 	}

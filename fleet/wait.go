@@ -17,7 +17,15 @@ import (
 // parallel: the first end on any box answers (the other boxes' waits are
 // cancelled), or with all, every box's answer merged.
 func (f *Fleet) wait(ctx context.Context, c call, progress func([]byte)) (session.Answer, error) {
-	if _, has := c.args["names"]; !has {
+	var names []string
+	if raw, ok := c.args["names"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &names); err != nil {
+			return failure(wire.InvalidArgument, "invalid argument: names must be a list of run names"), nil
+		}
+	}
+	if len(names) == 0 {
+		// name alone (a client may send an empty or null names beside it).
+		delete(c.args, "names")
 		name, ok, err := c.str("name")
 		if err != nil || !ok || name == "" {
 			return failure(wire.InvalidArgument, "invalid argument: name is required (or names)"), nil
@@ -30,10 +38,6 @@ func (f *Fleet) wait(ctx context.Context, c call, progress func([]byte)) (sessio
 			return *fail, nil
 		}
 		return f.one(ctx, i, c, progress)
-	}
-	var names []string
-	if err := json.Unmarshal(c.args["names"], &names); err != nil {
-		return failure(wire.InvalidArgument, "invalid argument: names must be a list of run names"), nil
 	}
 	all := false
 	_ = json.Unmarshal(c.args["all"], &all)
@@ -152,14 +156,14 @@ func (f *Fleet) waitAcross(ctx context.Context, c call, groups map[int][]string,
 		delete(pending, g.i)
 		switch {
 		case g.err != nil && ended && errors.Is(g.err, context.Canceled):
-			pending[g.i] = true // cancelled for the end: still waiting
+			pending[g.i] = true // cancelled for the end: not answered
 		case g.err != nil:
 			gone = append(gone, away{Box: f.boxes[g.i].Name, Reason: f.reason(wctx, g.i, g.err)})
-		case g.res.IsError && ended:
-			gone = append(gone, away{Box: f.boxes[g.i].Name, Reason: g.res.message()})
 		case g.res.IsError:
 			// One box refused its part (a name it has no run of): the
-			// wait as asked cannot be, so none of it goes on.
+			// wait as asked cannot be, so none of it is answered, also
+			// after an end elsewhere (a wait again on an ended run
+			// answers at once: nothing is lost).
 			a := answer(prefixed(g.res, f.boxes[g.i].Name))
 			return &a
 		default:
@@ -183,26 +187,34 @@ func (f *Fleet) waitAcross(ctx context.Context, c call, groups map[int][]string,
 	}
 	if ended {
 		// The other boxes' waits are cancelled, and their answers read:
-		// one that failed before is unreachable, not still running, and
+		// one that failed before is unreachable, not unanswered, and
 		// one that ended as well is an end too.
 		cancel()
 		for ; n < len(order); n++ {
-			take(<-ch)
+			if a := take(<-ch); a != nil {
+				return *a, nil
+			}
 		}
 	}
 	if len(done) == 0 {
 		return failureRetry(wire.Unreachable, "no box of this wait could be reached: "+describeAway(gone)), nil
 	}
-	// The boxes still waiting had not seen their runs end.
-	var still []string
+	if all && len(gone) > 0 {
+		// Every one cannot be said to have ended while a box's runs are
+		// unknown: no answer that a program could read as "all ended".
+		return failureRetry(wire.Unreachable, fmt.Sprintf("%s could not be asked whether its runs ended (wait again: runs that ended answer at once)", describeAway(gone))), nil
+	}
+	// The boxes whose wait was cancelled for the end had not answered:
+	// whether their runs ended is not known.
+	var unanswered []string
 	for _, i := range order {
 		if pending[i] {
 			for _, n := range groups[i] {
-				still = append(still, n+"@"+f.boxes[i].Name)
+				unanswered = append(unanswered, n+"@"+f.boxes[i].Name)
 			}
 		}
 	}
-	return f.merged(done, still, gone, all), nil
+	return f.merged(done, unanswered, gone, all), nil
 }
 
 // runEnd are the fields of a wait's answer that say a run's end beside
@@ -210,9 +222,10 @@ func (f *Fleet) waitAcross(ctx context.Context, c call, groups map[int][]string,
 var runEnd = []string{"duration_ms", "output_tail", "stderr_tail", "output_tail_offset", "stderr_tail_offset", "output_tail_whole", "output_tail_cut", "cleaned_bytes"}
 
 // merged is the boxes' answers as one: the first run to end is run, and
-// every other end is in ends; the runs of boxes whose wait timed out, or
-// was cancelled for the first end (still), are running.
-func (f *Fleet) merged(done []boxWait, still []string, gone []away, all bool) session.Answer {
+// every other end is in ends; the runs of boxes whose wait
+// timed out are running; the names of boxes that had not answered when
+// the first end came are unanswered: not known to have ended, nor not to.
+func (f *Fleet) merged(done []boxWait, unanswered []string, gone []away, all bool) session.Answer {
 	base := 0
 	for k, w := range done {
 		if !w.timedOut() {
@@ -256,7 +269,9 @@ func (f *Fleet) merged(done []boxWait, still []string, gone []away, all bool) se
 		ends = append(ends, more...)
 		running = append(running, w.running()...)
 	}
-	running = append(running, still...)
+	if len(unanswered) > 0 {
+		sc["unanswered"], _ = json.Marshal(unanswered)
+	}
 	if len(ends) > 0 {
 		sc["ends"], _ = json.Marshal(ends)
 	}
@@ -269,8 +284,8 @@ func (f *Fleet) merged(done []boxWait, still []string, gone []away, all bool) se
 	}
 	b, _ := json.Marshal(sc)
 	text := strings.Join(texts, "\n")
-	if len(still) > 0 {
-		text += "\nstill running on other boxes: " + strings.Join(still, ", ")
+	if len(unanswered) > 0 {
+		text += "\nno answer yet, when this end came, about: " + strings.Join(unanswered, ", ")
 	}
 	return answer(result{Content: []content{{Type: "text", Text: text + unreachableText(gone)}}, Structured: b})
 }

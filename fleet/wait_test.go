@@ -13,6 +13,7 @@ import (
 
 	"github.com/agent-box/agent-box/fleet"
 	"github.com/agent-box/agent-box/session"
+	"github.com/agent-box/agent-box/wire"
 )
 
 // goCall runs a call in the background; its reply comes on the channel.
@@ -58,10 +59,12 @@ func TestWaitFirstEndAcrossBoxes(t *testing.T) {
 	assert.Equal(t, "web", r.run()["name"])
 	assert.Equal(t, "A", r.run()["box"])
 	assert.Equal(t, "exited", r.run()["state"])
-	assert.Equal(t, []string{"db@B"}, r.strings("running"))
+	// B's wait was cancelled for A's end: db is not known to run still.
+	assert.Nil(t, r.SC["running"])
+	assert.Equal(t, []string{"db@B"}, r.strings("unanswered"))
 	assert.Equal(t, false, r.SC["wait_timed_out"])
 	assert.True(t, strings.HasPrefix(r.Text, "box A: web exited (code 0)"), r.Text)
-	assert.True(t, strings.HasSuffix(r.Text, "\nstill running on other boxes: db@B"), r.Text)
+	assert.True(t, strings.HasSuffix(r.Text, "\nno answer yet, when this end came, about: db@B"), r.Text)
 	select {
 	case <-b.ended:
 	case <-time.After(10 * time.Second):
@@ -311,7 +314,61 @@ func TestWaitAnEndDoesNotHideAFailedBox(t *testing.T) {
 	r := h.call("process_wait", map[string]any{"names": []string{"web@A", "db@B"}, "timeout_ms": 60000})
 	require.False(t, r.IsError, r.Text)
 	assert.Equal(t, "web", r.run()["name"])
-	assert.NotContains(t, r.strings("running"), "db@B")
+	assert.NotContains(t, r.strings("unanswered"), "db@B")
 	assert.Equal(t, []map[string]any{{"box": "B", "reason": "ssh: connection reset"}}, r.list("unreachable"))
 	assert.Contains(t, r.Text, "unreachable: B (ssh: connection reset)")
+}
+
+// refusesLate is a box that refuses its part of a wait, but only once its
+// ctx is done: its refusal comes after an end elsewhere.
+type refusesLate struct{}
+
+func (refusesLate) CallTool(ctx context.Context, _ json.RawMessage, _ func([]byte)) (session.Answer, error) {
+	<-ctx.Done()
+	return toolErr(wire.NoSuchRun, `no such run: no run named "ghost"`), nil
+}
+
+// TestWaitARefusalAnswersAlsoAfterAnEnd: a box's refusal of its part
+// answers the wait, also when it comes after an end elsewhere; it is not
+// a box that could not be reached.
+func TestWaitARefusalAnswersAlsoAfterAnEnd(t *testing.T) {
+	a := newFakeBox("A")
+	a.start("web", 1)
+	a.end("web")
+	h := harnessOf(t, []fleet.Box{{Name: "A", Caller: a}, {Name: "B", Caller: refusesLate{}}})
+	r := h.call("process_wait", map[string]any{"names": []string{"web@A", "ghost@B"}})
+	require.True(t, r.IsError, r.Text)
+	assert.Equal(t, "no_such_run", r.code())
+	assert.True(t, strings.HasPrefix(r.Text, "box B: no such run"), r.Text)
+}
+
+// TestWaitAllWithABoxAwayIsNoAnswer: with all, a box that cannot be asked
+// leaves its runs unknown, so the wait does not answer as if every one
+// ended: it says which box, and that a wait again answers at once.
+func TestWaitAllWithABoxAwayIsNoAnswer(t *testing.T) {
+	a, b := newFakeBox("A"), newFakeBox("B")
+	a.start("web", 1)
+	a.end("web")
+	b.start("db", 2)
+	b.setFail(errors.New("ssh: connection refused"))
+	h := newHarness(t, a, b)
+	r := h.call("process_wait", map[string]any{"names": []string{"web@A", "db@B"}, "all": true})
+	require.True(t, r.IsError, r.Text)
+	assert.Equal(t, "unreachable", r.code())
+	assert.Contains(t, r.Text, "B (ssh: connection refused)")
+	assert.Contains(t, r.Text, "wait again")
+}
+
+// TestWaitNameBesideAnEmptyNames: names given empty or null beside name
+// is name's wait, as a client that sends every optional field may ask.
+func TestWaitNameBesideAnEmptyNames(t *testing.T) {
+	a, b := newFakeBox("A"), newFakeBox("B")
+	a.start("web", 1)
+	a.end("web")
+	h := newHarness(t, a, b)
+	for _, names := range []any{nil, []string{}} {
+		r := h.call("process_wait", map[string]any{"name": "web", "names": names})
+		require.False(t, r.IsError, "names %v: %s", names, r.Text)
+		assert.Equal(t, "A", r.run()["box"])
+	}
 }
