@@ -40,6 +40,15 @@ type listed struct {
 	raw           json.RawMessage // as the box wrote it, box added
 }
 
+// age sorts runs newest last. A box lists a run without an id (a name it
+// cannot read a run of) as newer than every run, so the merge does too.
+func (r listed) age() string {
+	if r.id == "" {
+		return "\uffff" + r.name
+	}
+	return r.id
+}
+
 // mergedList is process_list's answer over every box.
 type mergedList struct {
 	Runs        []listed
@@ -172,12 +181,17 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 			out.Runs = append(out.Runs, listed{id: r.RunID, name: r.Name, box: name, raw: tagged})
 		}
 	}
-	slices.SortStableFunc(out.Runs, func(a, b listed) int { return cmp.Compare(b.id, a.id) })
+	slices.SortStableFunc(out.Runs, func(a, b listed) int { return cmp.Compare(b.age(), a.age()) })
 	if !changes && len(out.Runs) > limit && limit > 0 {
 		out.Runs, more = out.Runs[:limit], true
 	}
-	if more && !changes && len(out.Runs) > 0 {
-		out.NextBefore = out.Runs[len(out.Runs)-1].id
+	if more && !changes {
+		// The oldest run listed with an id: a box pages its runs without
+		// one (a name it cannot list) before every other, so before never
+		// needs to name one.
+		for i := len(out.Runs) - 1; i >= 0 && out.NextBefore == ""; i-- {
+			out.NextBefore = out.Runs[i].id
+		}
 	}
 	out.Cursor = encodeCursor(cursors)
 	return rawAnswer(f.listText(out, texts, changes), out.structured()), nil
@@ -229,13 +243,15 @@ func str(raw json.RawMessage) string {
 // the runs it holds, each run's name as NAME@BOX, then the boxes that did
 // not answer, then the cursor.
 func (f *Fleet) listText(out mergedList, texts []string, changes bool) string {
-	// A box's text has one line a run, which starts "NAME run_id=ID ".
-	lines := map[string]string{}
-	for _, t := range texts {
+	// A box's text has one line a run, which starts "NAME run_id=ID "
+	// (ID empty for a run it cannot read).
+	type key struct{ box, name, id string }
+	lines := map[key]string{}
+	for i, t := range texts {
 		for _, line := range strings.Split(t, "\n") {
-			if _, rest, ok := strings.Cut(line, " run_id="); ok {
+			if name, rest, ok := strings.Cut(line, " run_id="); ok {
 				id, _, _ := strings.Cut(rest, " ")
-				lines[id] = line
+				lines[key{f.boxes[i].Name, name, id}] = line
 			}
 		}
 	}
@@ -255,7 +271,7 @@ func (f *Fleet) listText(out mergedList, texts []string, changes bool) string {
 	unshown := 0
 	for _, r := range out.Runs {
 		name, box := r.name, r.box
-		line, ok := lines[r.id]
+		line, ok := lines[key{box, name, r.id}]
 		if !ok {
 			unshown++ // the box left it out of its text: structured content has it
 			continue

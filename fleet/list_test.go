@@ -1,6 +1,8 @@
 package fleet_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -8,6 +10,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agent-box/agent-box/fleet"
+	"github.com/agent-box/agent-box/session"
 )
 
 func ids(runs []map[string]any) []string {
@@ -215,4 +220,34 @@ func TestListChangedSinceAlone(t *testing.T) {
 	r := h.call("process_list", map[string]any{"changed_since": cur, "limit": 5})
 	assert.Equal(t, "invalid_argument", r.code())
 	assert.Regexp(t, `^box [AB]: invalid argument: changed_since lists every run that changed, of every name; give it alone$`, r.Text)
+}
+
+// cannedList is a box whose process_list answer is given.
+type cannedList struct{ text, sc string }
+
+func (c cannedList) CallTool(context.Context, json.RawMessage, func([]byte)) (session.Answer, error) {
+	b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": c.text}}, "structuredContent": json.RawMessage(c.sc)})
+	return session.Answer{Result: b}, nil
+}
+
+// TestListRunsWithoutAnIDComeFirstAndPageOn: a box lists a run it cannot
+// read (no run id) as its newest; the merge keeps it first, shows its
+// line, and pages on from the oldest run that has an id.
+func TestListRunsWithoutAnIDComeFirstAndPageOn(t *testing.T) {
+	r3 := runID(3, "A")
+	a := cannedList{
+		text: "2 of 4 runs, the newest; older ones: process_list with before=" + r3 + "\nbroken run_id= state=unknown reason=\"record unreadable\"\nr3 run_id=" + r3 + " state=exited (code 0)\ncursor=c1.A",
+		sc:   `{"runs":[{"name":"broken","run_id":"","state":"unknown","reason":"record unreadable","log_bytes":0},{"name":"r3","run_id":"` + r3 + `","state":"exited","reason":"exit code 0","log_bytes":0}],"total":4,"next_before":"` + r3 + `","cursor":"c1.A"}`,
+	}
+	b := cannedList{text: "no runs\ncursor=c1.B", sc: `{"runs":[],"total":0,"cursor":"c1.B"}`}
+	h := harnessOf(t, []fleet.Box{{Name: "A", Caller: a}, {Name: "B", Caller: b}})
+	r := h.call("process_list", map[string]any{"limit": 2})
+	require.False(t, r.IsError, r.Text)
+	runs := r.list("runs")
+	require.Len(t, runs, 2)
+	assert.Equal(t, "broken", runs[0]["name"])
+	assert.Equal(t, r3, runs[1]["run_id"])
+	assert.Equal(t, r3, r.SC["next_before"], "paging goes on from the oldest run with an id")
+	assert.Contains(t, r.Text, "\nbroken@A run_id= state=unknown")
+	assert.Contains(t, r.Text, "\nr3@A run_id="+r3)
 }
