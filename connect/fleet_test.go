@@ -132,6 +132,7 @@ func TestFleetFindsARunsBox(t *testing.T) {
 
 	r := f.OK("tail_log", map[string]any{"name": "only"})
 	assert.Contains(t, r.Text, "from-b")
+	assert.Equal(t, "b", r.Data["box"])
 	assert.True(t, strings.HasPrefix(r.Text, "box b: "), "%q", r.Text)
 
 	r = f.Call("tail_log", map[string]any{"name": "twice"})
@@ -148,7 +149,8 @@ func TestFleetFindsARunsBox(t *testing.T) {
 	require.True(t, r.IsError)
 	assert.Contains(t, r.Text, "gone")
 	assert.Contains(t, r.Text, "give box")
-	f.OK("process_remove", map[string]any{"name": "only", "box": "b"})
+	r = f.OK("process_remove", map[string]any{"name": "only", "box": "b"})
+	assert.Equal(t, "b", r.Data["removed"].([]any)[0].(map[string]any)["box"], "%v", r.Data)
 }
 
 // TestFleetWaitsAcrossBoxes: process_wait names on different boxes answer

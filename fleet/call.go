@@ -209,8 +209,9 @@ func decorate(raw json.RawMessage, box string) result {
 	return r
 }
 
-// tagRuns adds box to the runs of a structured answer: run, runs,
-// others, ends[].run; and NAME@BOX to running.
+// tagRuns adds box to the runs of a structured answer: run, previous,
+// runs, others, removed, kept, ends[].run, and beside tail_log's run_id;
+// and NAME@BOX to running.
 func tagRuns(sc map[string]json.RawMessage, box string) {
 	tag := func(raw json.RawMessage) json.RawMessage {
 		var run map[string]json.RawMessage
@@ -240,10 +241,15 @@ func tagRuns(sc map[string]json.RawMessage, box string) {
 		b, _ := json.Marshal(list)
 		return b
 	}
-	if sc["run"] != nil {
-		sc["run"] = tag(sc["run"])
+	for _, k := range []string{"run", "previous"} {
+		if sc[k] != nil {
+			sc[k] = tag(sc[k])
+		}
 	}
-	for _, k := range []string{"runs", "others"} {
+	if sc["run_id"] != nil {
+		sc["box"] = mustString(box) // tail_log: the run's name and id are its own fields
+	}
+	for _, k := range []string{"runs", "others", "removed", "kept"} {
 		if sc[k] != nil {
 			sc[k] = tagList(sc[k], "")
 		}

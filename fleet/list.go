@@ -126,8 +126,13 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 			mu.Unlock()
 			var l boxList
 			res, err := parseAnswer(f.boxes[i].Caller.CallTool(ctx, toolParams("process_list", json.RawMessage(`{"limit":1}`)), nil))
-			if err == nil && !res.IsError && json.Unmarshal(res.Structured, &l) == nil && l.Cursor != "" {
+			switch {
+			case err == nil && !res.IsError && json.Unmarshal(res.Structured, &l) == nil && l.Cursor != "":
 				lists[i] = &boxList{Cursor: l.Cursor}
+			case err != nil:
+				failed[i] = "could not give its cursor: " + f.reason(ctx, i, err)
+			default:
+				failed[i] = "could not give its cursor: " + res.message()
 			}
 		case res.IsError:
 			failed[i] = res.message()

@@ -106,6 +106,13 @@ func output(tool string, raw json.RawMessage) json.RawMessage {
 			s["$defs"], _ = json.Marshal(defs)
 		}
 	}
+	if tool == "tail_log" {
+		var props map[string]json.RawMessage
+		if json.Unmarshal(s["properties"], &props) == nil && props != nil {
+			props["box"] = json.RawMessage(`{"type":"string"}`)
+			s["properties"], _ = json.Marshal(props)
+		}
+	}
 	if tool == "process_list" || tool == "process_wait" {
 		var props map[string]json.RawMessage
 		if json.Unmarshal(s["properties"], &props) == nil && props != nil {
