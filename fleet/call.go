@@ -190,33 +190,37 @@ func prefixed(r result, box string) result {
 
 // decorate is a box's answer as the fleet gives it: the text says the
 // box, and so does every run in the structured content; the names of
-// runs still running are NAME@BOX, as process_wait takes them.
-func decorate(raw json.RawMessage, box string) result {
+// runs still running are NAME@BOX, as process_wait takes them. It
+// returns the run ids the answer holds.
+func decorate(raw json.RawMessage, box string) (result, []string) {
 	var r result
 	if json.Unmarshal(raw, &r) != nil {
-		return result{Content: []content{{Type: "text", Text: "box " + box + ": " + string(raw)}}}
+		return result{Content: []content{{Type: "text", Text: "box " + box + ": " + string(raw)}}}, nil
 	}
 	r = prefixed(r, box)
 	if r.IsError || len(r.Structured) == 0 {
-		return r
+		return r, nil
 	}
 	var sc map[string]json.RawMessage
 	if json.Unmarshal(r.Structured, &sc) != nil {
-		return r
+		return r, nil
 	}
-	tagRuns(sc, box)
+	ids := tagRuns(sc, box)
 	r.Structured, _ = json.Marshal(sc)
-	return r
+	return r, ids
 }
 
 // tagRuns adds box to the runs of a structured answer: run, previous,
 // runs, others, removed, kept, ends[].run, and beside tail_log's run_id;
 // and NAME@BOX to running.
-func tagRuns(sc map[string]json.RawMessage, box string) {
+func tagRuns(sc map[string]json.RawMessage, box string) (ids []string) {
 	tag := func(raw json.RawMessage) json.RawMessage {
 		var run map[string]json.RawMessage
 		if json.Unmarshal(raw, &run) != nil || run == nil {
 			return raw
+		}
+		if id := str(run["run_id"]); id != "" {
+			ids = append(ids, id)
 		}
 		run["box"] = mustString(box)
 		b, _ := json.Marshal(run)
@@ -248,6 +252,9 @@ func tagRuns(sc map[string]json.RawMessage, box string) {
 	}
 	if sc["run_id"] != nil {
 		sc["box"] = mustString(box) // tail_log: the run's name and id are its own fields
+		if id := str(sc["run_id"]); id != "" {
+			ids = append(ids, id)
+		}
 	}
 	for _, k := range []string{"runs", "others", "removed", "kept"} {
 		if sc[k] != nil {
@@ -266,4 +273,5 @@ func tagRuns(sc map[string]json.RawMessage, box string) {
 			sc["running"], _ = json.Marshal(names)
 		}
 	}
+	return ids
 }

@@ -48,6 +48,13 @@ type Box struct {
 type Fleet struct {
 	boxes []Box
 	index map[string]int
+	// runBox is the box of each run id seen in an answer: a call that
+	// names a run by its id (a CLI's follow pins one) goes to its box
+	// without asking every box. Run ids are unique across boxes (a time
+	// to the nanosecond and random bits), and the box checks the id, so
+	// a call so routed reaches no other run.
+	mu     sync.Mutex
+	runBox map[string]int
 	// Timeout bounds one box's part of a call that asks every box
 	// (process_list, finding which box has a run): a box that has not
 	// answered by then is unreachable for that call, and holds back no
@@ -145,6 +152,11 @@ func (f *Fleet) CallTool(ctx context.Context, params json.RawMessage, progress f
 	case "process_start":
 		return failure(wire.InvalidArgument, "invalid argument: process_start needs box: one of "+f.list()), nil
 	}
+	if id, ok, err := c.str("run_id"); err == nil && ok {
+		if i, seen := f.boxOfRun(id); seen {
+			return f.one(ctx, i, c, progress)
+		}
+	}
 	name, ok, err := c.str("name")
 	if err != nil || !ok || name == "" {
 		// Without a run's name there is nothing to find a box by
@@ -178,7 +190,35 @@ func (f *Fleet) one(ctx context.Context, i int, c call, progress func([]byte)) (
 	if err != nil || ans.Error != nil {
 		return ans, err
 	}
-	return answer(decorate(ans.Result, b.Name)), nil
+	r, ids := decorate(ans.Result, b.Name)
+	f.learn(i, ids)
+	return answer(r), nil
+}
+
+// maxRunBox bounds what runBox holds; past it, it starts again.
+const maxRunBox = 1 << 14
+
+// learn keeps the box of run ids seen in its answers.
+func (f *Fleet) learn(i int, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.runBox == nil || len(f.runBox)+len(ids) > maxRunBox {
+		f.runBox = map[string]int{}
+	}
+	for _, id := range ids {
+		f.runBox[id] = i
+	}
+}
+
+// boxOfRun is the box of a run id seen before.
+func (f *Fleet) boxOfRun(id string) (int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, ok := f.runBox[id]
+	return i, ok
 }
 
 // find is the box with a run of name, or the answer that says why there

@@ -169,6 +169,7 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 		out.Total += l.Total
 		more = more || l.NextBefore != ""
 		tag := []byte(`{"box":` + string(mustString(name)))
+		var ids []string
 		for _, raw := range l.Runs {
 			var r struct {
 				Name  string `json:"name"`
@@ -184,7 +185,11 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 				tagged = append(append(append([]byte{}, tag...), ','), raw[1:]...)
 			}
 			out.Runs = append(out.Runs, listed{id: r.RunID, name: r.Name, box: name, raw: tagged})
+			if r.RunID != "" {
+				ids = append(ids, r.RunID)
+			}
 		}
+		f.learn(i, ids)
 	}
 	slices.SortStableFunc(out.Runs, func(a, b listed) int { return cmp.Compare(b.age(), a.age()) })
 	if !changes && len(out.Runs) > limit && limit > 0 {

@@ -207,3 +207,28 @@ func TestNameAtBoxIsThatBox(t *testing.T) {
 	assert.Equal(t, "invalid_argument", r.code(), r.Text)
 	assert.Contains(t, r.Text, `no box "C"`)
 }
+
+// TestRunIDSeenGoesToItsBox: a run id seen in an answer routes a call
+// that gives it to its box, without asking every box: also where two
+// boxes have runs of that name (a follow pinned to one run goes on when
+// another box starts a run of the same name).
+func TestRunIDSeenGoesToItsBox(t *testing.T) {
+	a, b := newFakeBox("A"), newFakeBox("B")
+	a.start("web", 1)
+	bID := b.start("web", 2)
+	h := newHarness(t, a, b)
+	r := h.call("process_list", map[string]any{})
+	require.False(t, r.IsError, r.Text)
+	asked := len(a.got("process_list"))
+
+	r = h.call("tail_log", map[string]any{"name": "web", "run_id": bID})
+	require.False(t, r.IsError, r.Text)
+	assert.Equal(t, "B", r.SC["box"])
+	assert.Len(t, a.got("process_list"), asked, "no box asked which has web")
+	assert.Empty(t, a.got("tail_log"))
+
+	// An id never seen is no route: the name is looked for, as ever.
+	r = h.call("tail_log", map[string]any{"name": "web", "run_id": "20260101T000009.000000000Z-zzzzzz"})
+	assert.Equal(t, "invalid_argument", r.code(), r.Text)
+	assert.Contains(t, r.Text, "boxes A and B")
+}

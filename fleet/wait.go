@@ -169,7 +169,7 @@ func (f *Fleet) waitAcross(ctx context.Context, c call, groups map[int][]string,
 		default:
 			w := boxWait{box: g.i, res: g.res, sc: map[string]json.RawMessage{}}
 			_ = json.Unmarshal(g.res.Structured, &w.sc)
-			tagRuns(w.sc, f.boxes[g.i].Name)
+			f.learn(g.i, tagRuns(w.sc, f.boxes[g.i].Name))
 			done = append(done, w)
 			ended = ended || (!all && !w.timedOut())
 		}
