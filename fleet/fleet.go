@@ -16,7 +16,8 @@
 //   - process_wait covers the boxes of its names (NAME@BOX, or a NAME
 //     that only one box has): the first to end on any box, or with all
 //     every one (wait.go).
-//   - Every other tool acts on a run of name: it goes to the one box that
+//   - Every other tool acts on a run of name: it goes to the box of its
+//     run_id when an answer showed that run, else to the one box that
 //     has a run of that name. When several have, the call says which and
 //     asks for box. When a box cannot be reached it might have one too, so
 //     only a look (tail_log) goes ahead; a change (process_kill, …) asks
