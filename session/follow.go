@@ -164,7 +164,7 @@ func (t Tools) Find(ctx context.Context, name, runID string, out any) error {
 		Runs []json.RawMessage `json:"runs"`
 	}
 	err := t.Call(ctx, "process_list", map[string]any{"name": name, "all": runID != ""}, &list)
-	if err == nil {
+	if err == nil && !(runID == "" && onSeveralBoxes(list.Runs)) {
 		for _, raw := range list.Runs {
 			var r struct {
 				RunID string `json:"run_id"`
@@ -188,6 +188,27 @@ func (t Tools) Find(ctx context.Context, name, runID string, out any) error {
 		return fmt.Errorf("no run %q of %q on %s", runID, name, t.Box)
 	}
 	return fmt.Errorf("no run named %q on %s", name, t.Box)
+}
+
+// onSeveralBoxes says whether runs (a fleet's, which say their box) are
+// on more than one box: the newest of a name is then no answer to "which
+// run", and the probe below gets the fleet's words for it.
+func onSeveralBoxes(runs []json.RawMessage) bool {
+	first := ""
+	for _, raw := range runs {
+		var r struct {
+			Box string `json:"box"`
+		}
+		if json.Unmarshal(raw, &r) != nil || r.Box == "" {
+			continue
+		}
+		if first == "" {
+			first = r.Box
+		} else if r.Box != first {
+			return true
+		}
+	}
+	return false
 }
 
 // Caller sends a tools/call (its params as a client gives them) and
