@@ -1,10 +1,23 @@
 package fleet
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 )
+
+// marshal is json.Marshal without its HTML escapes: a box's descriptions
+// say "->", which would cost the model six bytes each as \u003e.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
 
 // maxEnum is the most boxes whose names every tool's box lists as an
 // enum. Beyond, the names are said once, in the instructions: ten tools
@@ -33,8 +46,8 @@ func (f *Fleet) ToolList(list json.RawMessage) (json.RawMessage, error) {
 			t["outputSchema"] = output(name, out)
 		}
 	}
-	l["tools"], _ = json.Marshal(tools)
-	return json.Marshal(l)
+	l["tools"], _ = marshal(tools)
+	return marshal(l)
 }
 
 // boxHelp says, per tool, what leaving box out does.
@@ -45,7 +58,7 @@ func boxHelp(tool string) string {
 	case "process_list", "process_wait":
 		return "Default: every box."
 	}
-	return "Default: the one box with a run of name."
+	return "Default: found by name."
 }
 
 // input is a tool's input schema with box.
@@ -66,17 +79,17 @@ func (f *Fleet) input(tool string, raw json.RawMessage) (json.RawMessage, error)
 	if h := boxHelp(tool); h != "" {
 		box["description"] = h
 	}
-	props["box"], _ = json.Marshal(box)
+	props["box"], _ = marshal(box)
 	if tool == "process_wait" {
 		props["names"] = describe(props["names"], " NAME@BOX: a run on BOX.")
 	}
-	s["properties"], _ = json.Marshal(props)
+	s["properties"], _ = marshal(props)
 	if tool == "process_start" {
 		var req []string
 		_ = json.Unmarshal(s["required"], &req)
-		s["required"], _ = json.Marshal(append(req, "box"))
+		s["required"], _ = marshal(append(req, "box"))
 	}
-	return json.Marshal(s)
+	return marshal(s)
 }
 
 // describe adds more to a schema's description.
@@ -86,7 +99,7 @@ func describe(raw json.RawMessage, more string) json.RawMessage {
 		return raw
 	}
 	p["description"] = mustString(str(p["description"]) + more)
-	b, _ := json.Marshal(p)
+	b, _ := marshal(p)
 	return b
 }
 
@@ -102,15 +115,15 @@ func output(tool string, raw json.RawMessage) json.RawMessage {
 		var props map[string]json.RawMessage
 		if json.Unmarshal(defs["run"]["properties"], &props) == nil && props != nil {
 			props["box"] = json.RawMessage(`{"type":"string"}`)
-			defs["run"]["properties"], _ = json.Marshal(props)
-			s["$defs"], _ = json.Marshal(defs)
+			defs["run"]["properties"], _ = marshal(props)
+			s["$defs"], _ = marshal(defs)
 		}
 	}
 	if tool == "tail_log" {
 		var props map[string]json.RawMessage
 		if json.Unmarshal(s["properties"], &props) == nil && props != nil {
 			props["box"] = json.RawMessage(`{"type":"string"}`)
-			s["properties"], _ = json.Marshal(props)
+			s["properties"], _ = marshal(props)
 		}
 	}
 	if tool == "process_list" || tool == "process_wait" {
@@ -120,10 +133,10 @@ func output(tool string, raw json.RawMessage) json.RawMessage {
 			if tool == "process_wait" {
 				props["unanswered"] = json.RawMessage(`{"type":"array","items":{"type":"string"}}`)
 			}
-			s["properties"], _ = json.Marshal(props)
+			s["properties"], _ = marshal(props)
 		}
 	}
-	b, err := json.Marshal(s)
+	b, err := marshal(s)
 	if err != nil {
 		return raw
 	}

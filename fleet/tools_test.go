@@ -1,6 +1,7 @@
 package fleet_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -190,5 +191,27 @@ func TestCallerCancels(t *testing.T) {
 				t.Fatalf("CallTool still going %s after its ctx was cancelled", time.Since(began))
 			}
 		})
+	}
+}
+
+// TestToolListCostsLittleMoreThanOneBoxs: one tool list for many boxes is
+// about one box's: box adds a short property to each tool, its names once
+// per tool up to 20 boxes, and none beyond (then the instructions say
+// them). A model reads all of it at every session.
+func TestToolListCostsLittleMoreThanOneBoxs(t *testing.T) {
+	list := realToolList(t)
+	var compact bytes.Buffer
+	require.NoError(t, json.Compact(&compact, list))
+	for _, c := range []struct{ boxes, most int }{{2, 1400}, {20, 2700}, {100, 1200}} {
+		var boxes []fleet.Box
+		for i := range c.boxes {
+			boxes = append(boxes, fleet.Box{Name: fmt.Sprintf("box%02d", i)})
+		}
+		f, err := fleet.New(boxes)
+		require.NoError(t, err)
+		out, err := f.ToolList(list)
+		require.NoError(t, err)
+		t.Logf("%d boxes: %d bytes, one box's %d", c.boxes, len(out), compact.Len())
+		assert.LessOrEqual(t, len(out)-compact.Len(), c.most, "%d boxes", c.boxes)
 	}
 }
