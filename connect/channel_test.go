@@ -79,6 +79,21 @@ func startLines(t *testing.T, cmd *exec.Cmd) (*lines, map[string]any, func()) {
 	return l, l.next("the answer to initialize", answerTo(1)), stop
 }
 
+// waitForChannelCursor waits for the channel's cursor file in xdg: the
+// first watch of a box starts from now and saves its cursor at once, so a
+// run started after it is news.
+func waitForChannelCursor(t *testing.T, xdg string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m, _ := filepath.Glob(filepath.Join(xdg, "agent-box", "channel-*.json")); len(m) == 1 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no channel cursor file in %s", xdg)
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+}
+
 func answerTo(id float64) func(map[string]any) bool {
 	return func(m map[string]any) bool { return m["id"] == id }
 }
@@ -105,14 +120,7 @@ func TestChannelSendsEndedRuns(t *testing.T) {
 	l, stop := start()
 	// The first watch of a box starts from now, and saves its cursor at
 	// once: a run started after that is news.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m, _ := filepath.Glob(filepath.Join(xdg, "agent-box", "channel-*.json")); len(m) == 1 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no channel cursor file in %s", xdg)
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
+	waitForChannelCursor(t, xdg)
 	l.send(map[string]any{"id": 2, "method": "tools/call", "params": map[string]any{"name": "process_start",
 		"arguments": map[string]any{"name": "build", "command": "echo compiling; exit 3"}}})
 	l.next("the answer to process_start", answerTo(2))
@@ -145,14 +153,7 @@ func TestChannelOverSeveralBoxes(t *testing.T) {
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+xdg, "XDG_CACHE_HOME="+t.TempDir(), "AGENT_BOX_WATCH_POLL_MS=100")
 	l, _, _ := startLines(t, cmd)
 	l.send(map[string]any{"method": "notifications/initialized"})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m, _ := filepath.Glob(filepath.Join(xdg, "agent-box", "channel-*.json")); len(m) == 1 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no channel cursor file in %s", xdg)
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
+	waitForChannelCursor(t, xdg)
 	l.send(map[string]any{"id": 2, "method": "tools/call", "params": map[string]any{"name": "process_start",
 		"arguments": map[string]any{"box": "b", "name": "build", "command": "echo compiling; exit 3"}}})
 	l.next("the answer to process_start", answerTo(2))

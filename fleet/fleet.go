@@ -153,16 +153,22 @@ func (f *Fleet) CallTool(ctx context.Context, params json.RawMessage, progress f
 	case "process_start":
 		return failure(wire.InvalidArgument, "invalid argument: process_start needs box: one of "+f.list()), nil
 	}
-	if id, ok, err := c.str("run_id"); err == nil && ok {
-		if i, seen := f.boxOfRun(id); seen {
-			return f.one(ctx, i, c, progress)
-		}
-	}
 	name, ok, err := c.str("name")
 	if err != nil || !ok || name == "" {
 		// Without a run's name there is nothing to find a box by
 		// (process_remove all_finished, a mistake): the box must be said.
 		return failure(wire.InvalidArgument, fmt.Sprintf("invalid argument: %s without name needs box: one of %s", c.tool, f.list())), nil
+	}
+	return f.byName(ctx, c, name, progress)
+}
+
+// byName sends a call on the run name to its box: the box of its run_id
+// if an answer showed that run, else the one box with a run of name.
+func (f *Fleet) byName(ctx context.Context, c call, name string, progress func([]byte)) (session.Answer, error) {
+	if id, ok, err := c.str("run_id"); err == nil && ok {
+		if i, seen := f.boxOfRun(id); seen {
+			return f.one(ctx, i, c, progress)
+		}
 	}
 	i, fail := f.find(ctx, c.tool, name)
 	if ctx.Err() != nil {

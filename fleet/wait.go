@@ -30,14 +30,7 @@ func (f *Fleet) wait(ctx context.Context, c call, progress func([]byte)) (sessio
 		if err != nil || !ok || name == "" {
 			return failure(wire.InvalidArgument, "invalid argument: name is required (or names)"), nil
 		}
-		i, fail := f.find(ctx, c.tool, name)
-		if ctx.Err() != nil {
-			return session.Answer{}, ctx.Err()
-		}
-		if fail != nil {
-			return *fail, nil
-		}
-		return f.one(ctx, i, c, progress)
+		return f.byName(ctx, c, name, progress)
 	}
 	all := false
 	_ = json.Unmarshal(c.args["all"], &all)
