@@ -273,7 +273,8 @@ func cpuOfFleet(fleet, one int) (fleetCPU, error) {
 }
 
 // listFleet times one process_list with no arguments through c, and
-// checks that every box answered with all its runs, merged newest first:
+// checks that every box answered with all its runs, merged newest first
+// (every box's runs are its own: no run id twice):
 // a box that is unreachable, a connect that took fewer boxes than it was
 // given, or runs left unmerged is an error, not a faster figure.
 func listFleet(c *client, want, boxes int) (time.Duration, error) {
@@ -299,8 +300,8 @@ func listFleet(c *client, want, boxes int) (time.Duration, error) {
 		return 0, errors.New("process_list lists no run")
 	}
 	for i := 1; i < len(res.Runs); i++ {
-		if res.Runs[i-1].RunID < res.Runs[i].RunID {
-			return 0, fmt.Errorf("process_list lists run %s before the newer %s: not merged newest first", res.Runs[i-1].RunID, res.Runs[i].RunID)
+		if res.Runs[i-1].RunID <= res.Runs[i].RunID {
+			return 0, fmt.Errorf("process_list lists run %s before %s: not merged newest first, or a run id twice", res.Runs[i-1].RunID, res.Runs[i].RunID)
 		}
 	}
 	return d, nil
