@@ -11,6 +11,15 @@ import (
 	"github.com/agent-box/agent-box/internal/abtest"
 )
 
+// TestMain is also the canned box of the fleet scenario, as main is: the
+// scenario starts its own executable, here the test binary.
+func TestMain(m *testing.M) {
+	if file := os.Getenv(cannedEnv); file != "" {
+		os.Exit(cannedBoxMain(file, os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
 // TestPlumbing runs every scenario at the smallest sizes against a freshly
 // built agent-box: it checks that each measurement can be made (the
 // protocol exchanges, the checks on logs and records, the cleanup), never
@@ -42,7 +51,7 @@ func TestPlumbing(t *testing.T) {
 		listSizes:  []int{50, 120}, listReps: 1,
 		followN: 3, waitN: 1, soakN: 20,
 		connectHopN: 3, connectDrops: 2, connectCalls: 20,
-		fleetSizes: []int{3}, fleetRuns: 1, fleetCalls: 2,
+		fleetSizes: []int{3}, fleetRuns: 1, fleetCalls: 2, fleetCannedCalls: 2,
 	}}
 	if err := b.setup(t.TempDir()); err != nil {
 		t.Fatal(err)
