@@ -23,6 +23,7 @@ type lines struct {
 	t    *testing.T
 	in   interface{ Write([]byte) (int, error) }
 	read chan map[string]any
+	kept []map[string]any // read while waiting for another message
 }
 
 func (l *lines) send(msg map[string]any) {
@@ -33,10 +34,17 @@ func (l *lines) send(msg map[string]any) {
 	require.NoError(l.t, err)
 }
 
-// next returns the first message read for which match holds, skipping
-// the others.
+// next returns the first message for which match holds; the others are
+// kept for a later next (a run's channel event may come before the answer
+// to the process_start that started it).
 func (l *lines) next(what string, match func(map[string]any) bool) map[string]any {
 	l.t.Helper()
+	for i, m := range l.kept {
+		if match(m) {
+			l.kept = append(l.kept[:i], l.kept[i+1:]...)
+			return m
+		}
+	}
 	timeout := time.After(60 * time.Second)
 	for {
 		select {
@@ -45,6 +53,7 @@ func (l *lines) next(what string, match func(map[string]any) bool) map[string]an
 			if match(m) {
 				return m
 			}
+			l.kept = append(l.kept, m)
 		case <-timeout:
 			l.t.Fatalf("no %s from connect", what)
 		}
@@ -79,17 +88,29 @@ func startLines(t *testing.T, cmd *exec.Cmd) (*lines, map[string]any, func()) {
 	return l, l.next("the answer to initialize", answerTo(1)), stop
 }
 
-// waitForChannelCursor waits for the channel's cursor file in xdg: the
-// first watch of a box starts from now and saves its cursor at once, so a
-// run started after it is news.
-func waitForChannelCursor(t *testing.T, xdg string) {
+// waitForChannelCursor waits for the channel's cursor file in xdg to hold
+// a cursor of each of boxes: the first watch of a box starts from now and
+// saves its cursor at once, so a run started after that is news.
+func waitForChannelCursor(t *testing.T, xdg string, boxes ...string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if m, _ := filepath.Glob(filepath.Join(xdg, "agent-box", "channel-*.json")); len(m) == 1 {
-			return
+		m, _ := filepath.Glob(filepath.Join(xdg, "agent-box", "channel-*.json"))
+		var file struct {
+			Cursors map[string]string `json:"cursors"`
 		}
-		require.True(t, time.Now().Before(deadline), "no channel cursor file in %s", xdg)
+		if len(m) == 1 {
+			if b, err := os.ReadFile(m[0]); err == nil && json.Unmarshal(b, &file) == nil {
+				all := true
+				for _, box := range boxes {
+					all = all && file.Cursors[box] != ""
+				}
+				if all {
+					return
+				}
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "no channel cursor of %v in %s", boxes, xdg)
 		time.Sleep(20 * time.Millisecond) // polling interval
 	}
 }
@@ -118,9 +139,7 @@ func TestChannelSendsEndedRuns(t *testing.T) {
 	channel := func(m map[string]any) bool { return m["method"] == "notifications/claude/channel" }
 
 	l, stop := start()
-	// The first watch of a box starts from now, and saves its cursor at
-	// once: a run started after that is news.
-	waitForChannelCursor(t, xdg)
+	waitForChannelCursor(t, xdg, fmt.Sprintf("%s --state-dir %s", binary, state))
 	l.send(map[string]any{"id": 2, "method": "tools/call", "params": map[string]any{"name": "process_start",
 		"arguments": map[string]any{"name": "build", "command": "echo compiling; exit 3"}}})
 	l.next("the answer to process_start", answerTo(2))
@@ -151,9 +170,18 @@ func TestChannelOverSeveralBoxes(t *testing.T) {
 	cmd := exec.Command(binary, "connect", "--channel",
 		"--exec", fmt.Sprintf("a=%s --state-dir %s", binary, a), "--exec", fmt.Sprintf("b=%s --state-dir %s", binary, b))
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+xdg, "XDG_CACHE_HOME="+t.TempDir(), "AGENT_BOX_WATCH_POLL_MS=100")
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	require.NoError(t, err)
+	cmd.Stderr = stderr
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(stderr.Name())
+			t.Logf("connect's stderr:\n%s", b)
+		}
+	})
 	l, _, _ := startLines(t, cmd)
 	l.send(map[string]any{"method": "notifications/initialized"})
-	waitForChannelCursor(t, xdg)
+	waitForChannelCursor(t, xdg, "a", "b")
 	l.send(map[string]any{"id": 2, "method": "tools/call", "params": map[string]any{"name": "process_start",
 		"arguments": map[string]any{"box": "b", "name": "build", "command": "echo compiling; exit 3"}}})
 	l.next("the answer to process_start", answerTo(2))
