@@ -65,12 +65,12 @@ func decodeCursor(s string) (map[string]string, error) {
 	}
 	for _, entry := range strings.Split(rest, ",") {
 		name, cur, ok := strings.Cut(entry, ":")
-		if !ok || CheckName(name) != nil || cur == "" {
+		if _, twice := m[name]; !ok || twice || CheckName(name) != nil || cur == "" {
 			return nil, errors.New(errNotCursor)
 		}
 		if enc, ok := strings.CutPrefix(cur, "~"); ok {
 			b, err := base64.RawURLEncoding.DecodeString(enc)
-			if err != nil {
+			if err != nil || len(b) == 0 {
 				return nil, errors.New(errNotCursor)
 			}
 			cur = string(b)

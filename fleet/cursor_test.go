@@ -26,7 +26,7 @@ func TestCursorRoundTrips(t *testing.T) {
 }
 
 func TestCursorRefusesWhatIsNotOne(t *testing.T) {
-	for _, s := range []string{"", "f1", "f1.a", "f1.a:", "f1.@:c1", "f1.a:c1,b", "f1.a:~!!", "zz"} {
+	for _, s := range []string{"", "f1", "f1.a", "f1.a:", "f1.@:c1", "f1.a:c1,b", "f1.a:~!!", "f1.a:~", "f1.a:c1.X,a:c1.Y", "zz"} {
 		_, err := decodeCursor(s)
 		assert.ErrorContains(t, err, "not a cursor of process_list", "%q", s)
 	}

@@ -49,11 +49,12 @@ type Box struct {
 type Fleet struct {
 	boxes []Box
 	index map[string]int
-	// runBox is the box of each run id seen in an answer: a call that
+	// runBox is the box of each run id seen in an answer: a look that
 	// names a run by its id (a CLI's follow pins one) goes to its box
-	// without asking every box. Run ids are unique across boxes (a time
-	// to the nanosecond and random bits), and the box checks the id, so
-	// a call so routed reaches no other run.
+	// without asking every box. Run ids are made unique (a time to the
+	// nanosecond and random bits), but boxes cloned with their state dir
+	// share them: an id seen on two boxes routes nothing (-1), and a
+	// change is never routed so, it asks every box.
 	mu     sync.Mutex
 	runBox map[string]int
 	// Timeout bounds one box's part of a call that asks every box
@@ -165,7 +166,7 @@ func (f *Fleet) CallTool(ctx context.Context, params json.RawMessage, progress f
 // byName sends a call on the run name to its box: the box of its run_id
 // if an answer showed that run, else the one box with a run of name.
 func (f *Fleet) byName(ctx context.Context, c call, name string, progress func([]byte)) (session.Answer, error) {
-	if id, ok, err := c.str("run_id"); err == nil && ok {
+	if id, ok, err := c.str("run_id"); err == nil && ok && looks[c.tool] {
 		if i, seen := f.boxOfRun(id); seen {
 			return f.one(ctx, i, c, progress)
 		}
@@ -212,11 +213,18 @@ func (f *Fleet) learn(i int, ids []string) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(ids) > maxRunBox {
+		ids = ids[:maxRunBox]
+	}
 	if f.runBox == nil || len(f.runBox)+len(ids) > maxRunBox {
 		f.runBox = map[string]int{}
 	}
 	for _, id := range ids {
-		f.runBox[id] = i
+		box := i
+		if was, ok := f.runBox[id]; ok && was != i {
+			box = -1 // on two boxes: no route
+		}
+		f.runBox[id] = box
 	}
 }
 
@@ -225,7 +233,7 @@ func (f *Fleet) boxOfRun(id string) (int, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	i, ok := f.runBox[id]
-	return i, ok
+	return i, ok && i >= 0
 }
 
 // find is the box with a run of name, or the answer that says why there

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -16,6 +17,11 @@ import (
 
 // defaultLimit is process_list's limit when none is given (the box's).
 const defaultLimit = 100
+
+// maxTextRuns bounds the runs the merged text shows a line of, as a box
+// bounds its own: a model reads the text whole, and the structured
+// content has every run.
+const maxTextRuns = 50
 
 // boxList is one box's process_list answer: its runs kept as the box
 // wrote them, each with the two fields the merge reads.
@@ -180,10 +186,12 @@ func (f *Fleet) listAll(ctx context.Context, c call) (session.Answer, error) {
 			}
 			// The box added as the first field, without decoding the
 			// run and encoding it again.
-			tagged := append(append([]byte{}, tag...), raw[1:]...)
-			if string(raw) != "{}" {
-				tagged = append(append(append([]byte{}, tag...), ','), raw[1:]...)
+			rest := raw[1:]
+			tagged := append([]byte{}, tag...)
+			if len(bytes.TrimLeft(rest, " \t\r\n")) > 0 && bytes.TrimLeft(rest, " \t\r\n")[0] != '}' {
+				tagged = append(tagged, ',')
 			}
+			tagged = append(tagged, rest...)
 			out.Runs = append(out.Runs, listed{id: r.RunID, name: r.Name, box: name, raw: tagged})
 			if r.RunID != "" {
 				ids = append(ids, r.RunID)
@@ -278,14 +286,15 @@ func (f *Fleet) listText(out mergedList, texts []string, changes bool) string {
 	default:
 		fmt.Fprintf(&b, "%d run(s):", len(out.Runs))
 	}
-	unshown := 0
+	unshown, shown := 0, 0
 	for _, r := range out.Runs {
 		name, box := r.name, r.box
 		line, ok := lines[key{box, name, r.id}]
-		if !ok {
-			unshown++ // the box left it out of its text: structured content has it
+		if !ok || shown == maxTextRuns {
+			unshown++ // the box left it out of its text, or the text is full: structured content has it
 			continue
 		}
+		shown++
 		b.WriteString("\n" + name + "@" + box + strings.TrimPrefix(line, name))
 	}
 	if unshown > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -250,4 +251,37 @@ func TestListRunsWithoutAnIDComeFirstAndPageOn(t *testing.T) {
 	assert.Equal(t, r3, r.SC["next_before"], "paging goes on from the oldest run with an id")
 	assert.Contains(t, r.Text, "\nbroken@A run_id= state=unknown")
 	assert.Contains(t, r.Text, "\nr3@A run_id="+r3)
+}
+
+// TestListTextIsBounded: the merged text shows at most a box's own bound
+// of runs; structured content has them all.
+func TestListTextIsBounded(t *testing.T) {
+	var boxes []*fakeBox
+	for i := range 4 {
+		b := newFakeBox(fmt.Sprintf("B%d", i))
+		for j := range 20 {
+			b.start(fmt.Sprintf("r%02d", j), i*100+j+1)
+		}
+		boxes = append(boxes, b)
+	}
+	h := newHarness(t, boxes...)
+	r := h.call("process_list", map[string]any{})
+	require.False(t, r.IsError, r.Text)
+	assert.Len(t, r.list("runs"), 80)
+	assert.Equal(t, 50, strings.Count(r.Text, " run_id="), "lines of runs")
+	assert.Contains(t, r.Text, "\n30 more in structured content")
+}
+
+// TestListSplicesAnyRunObject: a box's run written with spaces is still a
+// JSON object once the box is added.
+func TestListSplicesAnyRunObject(t *testing.T) {
+	c := cannedList{text: "2 run(s):\ncursor=c1.A", sc: `{"runs":[{` + "\n\t" + `"name":"y","run_id":"` + runID(2, "A") + `","state":"exited","reason":"r","log_bytes":0},{ "name":"x","run_id":"` + runID(1, "A") + `","state":"exited","reason":"r","log_bytes":0}],"total":2,"cursor":"c1.A"}`}
+	h := harnessOf(t, []fleet.Box{{Name: "A", Caller: c}})
+	r := h.call("process_list", map[string]any{})
+	require.False(t, r.IsError, r.Text)
+	runs := r.list("runs")
+	require.Len(t, runs, 2)
+	for _, run := range runs {
+		assert.Equal(t, "A", run["box"])
+	}
 }

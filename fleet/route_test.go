@@ -232,3 +232,18 @@ func TestRunIDSeenGoesToItsBox(t *testing.T) {
 	assert.Equal(t, "invalid_argument", r.code(), r.Text)
 	assert.Contains(t, r.Text, "boxes A and B")
 }
+
+// TestRunIDRoutesLooksOnly: a change that gives a run id seen before still
+// asks every box (boxes cloned with their state dir share run ids), and an
+// id seen on two boxes routes nothing.
+func TestRunIDRoutesLooksOnly(t *testing.T) {
+	a, b := newFakeBox("A"), newFakeBox("B")
+	aID := a.start("web", 1)
+	h := newHarness(t, a, b)
+	r := h.call("process_list", map[string]any{})
+	require.False(t, r.IsError, r.Text)
+	asked := len(b.got("process_list"))
+	r = h.call("process_kill", map[string]any{"name": "web", "run_id": aID})
+	require.False(t, r.IsError, r.Text)
+	assert.Greater(t, len(b.got("process_list")), asked, "a change asks every box which has web")
+}

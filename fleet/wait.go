@@ -46,7 +46,9 @@ func (f *Fleet) wait(ctx context.Context, c call, progress func([]byte)) (sessio
 		args["names"], _ = json.Marshal(groups[order[0]])
 		return f.one(ctx, order[0], c.with(args), progress)
 	}
-	return f.waitAcross(ctx, c, groups, order, all, monotonic(progress))
+	prog, stop := monotonic(progress)
+	defer stop() // no progress after the answer
+	return f.waitAcross(ctx, c, groups, order, all, prog)
 }
 
 // place puts each of names on its box: NAME@BOX on BOX, a bare NAME on
@@ -152,13 +154,17 @@ func (f *Fleet) waitAcross(ctx context.Context, c call, groups map[int][]string,
 			pending[g.i] = true // cancelled for the end: not answered
 		case g.err != nil:
 			gone = append(gone, away{Box: f.boxes[g.i].Name, Reason: f.reason(wctx, g.i, g.err)})
-		case g.res.IsError:
+		case g.res.IsError && (!ended || refusal(g.res.code())):
 			// One box refused its part (a name it has no run of): the
 			// wait as asked cannot be, so none of it is answered, also
 			// after an end elsewhere (a wait again on an ended run
 			// answers at once: nothing is lost).
 			a := answer(prefixed(g.res, f.boxes[g.i].Name))
 			return &a
+		case g.res.IsError:
+			// A box that failed its part after an end elsewhere (busy,
+			// internal): the end answers, and the box is said.
+			gone = append(gone, away{Box: f.boxes[g.i].Name, Reason: g.res.message()})
 		default:
 			w := boxWait{box: g.i, res: g.res, sc: map[string]json.RawMessage{}}
 			_ = json.Unmarshal(g.res.Structured, &w.sc)
@@ -243,13 +249,21 @@ func (f *Fleet) merged(done []boxWait, unanswered []string, gone []away, all boo
 			// With all, the wait is not over while a run is still going;
 			// without, one end is its answer.
 			timedOut = timedOut || all
-			var run struct {
-				Name string `json:"name"`
-			}
-			if json.Unmarshal(w.sc["run"], &run) == nil && run.Name != "" && !contains(w.running(), run.Name+"@"+f.boxes[w.box].Name) {
+		}
+		var run struct {
+			Name  string `json:"name"`
+			State string `json:"state"`
+		}
+		_ = json.Unmarshal(w.sc["run"], &run)
+		switch {
+		case run.Name == "":
+		case run.State == "running":
+			// A wait that timed out names a run still going as its run
+			// (without all; with all, its run is the first that ended).
+			if !contains(w.running(), run.Name+"@"+f.boxes[w.box].Name) {
 				running = append(running, run.Name+"@"+f.boxes[w.box].Name)
 			}
-		} else {
+		default:
 			end := map[string]json.RawMessage{"run": w.sc["run"]}
 			for _, k := range runEnd {
 				if v, ok := w.sc[k]; ok {
@@ -300,16 +314,24 @@ func unreachableText(gone []away) string {
 	return b.String()
 }
 
+// refusal says whether a box's failure code is a refusal of the wait as
+// asked (the caller's to correct), not a failure of the box.
+func refusal(code wire.Code) bool {
+	return code == wire.InvalidArgument || code == wire.NoSuchRun
+}
+
 // monotonic passes on the progress of several boxes' waits under one
-// token only as it grows, as MCP requires of a token's progress.
-func monotonic(fn func([]byte)) func([]byte) {
+// token only as it grows, as MCP requires of a token's progress; stop
+// ends it, so that none follows the answer (a box's call may still be
+// ending).
+func monotonic(fn func([]byte)) (progress func([]byte), stop func()) {
 	if fn == nil {
-		return nil
+		return nil, func() {}
 	}
 	var mu sync.Mutex
 	var last float64
-	sent := false
-	return func(line []byte) {
+	sent, stopped := false, false
+	progress = func(line []byte) {
 		var m struct {
 			Params struct {
 				Progress float64 `json:"progress"`
@@ -320,12 +342,18 @@ func monotonic(fn func([]byte)) func([]byte) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if sent && m.Params.Progress <= last {
+		if stopped || (sent && m.Params.Progress <= last) {
 			return
 		}
 		last, sent = m.Params.Progress, true
 		fn(line)
 	}
+	stop = func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+	}
+	return progress, stop
 }
 
 // ownNames lets a process_wait given box name its runs NAME@BOX in

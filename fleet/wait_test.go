@@ -372,3 +372,54 @@ func TestWaitNameBesideAnEmptyNames(t *testing.T) {
 		assert.Equal(t, "A", r.run()["box"])
 	}
 }
+
+// TestWaitAllKeepsTheEndOfABoxThatTimedOut: with all, a box whose wait
+// timed out after one of its runs ended answers that run as its run: it is
+// an end of the merged answer, not a run still running.
+func TestWaitAllKeepsTheEndOfABoxThatTimedOut(t *testing.T) {
+	a, b := newFakeBox("A"), newFakeBox("B")
+	a.start("web1", 1)
+	a.start("web2", 2)
+	b.start("db", 3)
+	h := newHarness(t, a, b)
+	ch := h.goCall(context.Background(), "process_wait", map[string]any{"names": []string{"web1@A", "web2@A", "db@B"}, "all": true, "timeout_ms": 60000}, nil, nil)
+	enter(t, a, "process_wait")
+	enter(t, b, "process_wait")
+	a.end("web1")
+	a.expire <- struct{}{}
+	for <-a.returned != "process_wait" {
+	}
+	b.end("db")
+	r := await(t, ch)
+	require.False(t, r.IsError, r.Text)
+	ended := map[string]bool{r.run()["name"].(string) + "@" + r.run()["box"].(string): true}
+	for _, e := range r.list("ends") {
+		run := e["run"].(map[string]any)
+		ended[run["name"].(string)+"@"+run["box"].(string)] = true
+	}
+	assert.Equal(t, map[string]bool{"web1@A": true, "db@B": true}, ended)
+	assert.Equal(t, []string{"web2@A"}, r.strings("running"))
+	assert.Equal(t, true, r.SC["wait_timed_out"], "web2 still runs")
+}
+
+// busyLate is a box whose part of a wait fails busy once its ctx is done.
+type busyLate struct{}
+
+func (busyLate) CallTool(ctx context.Context, _ json.RawMessage, _ func([]byte)) (session.Answer, error) {
+	<-ctx.Done()
+	return toolErr(wire.Busy, "busy: try again"), nil
+}
+
+// TestWaitAnEndOutlivesAFailureAfterIt: a box's failure (not a refusal of
+// the names) after an end elsewhere does not hide the end: the end
+// answers, and the box is said.
+func TestWaitAnEndOutlivesAFailureAfterIt(t *testing.T) {
+	a := newFakeBox("A")
+	a.start("web", 1)
+	a.end("web")
+	h := harnessOf(t, []fleet.Box{{Name: "A", Caller: a}, {Name: "B", Caller: busyLate{}}})
+	r := h.call("process_wait", map[string]any{"names": []string{"web@A", "db@B"}})
+	require.False(t, r.IsError, r.Text)
+	assert.Equal(t, "web", r.run()["name"])
+	assert.Equal(t, []map[string]any{{"box": "B", "reason": "busy: try again"}}, r.list("unreachable"))
+}
