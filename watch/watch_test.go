@@ -65,6 +65,17 @@ func opts(file string, boxes ...session.Tools) Options {
 		Poll: 20 * time.Millisecond, OwnerPoll: 5 * time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
 }
 
+// background runs a watch; its outcome comes on the channel.
+func background(t *testing.T, o Options) <-chan Outcome {
+	done := make(chan Outcome, 1)
+	go func() {
+		out, err := Run(context.Background(), o)
+		assert.NoError(t, err)
+		done <- out
+	}()
+	return done
+}
+
 func look(t *testing.T, o Options) (Outcome, string) {
 	t.Helper()
 	o.NoWait = true
@@ -169,12 +180,7 @@ func TestBlockingWatchWakes(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "cursor.json")
 	o := opts(file, box.tools("dev"))
 	o.Poll = time.Minute // it must wake on the end, not at a poll
-	done := make(chan Outcome, 1)
-	go func() {
-		out, err := Run(context.Background(), o)
-		assert.NoError(t, err)
-		done <- out
-	}()
+	done := background(t, o)
 	waitFor(t, "the watch to wait", func() bool { return box.count("process_wait") > 0 })
 	box.end("build", 0, "fine")
 	assert.Equal(t, Reported, recv(t, done))
@@ -188,18 +194,9 @@ func TestNewestWatchWins(t *testing.T) {
 	box.start("build")
 	file := filepath.Join(t.TempDir(), "cursor.json")
 	oa, ob := opts(file, box.tools("dev")), opts(file, box.tools("dev"))
-	a, b := make(chan Outcome, 1), make(chan Outcome, 1)
-	go func() {
-		out, err := Run(context.Background(), oa)
-		assert.NoError(t, err)
-		a <- out
-	}()
+	a := background(t, oa)
 	waitFor(t, "watch A to wait", func() bool { return box.count("process_wait") > 0 })
-	go func() {
-		out, err := Run(context.Background(), ob)
-		assert.NoError(t, err)
-		b <- out
-	}()
+	b := background(t, ob)
 	assert.Equal(t, Superseded, recv(t, a))
 	assert.Empty(t, oa.Report.(*syncBuffer).String())
 	box.end("build", 0, "fine")
@@ -256,12 +253,7 @@ func TestUnreachableBoxSaidOnce(t *testing.T) {
 	down.setDown(true)
 	file := filepath.Join(t.TempDir(), "cursor.json")
 	o := opts(file, down.tools("gone"), up.tools("dev"))
-	done := make(chan Outcome, 1)
-	go func() {
-		out, err := Run(context.Background(), o)
-		assert.NoError(t, err)
-		done <- out
-	}()
+	done := background(t, o)
 	waitFor(t, "several tries of the box down", func() bool { return down.count("process_list") >= 3 })
 	waitFor(t, "the other box to be waited on", func() bool { return up.count("process_wait") > 0 })
 	up.end("build", 1, "")
