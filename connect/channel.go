@@ -47,14 +47,11 @@ func withChannel(res json.RawMessage) json.RawMessage {
 	experimental[channelCapability] = json.RawMessage(`{}`)
 	caps["experimental"], _ = json.Marshal(experimental)
 	m["capabilities"], _ = json.Marshal(caps)
-	var instructions string
-	_ = json.Unmarshal(m["instructions"], &instructions)
-	m["instructions"], _ = json.Marshal(instructions + channelInstructions)
 	b, err := json.Marshal(m)
 	if err != nil {
 		return res
 	}
-	return b
+	return withInstructions(b, channelInstructions)
 }
 
 // startChannel starts the channel's loop, once the client is initialized

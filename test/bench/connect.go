@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -167,25 +166,11 @@ func memRows(rssTitle string, early, late connectState) []metric {
 }
 
 // relay starts agent-box connect with a server on stateDir as its
-// transport, initializes it, and remembers it for cleanup.
+// transport, initializes it, and remembers it for cleanup (relayFleet of
+// one box, its cache under the work dir).
 func (b *bench) relay(stateDir string) (*client, error) {
 	transport := shellQuote(b.binary) + " --state-dir " + shellQuote(stateDir)
-	cmd := exec.Command(b.binary, "connect", "--exec", transport)
-	stderr := &tailBuffer{max: 8 << 10}
-	cmd.Stderr = stderr
-	conn, err := rawmcp.Start(cmd)
-	if err != nil {
-		return nil, fmt.Errorf("starting %s connect: %w", b.binary, err)
-	}
-	c := &client{Conn: conn, stderr: stderr}
-	if _, err := c.Initialize(clientName); err != nil {
-		c.close()
-		return nil, c.withStderr(err)
-	}
-	b.mu.Lock()
-	b.clients = append(b.clients, c)
-	b.mu.Unlock()
-	return c, nil
+	return b.relayFleet([]string{transport}, filepath.Join(b.files, "connect-cache"), nil)
 }
 
 // startup times a fresh server from fork/exec to its initialize reply, as
